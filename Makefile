@@ -1,0 +1,45 @@
+# onnxsight: `make demo` sets up and runs the demo job; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: setup demo test test-ops test-zoo test-all bench sarif-validate docs browser-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first, from the local CPU wheel, so no dependency pulls a CUDA build
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[dev,bench]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(PY) -m onnxsight.demo --out demo-out
+
+test: setup
+	$(PY) -m pytest -q -n $(JOBS) -m "not slow" tests
+
+# The full OpInfo op suite (records the coverage number written in README.md).
+test-ops: setup
+	ONNXSIGHT_FULL_OPS=1 $(PY) -m pytest -q -n $(JOBS) tests/exporter/ops
+
+# The whole development zoo.
+test-zoo: setup
+	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
+
+test-all: setup
+	ONNXSIGHT_FULL_OPS=1 $(PY) -m pytest -q -n $(JOBS) tests
+
+bench: setup
+	$(PY) bench/export.py
+	$(PY) bench/verify.py
+
+docs: setup
+	$(PY) -m onnxsight.rules.docs docs/rules
+
+clean:
+	rm -rf $(VENV) demo-out artifacts .pytest_cache

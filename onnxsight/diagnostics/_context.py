@@ -1,0 +1,85 @@
+"""DiagnosticContext: collects diagnostics during one export or verification."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from onnxsight.diagnostics._diagnostic import Diagnostic
+from onnxsight.diagnostics._location import Location, parse_stack_trace, user_frame
+from onnxsight.rules import Level, Rule
+
+logger = logging.getLogger("onnxsight")
+
+_LOG_LEVELS = {Level.ERROR: logging.ERROR, Level.WARNING: logging.WARNING, Level.NOTE: logging.INFO}
+
+
+def module_path(node: Any) -> str | None:
+    """The ``nn_module_stack`` of an FX node as a dotted path (``encoder.layer.0.attn``)."""
+    stack = getattr(node, "meta", {}).get("nn_module_stack") if node is not None else None
+    if not stack:
+        return None
+    paths = [value[0] if isinstance(value, tuple) else str(value) for value in stack.values()]
+    paths = [p for p in paths if p]
+    return paths[-1] if paths else None
+
+
+def node_location(node: Any) -> tuple[Location | None, tuple[Location, ...]]:
+    """(user frame, full stack) of an FX node, from its ``stack_trace`` meta."""
+    stack = parse_stack_trace(getattr(node, "meta", {}).get("stack_trace"))
+    return user_frame(stack), stack
+
+
+class DiagnosticContext:
+    """Collects diagnostics; applies the minimum level and warnings-as-errors options."""
+
+    def __init__(self, *, min_level: Level = Level.NOTE, warnings_as_errors: bool = False,
+                 fallback_location: Location | None = None) -> None:
+        self.min_level = Level(min_level)
+        self.warnings_as_errors = warnings_as_errors
+        self.fallback_location = fallback_location
+        self._diagnostics: list[Diagnostic] = []
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return list(self._diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self._diagnostics if d.level is Level.ERROR]
+
+    def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
+        for diagnostic in diagnostics:
+            self._add(diagnostic)
+
+    def emit(self, rule: Rule, *, node: Any = None, location: Location | None = None,
+             stack: tuple[Location, ...] = (), related: tuple[Location, ...] = (),
+             module: str | None = None, level: Level | None = None,
+             properties: Mapping[str, Any] | None = None, **fields: Any) -> Diagnostic | None:
+        """Record a diagnostic of ``rule`` with the template ``fields``.
+
+        With ``node`` (an FX node), location, stack, module path and the
+        fx_node/target properties are taken from its meta.
+        """
+        props = dict(properties or {})
+        if node is not None:
+            node_loc, node_stack = node_location(node)
+            location = location or node_loc
+            stack = stack or node_stack
+            module = module or module_path(node)
+            props.setdefault("fx_node", getattr(node, "name", None))
+            props.setdefault("target", str(getattr(node, "target", "")))
+        diagnostic = Diagnostic(
+            rule=rule, level=level or rule.level, message=rule.format(**fields), fields=fields,
+            location=location or self.fallback_location, related=tuple(related), stack=tuple(stack),
+            module_path=module, properties={k: v for k, v in props.items() if v is not None})
+        return self._add(diagnostic)
+
+    def _add(self, diagnostic: Diagnostic) -> Diagnostic | None:
+        if self.warnings_as_errors and diagnostic.level is Level.WARNING:
+            diagnostic = Diagnostic(**{**diagnostic.__dict__, "level": Level.ERROR})
+        if diagnostic.level.rank < self.min_level.rank:
+            return None
+        self._diagnostics.append(diagnostic)
+        logger.log(_LOG_LEVELS[diagnostic.level], "%s", diagnostic)
+        return diagnostic

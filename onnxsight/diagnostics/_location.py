@@ -1,0 +1,118 @@
+"""Source locations: turning FX stack traces and Python frames into user code lines.
+
+The primary location of a diagnostic is the first frame that is the user's
+own code, i.e. not inside torch, onnxsight or the Python standard library.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import sysconfig
+from dataclasses import dataclass
+from types import FrameType
+
+_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?\s*$')
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a source file; ``line`` is 1-based."""
+
+    file: str
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def snippet(self, context: int = 2) -> list[tuple[int, str]]:
+        """Lines around ``line`` as (number, text) pairs; empty if the file is unreadable."""
+        if not self.line:
+            return []
+        start = max(1, self.line - context)
+        out = []
+        for number in range(start, self.line + context + 1):
+            text = linecache.getline(self.file, number)
+            if not text and number > self.line:
+                break
+            out.append((number, text.rstrip("\n")))
+        return out if any(t for _, t in out) else []
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # onnxsight/
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.abspath(path))
+    for name in ("torch", "torchvision", "transformers", "timm", "onnx", "onnxruntime", "pytest", "_pytest", "pluggy"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            roots.add(os.path.dirname(os.path.abspath(module.__file__)))
+    return tuple(sorted(roots))
+
+
+def is_user_file(path: str) -> bool:
+    """True for files that are neither onnxsight, torch, other ML libraries nor the stdlib."""
+    if not path or path.startswith("<"):
+        return False
+    absolute = os.path.abspath(path)
+    return not any(absolute == root or absolute.startswith(root + os.sep) for root in _library_roots())
+
+
+def parse_stack_trace(text: str | None) -> tuple[Location, ...]:
+    """Parse a Python traceback-style string (FX ``stack_trace`` meta) into frames, outermost first.
+
+    Lines that are not frames are ignored, so an unexpected format yields fewer
+    frames rather than an exception.
+    """
+    if not text or not isinstance(text, str):
+        return ()
+    frames: list[Location] = []
+    lines = text.splitlines()
+    for index, raw in enumerate(lines):
+        match = _FRAME_RE.match(raw)
+        if not match:
+            continue
+        code = None
+        if index + 1 < len(lines) and not _FRAME_RE.match(lines[index + 1]):
+            code = lines[index + 1].strip() or None
+        frames.append(Location(file=match["file"], line=int(match["line"]),
+                               function=(match["func"] or "").strip() or None, code=code))
+    return tuple(frames)
+
+
+def user_frame(frames: tuple[Location, ...]) -> Location | None:
+    """The innermost frame that is user code (the line that did the thing)."""
+    for frame in reversed(frames):
+        if is_user_file(frame.file):
+            return frame
+    return None
+
+
+def caller_location(frame: FrameType | None = None) -> Location | None:
+    """The innermost user frame of the current Python stack (the call site of onnxsight.export)."""
+    frame = frame or sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if is_user_file(path):
+            return Location(file=path, line=frame.f_lineno, function=frame.f_code.co_name,
+                            code=(linecache.getline(path, frame.f_lineno).strip() or None))
+        frame = frame.f_back
+    return None
+
+
+def traceback_frames(exc: BaseException) -> tuple[Location, ...]:
+    """The frames of an exception's traceback, outermost first."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        frames.append(Location(file=code.co_filename, line=tb.tb_lineno, function=code.co_name,
+                               code=(linecache.getline(code.co_filename, tb.tb_lineno).strip() or None)))
+        tb = tb.tb_next
+    return tuple(frames)

@@ -1,0 +1,238 @@
+"""onnxsight.export: capture -> decompose -> translate -> check, with diagnostics at every stage."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+import onnx
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext, caller_location
+from onnxsight.exporter import _errors as errors
+from onnxsight.exporter._capture import capture
+from onnxsight.exporter._decompose import decompose
+from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
+                                        symbol_names)
+from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
+from onnxsight.exporter._record import ExportRecord
+from onnxsight.exporter._registry import Registry, default_registry, target_key
+from onnxsight.exporter._translate import translate_program
+
+
+def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,
+           kwargs: Mapping[str, Any] | None = None,
+           input_names: Sequence[str] | None = None, output_names: Sequence[str] | None = None,
+           opset_version: int | None = None, dynamic_shapes: Any = None,
+           dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
+           custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+           report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
+           registry: Registry | None = None) -> ONNXProgram:
+    """Export ``model`` to ONNX.
+
+    Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
+    problem's rule code, operator and source line. With ``report=True`` the
+    markdown/HTML/SARIF reports are written whether the export succeeds or not.
+    """
+    opset = DEFAULT_OPSET if opset_version is None else opset_version
+    ctx = DiagnosticContext(fallback_location=caller_location())
+    record = ExportRecord(model_name=type(model).__name__, opset=opset)
+    program: ONNXProgram | None = None
+    try:
+        program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
+                          output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
+                          custom_translations=custom_translations, registry=registry)
+        if f is not None:
+            with record.stage("save"):
+                files = program.save(f, external_data=external_data)
+                if len(files) > 1:
+                    ctx.emit(rules.EXTERNAL_DATA_WRITTEN, count=len(program.initializers),
+                             size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1])
+        if verify:
+            _verify(program, args, kwargs, ctx, record)
+    except errors.ExportError as exc:
+        exc.diagnostics = ctx.diagnostics
+        exc.record = record
+        if report:
+            _write_reports(exc, record, ctx, artifacts_dir, program=program)
+        raise
+    except Exception as exc:
+        ctx.emit(rules.INTERNAL_ERROR, stage=record.stages[-1].name if record.stages else "export",
+                 error_type=type(exc).__name__, error=str(exc)[:500])
+        wrapped = errors.ExportError(f"onnxsight failed internally: {type(exc).__name__}: {exc}",
+                                     diagnostics=ctx.diagnostics, record=record)
+        if report:
+            _write_reports(wrapped, record, ctx, artifacts_dir, program=program)
+        raise wrapped from exc
+    program.diagnostics = ctx.diagnostics
+    if report:
+        _write_reports(None, record, ctx, artifacts_dir, program=program)
+    return program
+
+
+def _fail(cls: type[errors.ExportError], summary: str, ctx: DiagnosticContext, record: ExportRecord) -> None:
+    raise cls(summary, diagnostics=ctx.diagnostics, record=record)
+
+
+def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord, *, opset: int,
+            input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
+            dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
+            registry: Registry | None) -> ONNXProgram:
+    with record.stage("arguments") as stage:
+        args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes)
+        registry = (registry or default_registry()).copy()
+        keep: list[Any] = []
+        for target, fn in (custom_translations or {}).items():
+            if not callable(fn):
+                ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translations",
+                         error=f"the translation for {target_key(target)} is not callable")
+                continue
+            registry.register(target, fn, custom=True)
+            overload = _resolve_overload(target)
+            if overload is not None:
+                keep.append(overload)
+        wanted_names: dict[tuple[str, int], str] = {}
+        if dynamic_axes is not None and not ctx.errors:
+            dynamic_shapes, wanted_names = convert_dynamic_axes(ctx, model, args, kwargs, dynamic_axes,
+                                                                list(input_names or []))
+        elif dynamic_shapes is not None and not ctx.errors:
+            wanted_names = named_dims(dynamic_shapes, args, kwargs, model)
+        if ctx.errors:
+            stage.status = "failed"
+            _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
+    model_was_training = model.training
+    model.eval()
+    try:
+        with record.stage("capture") as stage:
+            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts)
+            if exported is None:
+                stage.status = "failed"
+                _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
+    finally:
+        model.train(model_was_training)
+    with record.stage("decompose"):
+        try:
+            decomposed = decompose(exported, tuple(keep))
+        except Exception as exc:  # noqa: BLE001
+            ctx.emit(rules.DECOMPOSITION_FAILED, error_type=type(exc).__name__, error=str(exc)[:500])
+            _fail(errors.DecompositionError, "decomposition to core ATen failed", ctx, record)
+    with record.stage("translate") as stage:
+        translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names,
+                                       output_names=output_names,
+                                       dim_names=symbol_names(decomposed, wanted_names))
+        if translated is None:
+            stage.status = "failed"
+            _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)
+    program = ONNXProgram(translated, decomposed, ctx.diagnostics, record)
+    with record.stage("check") as stage:
+        _report_io(ctx, program, args, kwargs, input_names, output_names)
+        try:
+            onnx.checker.check_model(_checkable(program))
+        except onnx.checker.ValidationError as exc:
+            ctx.emit(rules.CHECKER_FAILED, error=str(exc)[:800])
+            stage.status = "failed"
+            _fail(errors.CheckerError, "the exported model is not valid ONNX", ctx, record)
+        if ctx.errors:
+            stage.status = "failed"
+            _fail(errors.TranslationError, "the exported model does not match the requested inputs/outputs",
+                  ctx, record)
+    record.facts.update(nodes=len(translated.graph.node), initializers=len(translated.initializers),
+                        weights_bytes=program.weights_size)
+    return program
+
+
+def _checkable(program: ONNXProgram) -> onnx.ModelProto:
+    """The model as the checker should see it: embedded weights, or external references when large."""
+    if program.weights_size <= EXTERNAL_DATA_THRESHOLD:
+        return program.model_proto  # built once; reused by save() and the runtime
+    external = {name: ("weights.data", 0, 0) for name in program.initializers}
+    return assemble(program._translated, with_data=False, external=external)
+
+
+def _resolve_overload(target: Any) -> Any:
+    """The OpOverload for a custom translation's key, to keep it out of decomposition."""
+    if hasattr(target, "_schema"):
+        return target
+    if hasattr(target, "default") and hasattr(target, "_qualified_op_name"):
+        return target.default
+    if isinstance(target, str):
+        key = target_key(target)
+        namespace, _, rest = key.partition("::")
+        name, _, overload = rest.partition(".")
+        try:
+            return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")
+        except (AttributeError, RuntimeError):
+            return None
+    return None
+
+
+def _report_io(ctx: DiagnosticContext, program: ONNXProgram, args: tuple, kwargs: dict,
+               input_names: Sequence[str] | None, output_names: Sequence[str] | None) -> None:
+    """Diagnostics about inputs and outputs: baked scalars, unused inputs, flattened/dropped outputs."""
+    graph = program._translated.graph
+    flat, _ = pytree.tree_flatten_with_path((args, kwargs))
+    for path, leaf in flat:
+        if isinstance(leaf, (bool, int, float, str)) or leaf is None and False:
+            ctx.emit(rules.PYTHON_SCALAR_BAKED, input=pytree.keystr(path), type=type(leaf).__name__, value=repr(leaf))
+    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    _collect_subgraph_inputs(graph, used)
+    for value in graph.input:
+        if value.name not in used:
+            ctx.emit(rules.UNUSED_INPUT, input=value.name)
+    n_in, n_out = len(graph.input), len(graph.output)
+    if input_names is not None and len(input_names) != n_in:
+        ctx.emit(rules.NAMES_MISMATCH, kind="input", names=list(input_names), given=len(input_names), actual=n_in)
+    if output_names is not None and len(output_names) != n_out:
+        ctx.emit(rules.NAMES_MISMATCH, kind="output", names=list(output_names), given=len(output_names),
+                 actual=n_out)
+    out_spec = getattr(program.exported_program.call_spec, "out_spec", None)
+    if out_spec is not None and out_spec.type not in (None, tuple, list) or _has_dict(out_spec):
+        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=str(out_spec).replace("\n", " ")[:300],
+                 count=n_out, names=", ".join(o.name for o in graph.output))
+    for spec in program.exported_program.graph_signature.output_specs:
+        if spec.kind.name == "USER_OUTPUT" and getattr(spec.arg, "value", 0) is None:
+            ctx.emit(rules.NONE_OUTPUT_DROPPED, path=str(spec.arg))
+
+
+def _has_dict(spec: Any) -> bool:
+    if spec is None:
+        return False
+    if spec.type is dict or (spec.type is not None and issubclass(spec.type, dict)):
+        return True
+    return any(_has_dict(child) for child in getattr(spec, "children_specs", []))
+
+
+def _collect_subgraph_inputs(graph: onnx.GraphProto, used: set[str]) -> None:
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used.update(name for n in attr.g.node for name in n.input)
+                used.update(o.name for o in attr.g.output)
+                _collect_subgraph_inputs(attr.g, used)
+
+
+def _verify(program: ONNXProgram, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord) -> None:
+    """export(..., verify=True): run the verification engine and keep its result on the program."""
+    from onnxsight.verification import verify as run_verify
+
+    with record.stage("accuracy") as stage:
+        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs)
+        program.verification = result
+        ctx.extend(result.diagnostics)
+        if not result.passed:
+            stage.status = "failed"
+            stage.detail = f"{len(result.root_causes)} root cause(s)"
+
+
+def _write_reports(error: errors.ExportError | None, record: ExportRecord, ctx: DiagnosticContext,
+                   artifacts_dir: str | os.PathLike, *, program: ONNXProgram | None) -> None:
+    """report=True: write markdown, HTML and SARIF, success or failure."""
+    from onnxsight.reports import write_export_reports
+
+    paths = write_export_reports(record=record, diagnostics=ctx.diagnostics, program=program,
+                                 error=error, artifacts_dir=os.fspath(artifacts_dir))
+    if error is not None:
+        error.report_paths = list(paths)
+        error.report_path = paths[0] if paths else None

@@ -1,0 +1,283 @@
+"""GraphBuilder: what translation functions use to emit ONNX nodes.
+
+Translations receive the builder as their first argument (never a global
+tracer). Every value is a :class:`Value` carrying its name, torch dtype and
+shape (ints for static dims, strings for symbolic ones) so translations can
+decide casts and ranks without running shape inference.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import onnx
+import torch
+from onnx import helper
+
+from onnxsight.exporter import _dtypes
+
+Dim = "int | str | None"
+
+
+@dataclass(eq=False)
+class Value:
+    """An ONNX value during translation. ``shape`` is None when the rank is unknown."""
+
+    name: str
+    dtype: torch.dtype | None = None
+    shape: tuple[int | str | None, ...] | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.dtype}, {self.shape})"
+
+
+@dataclass
+class NodeInfo:
+    """What the translator knows of the FX node being translated (from its ``val`` meta)."""
+
+    name: str
+    target: str
+    out_dtypes: tuple[torch.dtype | None, ...] = ()
+    out_shapes: tuple[tuple[int | str | None, ...] | None, ...] = ()
+    meta_vals: tuple[Any, ...] = ()
+
+
+@dataclass
+class _Graph:
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    value_info: dict[str, Value] = field(default_factory=dict)
+
+
+def torch_to_tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
+    """TensorProto holding ``tensor``'s bytes (one copy; bfloat16/float8 handled via raw bytes)."""
+    tensor = tensor.detach().cpu().contiguous()
+    proto = onnx.TensorProto(name=name, data_type=_dtypes.to_onnx(tensor.dtype), dims=list(tensor.shape))
+    if tensor.numel():
+        proto.raw_data = tensor_bytes_view(tensor).tobytes()
+    return proto
+
+
+def tensor_bytes_view(tensor: torch.Tensor) -> np.ndarray:
+    """The tensor's bytes as a uint8 numpy array sharing its storage (contiguous CPU tensors)."""
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    return flat.view(torch.uint8).numpy()
+
+
+def symbolic_shape(val: Any) -> tuple[int | str | None, ...] | None:
+    """Shape of a FakeTensor meta value with symbolic dims as their sympy names."""
+    shape = getattr(val, "shape", None)
+    if shape is None:
+        return None
+    dims: list[int | str | None] = []
+    for dim in shape:
+        if isinstance(dim, int):
+            dims.append(dim)
+        else:
+            node = getattr(dim, "node", None)
+            expr = getattr(node, "_expr", None) or getattr(node, "expr", None)
+            if expr is not None and getattr(expr, "is_number", False):
+                dims.append(int(expr))
+            else:
+                dims.append(str(expr) if expr is not None else str(dim))
+    return tuple(dims)
+
+
+class GraphBuilder:
+    """Emits ONNX nodes for one graph (the main graph or a subgraph of If/Loop/Scan).
+
+    Translations call :meth:`op` (``b.op("Add", x, y)``), :meth:`const`,
+    :meth:`cast` and friends; the translator names their results after the FX
+    node afterwards.
+    """
+
+    def __init__(self, opset: int, *, parent: GraphBuilder | None = None,
+                 domains: dict[str, int] | None = None) -> None:
+        self.opset = opset
+        self.parent = parent
+        self.domains: dict[str, int] = domains if domains is not None else {"": opset}
+        self._counter = parent._counter if parent else itertools.count()
+        self._graph = _Graph()
+        self.initializers: dict[str, torch.Tensor] = {}
+        self._constants: dict[tuple, Value] = {}
+        self.current: NodeInfo | None = None
+        self.node_metadata: dict[str, str] = {}
+        # Set by the translator: translate_subgraph(child_builder, graph_module, inputs, prefix) -> outputs.
+        self.translate_subgraph: Any = None
+
+    # -- naming -----------------------------------------------------------------------------
+    def fresh(self, hint: str = "v") -> str:
+        return f"_{hint}_{next(self._counter)}"
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        return self._graph.nodes
+
+    @property
+    def value_info(self) -> dict[str, Value]:
+        return self._graph.value_info
+
+    # -- emitting -----------------------------------------------------------------------------
+    def op(self, op_type: str, *inputs: Value | None, outputs: int = 1, domain: str = "",
+           dtype: torch.dtype | None = None, shape: tuple | None = None,
+           **attributes: Any) -> Any:
+        """Emit one node; returns its Value, or a tuple of Values when ``outputs > 1``.
+
+        ``None`` inputs become ONNX's empty optional input. ``dtype``/``shape``
+        annotate the (first) output; by default the dtype of the first input is
+        assumed for ops that keep dtypes, and translations set it otherwise.
+        """
+        if domain and domain not in self.domains:
+            self.domains[domain] = 1
+        names = []
+        for value in inputs:
+            if value is None:
+                names.append("")
+            elif isinstance(value, Value):
+                names.append(value.name)
+            else:
+                raise TypeError(f"{op_type} input must be a Value or None, got {type(value).__name__}: {value!r}"
+                                " (use b.const(...) for constants)")
+        out_values = tuple(Value(self.fresh(op_type.lower())) for _ in range(outputs))
+        attrs = {k: v for k, v in attributes.items() if v is not None}
+        node = helper.make_node(op_type, names, [v.name for v in out_values], name=self.fresh(op_type),
+                                domain=domain or None, **attrs)
+        for key, text in self.node_metadata.items():
+            entry = node.metadata_props.add()
+            entry.key, entry.value = key, text
+        self._graph.nodes.append(node)
+        first = next((v for v in inputs if isinstance(v, Value)), None)
+        out_values[0].dtype = dtype if dtype is not None else (first.dtype if first is not None else None)
+        out_values[0].shape = shape
+        return out_values[0] if outputs == 1 else out_values
+
+    def subgraph(self) -> GraphBuilder:
+        """A builder for an If/Loop/Scan body that shares names and opsets with this one."""
+        child = GraphBuilder(self.opset, parent=self, domains=self.domains)
+        child.node_metadata = self.node_metadata
+        child.translate_subgraph = self.translate_subgraph
+        return child
+
+    def make_graph(self, name: str, inputs: Sequence[Value], outputs: Sequence[Value]) -> onnx.GraphProto:
+        """Build a GraphProto of this builder's nodes (used for subgraphs; no initializers)."""
+        return helper.make_graph(self.nodes, name, [value_info(v) for v in inputs],
+                                 [value_info(v) for v in outputs])
+
+    # -- constants --------------------------------------------------------------------------
+    def const(self, value: Any, dtype: torch.dtype | None = None) -> Value:
+        """A Constant node holding ``value`` (Python number/list, numpy array or tensor); deduplicated."""
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu()
+            if dtype is not None:
+                tensor = tensor.to(dtype)
+        else:
+            if dtype is None:
+                dtype = _infer_dtype(value)
+            tensor = torch.tensor(np.asarray(value).tolist() if isinstance(value, np.ndarray) else value, dtype=dtype)
+        key = (tensor.dtype, tuple(tensor.shape), tensor_bytes_view(tensor).tobytes() if tensor.numel() else b"")
+        if key in self._constants:
+            return self._constants[key]
+        name = self.fresh("const")
+        node = helper.make_node("Constant", [], [name], name=self.fresh("Constant"),
+                                value=torch_to_tensor_proto(tensor, name))
+        self._graph.nodes.append(node)
+        result = Value(name, tensor.dtype, tuple(tensor.shape))
+        self._constants[key] = result
+        return result
+
+    def scalar(self, value: Any, like: Value | torch.dtype | None) -> Value:
+        """A 0-d constant with the dtype of ``like`` (a Value or a dtype); a Value passes through."""
+        if isinstance(value, Value):
+            return value
+        dtype = like.dtype if isinstance(like, Value) else like
+        return self.const(value, dtype or _infer_dtype(value))
+
+    def int_list(self, items: Sequence[int | Value] | Value) -> Value:
+        """A 1-D int64 tensor from a list mixing Python ints and 0-d/1-d int Values (symbolic sizes)."""
+        if isinstance(items, Value):
+            return self.cast(items, torch.int64)
+        if all(isinstance(i, int) for i in items):
+            return self.const(list(items), torch.int64)
+        parts = []
+        for item in items:
+            if isinstance(item, Value):
+                item = self.cast(item, torch.int64)
+                parts.append(self.op("Reshape", item, self.const([-1], torch.int64), shape=(1,)))
+            else:
+                parts.append(self.const([int(item)], torch.int64))
+        return self.op("Concat", *parts, axis=0, dtype=torch.int64, shape=(len(items),))
+
+    # -- helpers translations share ------------------------------------------------------------
+    def cast(self, value: Value, dtype: torch.dtype) -> Value:
+        """Cast unless already of ``dtype``."""
+        if value.dtype == dtype:
+            return value
+        return self.op("Cast", value, to=_dtypes.to_onnx(dtype), dtype=dtype, shape=value.shape)
+
+    def promote(self, *args: Any) -> tuple[torch.dtype, list[Value]]:
+        """Apply PyTorch's type promotion to tensors and Python scalars; return (dtype, Values)."""
+        dtype = result_dtype(*args)
+        return dtype, [self.scalar(a, dtype) if not isinstance(a, Value) else self.cast(a, dtype) for a in args]
+
+    @property
+    def out_dtype(self) -> torch.dtype | None:
+        """dtype of the current FX node's (first) output, from its meta."""
+        return self.current.out_dtypes[0] if self.current and self.current.out_dtypes else None
+
+    @property
+    def out_shape(self) -> tuple | None:
+        return self.current.out_shapes[0] if self.current and self.current.out_shapes else None
+
+    def shape_of(self, value: Value, start: int | None = None, end: int | None = None) -> Value:
+        """Runtime shape (int64 1-D) of ``value``, optionally sliced."""
+        return self.op("Shape", value, start=start, end=end, dtype=torch.int64)
+
+    def rank_of(self, value: Value) -> int:
+        if value.rank is None:
+            raise ValueError(f"rank of {value.name} is unknown")
+        return value.rank
+
+
+def value_info(value: Value) -> onnx.ValueInfoProto:
+    """ValueInfoProto with dtype and (symbolic) shape; unknown parts left out."""
+    elem = _dtypes.to_onnx(value.dtype) if value.dtype is not None else onnx.TensorProto.UNDEFINED
+    shape = None if value.shape is None else [d if isinstance(d, (int, str)) else None for d in value.shape]
+    return helper.make_tensor_value_info(value.name, elem, shape)
+
+
+def _infer_dtype(value: Any) -> torch.dtype:
+    flat = value
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    if isinstance(flat, np.ndarray):
+        return torch.from_numpy(np.asarray(flat)).dtype
+    if isinstance(flat, bool):
+        return torch.bool
+    if isinstance(flat, int):
+        return torch.int64
+    return torch.float32
+
+
+def result_dtype(*args: Any) -> torch.dtype:
+    """PyTorch's result dtype for tensors (Values) and Python scalars, by torch's own rules."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    fakes: list[Any] = []
+    for arg in args:
+        if isinstance(arg, Value):
+            shape = () if arg.rank == 0 else (1,)
+            fakes.append(torch.empty(shape, dtype=arg.dtype or torch.float32, device="meta"))
+        elif isinstance(arg, (bool, int, float, complex)):
+            fakes.append(arg)
+    if not fakes:
+        return torch.float32
+    _, dtype = elementwise_dtypes(*fakes, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    return dtype

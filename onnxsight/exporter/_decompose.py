@@ -1,0 +1,50 @@
+"""Decomposition to core ATen, keeping ops that have a better ONNX form."""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+# NOTE: these have compact ONNX forms (fused kernels in ONNX Runtime); decomposing
+# them would turn one node into ten and lose ORT's fusions.
+KEPT_OPS: tuple = (
+    aten.linear.default,
+    aten.layer_norm.default,
+    aten.group_norm.default,
+    aten.gelu.default,
+    aten.silu.default,
+    aten.softmax.int,
+    aten.log_softmax.int,
+    aten.scaled_dot_product_attention.default,
+    aten.upsample_nearest2d.vec,
+    aten.upsample_nearest2d.default,
+    aten.upsample_bilinear2d.vec,
+    aten.upsample_bilinear2d.default,
+    aten.upsample_bicubic2d.vec,
+    aten.upsample_linear1d.vec,
+    aten.upsample_nearest1d.vec,
+    aten.upsample_trilinear3d.vec,
+    aten.upsample_nearest3d.vec,
+    aten.pixel_shuffle.default,
+    aten.pixel_unshuffle.default,
+    aten.instance_norm.default,
+    aten.native_layer_norm.default,
+    aten.native_group_norm.default,
+    aten._softmax.default,
+    aten._log_softmax.default,
+)
+
+
+def decomposition_table(keep: tuple = KEPT_OPS) -> dict:
+    """torch.export's default core-ATen table without the ops we translate directly."""
+    table = torch.export.default_decompositions()
+    for op in keep:
+        if op in table:
+            table.pop(op)
+    return table
+
+
+def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> torch.export.ExportedProgram:
+    """Run decompositions; ops in ``extra_keep`` (custom translations' targets) are kept too."""
+    return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))

@@ -1,0 +1,54 @@
+"""torch dtype <-> ONNX TensorProto data type."""
+
+from __future__ import annotations
+
+import onnx
+import torch
+
+_TORCH_TO_ONNX: dict[torch.dtype, int] = {
+    torch.float32: onnx.TensorProto.FLOAT,
+    torch.float16: onnx.TensorProto.FLOAT16,
+    torch.bfloat16: onnx.TensorProto.BFLOAT16,
+    torch.float64: onnx.TensorProto.DOUBLE,
+    torch.int8: onnx.TensorProto.INT8,
+    torch.int16: onnx.TensorProto.INT16,
+    torch.int32: onnx.TensorProto.INT32,
+    torch.int64: onnx.TensorProto.INT64,
+    torch.uint8: onnx.TensorProto.UINT8,
+    torch.uint16: onnx.TensorProto.UINT16,
+    torch.uint32: onnx.TensorProto.UINT32,
+    torch.uint64: onnx.TensorProto.UINT64,
+    torch.bool: onnx.TensorProto.BOOL,
+    torch.complex64: onnx.TensorProto.COMPLEX64,
+    torch.complex128: onnx.TensorProto.COMPLEX128,
+    torch.float8_e4m3fn: onnx.TensorProto.FLOAT8E4M3FN,
+    torch.float8_e4m3fnuz: onnx.TensorProto.FLOAT8E4M3FNUZ,
+    torch.float8_e5m2: onnx.TensorProto.FLOAT8E5M2,
+    torch.float8_e5m2fnuz: onnx.TensorProto.FLOAT8E5M2FNUZ,
+}
+_ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
+
+COMPLEX = (torch.complex64, torch.complex128, torch.complex32)
+
+
+def to_onnx(dtype: torch.dtype) -> int:
+    """ONNX data type for a torch dtype; raises TypeError naming the dtype when there is none."""
+    try:
+        return _TORCH_TO_ONNX[dtype]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} has no ONNX equivalent") from None
+
+
+def to_torch(data_type: int) -> torch.dtype:
+    try:
+        return _ONNX_TO_TORCH[data_type]
+    except KeyError:
+        raise TypeError(f"ONNX data type {onnx.TensorProto.DataType.Name(data_type)} has no torch equivalent") from None
+
+
+def is_float(dtype: torch.dtype | None) -> bool:
+    return dtype is not None and dtype.is_floating_point
+
+
+def is_integer(dtype: torch.dtype | None) -> bool:
+    return dtype is not None and not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool

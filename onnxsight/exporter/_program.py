@@ -1,0 +1,191 @@
+"""ONNXProgram: the exported model, its program, diagnostics and export record.
+
+Weights stay torch tensors (views of the model's own storage) until they are
+serialised: ``save`` streams each one to the external data file, so a large
+model is never held twice in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Sequence
+
+import onnx
+import torch
+from onnx import helper
+
+from onnxsight.diagnostics import Diagnostic
+from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
+from onnxsight.exporter._record import ExportRecord
+from onnxsight.exporter._translate import TranslatedGraph
+
+EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
+PRODUCER = "onnxsight"
+
+
+def tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def assemble(translated: TranslatedGraph, *, with_data: bool = True,
+             external: dict[str, tuple[str, int, int]] | None = None) -> onnx.ModelProto:
+    """ModelProto from a translated graph. ``external`` maps initializer -> (location, offset, length)."""
+    from onnxsight import __version__
+
+    graph = onnx.GraphProto()
+    graph.CopyFrom(translated.graph)
+    for name, tensor in translated.initializers.items():
+        if external is not None and name in external:
+            proto = onnx.TensorProto(name=name, dims=list(tensor.shape),
+                                     data_type=torch_to_tensor_proto(tensor.flatten()[:0], name).data_type)
+            location, offset, length = external[name]
+            proto.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+                entry = proto.external_data.add()
+                entry.key, entry.value = key, value
+        elif with_data:
+            proto = torch_to_tensor_proto(tensor, name)
+        else:
+            continue
+        graph.initializer.append(proto)
+    opsets = [helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, producer_version=__version__)
+    # Node-level metadata_props need IR version 10.
+    model.ir_version = max(10, helper.find_min_ir_version_for(opsets, ignore_unknown=True))
+    for key, value in translated.metadata.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    return model
+
+
+class ONNXProgram:
+    """The result of :func:`onnxsight.export`."""
+
+    def __init__(self, translated: TranslatedGraph, exported_program: torch.export.ExportedProgram,
+                 diagnostics: Sequence[Diagnostic], record: ExportRecord) -> None:
+        self._translated = translated
+        self.exported_program = exported_program
+        self.diagnostics: list[Diagnostic] = list(diagnostics)
+        self.record = record
+        self.verification: Any = None  # set by export(..., verify=True)
+        self._model_proto: onnx.ModelProto | None = None
+        self._session_cache: dict[tuple, Any] = {}
+
+    # -- the model ---------------------------------------------------------------------------------
+    @property
+    def model_proto(self) -> onnx.ModelProto:
+        """The ONNX model with weights embedded (built on first access)."""
+        if self._model_proto is None:
+            self._model_proto = assemble(self._translated)
+        return self._model_proto
+
+    @property
+    def value_names(self) -> dict[str, str]:
+        """FX node name -> ONNX value name (the pairing the verification engine uses)."""
+        return dict(self._translated.value_names)
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self._translated.input_names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self._translated.output_names)
+
+    @property
+    def initializers(self) -> dict[str, torch.Tensor]:
+        return dict(self._translated.initializers)
+
+    @property
+    def weights_size(self) -> int:
+        return tensor_bytes(self._translated.initializers)
+
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> list[str]:
+        """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written."""
+        path = os.fspath(path)
+        if external_data is None:
+            external_data = self.weights_size > EXTERNAL_DATA_THRESHOLD
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if not external_data:
+            with open(path, "wb") as handle:
+                handle.write(self.model_proto.SerializeToString())
+            return [path]
+        location = os.path.basename(path) + ".data"
+        data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+        external: dict[str, tuple[str, int, int]] = {}
+        with open(data_path, "wb") as handle:
+            for name, tensor in self._translated.initializers.items():
+                offset = handle.tell()
+                # Stream straight from the tensor's storage: no serialised copy of the weights.
+                if tensor.numel():
+                    handle.write(memoryview(tensor_bytes_view(tensor)))
+                external[name] = (location, offset, handle.tell() - offset)
+                pad = (-handle.tell()) % 4096  # page-align the next tensor for mmap
+                handle.write(b"\0" * pad)
+        model = assemble(self._translated, with_data=False, external=external)
+        with open(path, "wb") as handle:
+            handle.write(model.SerializeToString())
+        return [path, data_path]
+
+    # -- running -----------------------------------------------------------------------------------
+    def flat_inputs(self, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> list[torch.Tensor]:
+        """Flatten args/kwargs like torch.export did, keeping the tensors (non-tensors were baked in)."""
+        from torch.export._tree_utils import reorder_kwargs
+        from torch.utils import _pytree as pytree
+
+        kwargs = kwargs or {}
+        spec = getattr(self.exported_program, "call_spec", None)
+        in_spec = getattr(spec, "in_spec", None)
+        if kwargs and in_spec is not None:
+            kwargs = reorder_kwargs(kwargs, in_spec)
+        leaves = pytree.tree_leaves((tuple(args), kwargs))
+        tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        if len(tensors) != len(self.input_names):
+            raise ValueError(f"the model takes {len(self.input_names)} tensor inputs ({', '.join(self.input_names)}), "
+                             f"got {len(tensors)}")
+        return tensors
+
+    def session(self, providers: Sequence[str] = ("CPUExecutionProvider",)) -> Any:
+        """An ONNX Runtime session for this model (cached per provider list)."""
+        import onnxruntime as ort
+
+        key = tuple(providers)
+        if key not in self._session_cache:
+            options = ort.SessionOptions()
+            if self.weights_size > EXTERNAL_DATA_THRESHOLD:
+                directory = tempfile.mkdtemp(prefix="onnxsight-")
+                path = os.path.join(directory, "model.onnx")
+                self.save(path, external_data=True)
+                self._session_cache[key] = ort.InferenceSession(path, options, providers=list(providers))
+            else:
+                self._session_cache[key] = ort.InferenceSession(self.model_proto.SerializeToString(), options,
+                                                                providers=list(providers))
+        return self._session_cache[key]
+
+    def __call__(self, *args: Any, providers: Sequence[str] = ("CPUExecutionProvider",),
+                 **kwargs: Any) -> list[torch.Tensor]:
+        """Run the model with ONNX Runtime; inputs and outputs are torch tensors."""
+        tensors = self.flat_inputs(args, kwargs)
+        feeds = {name: _to_numpy(t) for name, t in zip(self.input_names, tensors)}
+        outputs = self.session(providers).run(None, feeds)
+        return [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
+
+    def write_sarif(self, path: str | os.PathLike) -> str:
+        """Write this export's diagnostics as a SARIF 2.1.0 log."""
+        from onnxsight.reports import write_sarif
+
+        return write_sarif(self.diagnostics, path, record=self.record)
+
+    def __repr__(self) -> str:
+        nodes = len(self._translated.graph.node)
+        return (f"ONNXProgram(opset={self.record.opset}, nodes={nodes}, inputs={self.input_names}, "
+                f"outputs={self.output_names}, diagnostics={len(self.diagnostics)})")
+
+
+def _to_numpy(tensor: torch.Tensor) -> Any:
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes  # shipped with onnx
+        return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()

@@ -1,0 +1,401 @@
+"""Translate a decomposed ExportedProgram's FX graph into ONNX.
+
+Naming contract: every FX node's output becomes the ONNX value of the same
+name (``name__0``, ``name__1`` when a node has several outputs). getitem
+nodes are not materialised; ``value_names`` maps every FX node name to the
+ONNX value that holds it (parameters map to their state-dict names).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import onnx
+import torch
+from onnx import helper
+from torch.export import graph_signature as gs
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.exporter import _dtypes
+from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape, value_info
+from onnxsight.exporter._registry import Registry, target_key
+
+_CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
+
+
+class _Failed:
+    """Marks a node whose translation failed, so dependants are skipped rather than crashing."""
+
+
+FAILED = _Failed()
+
+
+@dataclass
+class TranslatedGraph:
+    """The translator's output, before it is assembled into a ModelProto."""
+
+    graph: onnx.GraphProto
+    initializers: dict[str, torch.Tensor]
+    opset_imports: dict[str, int]
+    value_names: dict[str, str]
+    input_names: list[str]
+    output_names: list[str]
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def op_display(target: Any) -> str:
+    """``aten.add.Tensor`` style name for messages."""
+    key = target_key(target)
+    return key.replace("::", ".", 1) if "::" in key else key
+
+
+def _is_custom(target: Any) -> bool:
+    return target_key(target).split("::", 1)[0].split(".", 1)[0] not in _CORE_NAMESPACES
+
+
+def _meta_vals(node: torch.fx.Node) -> tuple[Any, ...]:
+    val = node.meta.get("val")
+    return tuple(val) if isinstance(val, (list, tuple)) else (val,)
+
+
+def _val_dtype(val: Any) -> torch.dtype | None:
+    if isinstance(val, torch.Tensor):
+        return val.dtype
+    if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+        return torch.int64
+    if isinstance(val, (torch.SymFloat, float)):
+        return torch.float32
+    if isinstance(val, (torch.SymBool, bool)):
+        return torch.bool
+    return None
+
+
+def _val_shape(val: Any) -> tuple | None:
+    if isinstance(val, torch.Tensor):
+        return symbolic_shape(val)
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+        return ()
+    return None
+
+
+def node_metadata(node: torch.fx.Node) -> dict[str, str]:
+    """metadata_props as torch.onnx writes them, so tools that read those (Model Explorer) work."""
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        names = [name for name, _ in stack.values()]
+        classes = [cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}" for _, cls in stack.values()]
+        namespace = "/".join(f"{n}: {c}" for n, c in zip(names, classes)) + f"/{node.name}: {node.target}"
+    else:
+        names, classes, namespace = [], [], f"{node.name}: {node.target}"
+    return {
+        "namespace": namespace,
+        "pkg.torch.onnx.class_hierarchy": repr(classes + [str(node.target)]),
+        "pkg.torch.onnx.name_scopes": repr(names + [node.name]),
+        "pkg.torch.onnx.fx_node": str(node.format_node()),
+        "pkg.torch.onnx.stack_trace": node.meta.get("stack_trace", "") or "",
+    }
+
+
+def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, opset: int,
+                     ctx: DiagnosticContext) -> int:
+    """Emit one diagnostic per unsupported call (every one, in every subgraph); return the count."""
+    count = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "get_attr":
+            sub = getattr(graph_module, node.target, None)
+            if isinstance(sub, torch.fx.GraphModule):
+                count += find_unsupported(sub, registry, opset, ctx)
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if registry.lookup(node.target, opset) is not None:
+            continue
+        count += 1
+        op = op_display(node.target)
+        required = registry.min_opset(node.target)
+        if required is not None and required > opset:
+            ctx.emit(rules.OP_NEEDS_NEWER_OPSET, node=node, op=op, required=required, opset=opset)
+        elif _is_custom(node.target):
+            ctx.emit(rules.UNSUPPORTED_CUSTOM_OP, node=node, op=op, op_name=target_key(node.target).rsplit(".", 1)[0])
+        else:
+            ctx.emit(rules.UNSUPPORTED_OP, node=node, op=op)
+    return count
+
+
+class Translator:
+    """Walks one FX graph, calling the registry's translations with a GraphBuilder."""
+
+    def __init__(self, registry: Registry, builder: GraphBuilder, ctx: DiagnosticContext,
+                 dim_names: dict[str, str] | None = None, *, prefix: str = "") -> None:
+        self.registry = registry
+        self.prefix = prefix
+        self.builder = builder
+        self.ctx = ctx
+        self.dim_names = dim_names or {}
+        self.env: dict[str, Any] = {}
+        self.value_names: dict[str, str] = {}
+        self.reserved: set[str] = set()   # names that must not be renamed (inputs, initializers, outer values)
+        builder.translate_subgraph = self.translate_subgraph
+
+    # -- values ---------------------------------------------------------------------------------
+    def _rename_dims(self, shape: tuple | None) -> tuple | None:
+        if shape is None or not self.dim_names:
+            return shape
+        out = []
+        for dim in shape:
+            if isinstance(dim, str):
+                for symbol, name in self.dim_names.items():
+                    dim = _replace_symbol(dim, symbol, name)
+            out.append(dim)
+        return tuple(out)
+
+    def meta_value(self, name: str, val: Any) -> Value:
+        return Value(name, _val_dtype(val), self._rename_dims(_val_shape(val)))
+
+    def arg(self, a: Any) -> Any:
+        """FX argument -> translation argument (Nodes become Values/Python values, lists recursively)."""
+        if isinstance(a, torch.fx.Node):
+            return self.env[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self.arg(v) for k, v in a.items()}
+        return a
+
+    def _depends_on_failure(self, node: torch.fx.Node) -> bool:
+        return any(self.env.get(n.name) is FAILED for n in node.all_input_nodes)
+
+    # -- nodes -------------------------------------------------------------------------------------
+    def call_function(self, node: torch.fx.Node) -> None:
+        if self._depends_on_failure(node):
+            self.env[node.name] = FAILED
+            return
+        if node.target is operator.getitem and isinstance(self.env.get(node.args[0].name), (tuple, list)):
+            value = self.env[node.args[0].name][node.args[1]]
+            self.env[node.name] = value
+            if isinstance(value, Value):
+                self.value_names[node.name] = value.name
+            return
+        entry = self.registry.lookup(node.target, self.builder.opset)
+        vals = _meta_vals(node)
+        b = self.builder
+        b.current = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
+                             tuple(self._rename_dims(_val_shape(v)) for v in vals), vals)
+        b.node_metadata = node_metadata(node)
+        first_node = len(b.nodes)
+        try:
+            args = self.arg(node.args)
+            kwargs = self.arg(node.kwargs)
+            result = entry.fn(b, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - reported as a diagnostic at the node's source line
+            del b.nodes[first_node:]
+            self.env[node.name] = FAILED
+            self.ctx.emit(rules.TRANSLATION_FAILED, node=node, op=op_display(node.target),
+                          error_type=type(exc).__name__, error=str(exc)[:500])
+            return
+        finally:
+            b.current = None
+            b.node_metadata = {}
+        self.env[node.name] = self._bind(node, result, first_node, vals)
+
+    def _bind(self, node: torch.fx.Node, result: Any, first_node: int, vals: tuple) -> Any:
+        """Name the translation's outputs after the FX node and annotate them from meta."""
+        if result is None or not isinstance(result, (Value, tuple, list)):
+            return result
+        multi = isinstance(result, (tuple, list))
+        outputs = list(result) if multi else [result]
+        renamed: dict[str, str] = {}
+        bound: list[Any] = []
+        for index, value in enumerate(outputs):
+            if not isinstance(value, Value):
+                bound.append(value)
+                continue
+            name = self.prefix + (f"{node.name}__{index}" if multi else node.name)
+            meta = self.meta_value(name, vals[index] if index < len(vals) else None)
+            bound.append(self._name_value(value, name, meta, first_node, renamed))
+            self.builder.value_info[name] = bound[-1]
+            self.value_names[f"{node.name}__{index}" if multi else node.name] = name
+        return (tuple(bound) if isinstance(result, tuple) else bound) if multi else bound[0]
+
+    def _name_value(self, value: Value, name: str, meta: Value, first_node: int, renamed: dict[str, str]) -> Value:
+        """Rename the node output that produced ``value`` to ``name``; else copy it with an Identity."""
+        b = self.builder
+        new_nodes = b.nodes[first_node:]
+        if value.name not in renamed and value.name not in self.reserved \
+                and any(value.name in n.output for n in new_nodes):
+            _rename_everywhere(new_nodes, {value.name: name})
+            renamed[value.name] = name
+        else:
+            b.op("Identity", Value(renamed.get(value.name, value.name)))
+            b.nodes[-1].output[0] = name
+        self.reserved.add(name)
+        return Value(name, meta.dtype or value.dtype, meta.shape if meta.shape is not None else value.shape)
+
+    # -- subgraphs (If/Loop/Scan bodies) ------------------------------------------------------
+    def translate_subgraph(self, builder: GraphBuilder, gm: torch.fx.GraphModule, inputs: Sequence[Any],
+                           prefix: str) -> list[Any]:
+        """Translate ``gm`` into ``builder`` (a child builder) with its placeholders bound to ``inputs``.
+
+        Values inside are prefixed with ``prefix`` so they never collide with outer-scope names.
+        Returns the subgraph's outputs (Values or Python values).
+        """
+        sub = Translator(self.registry, builder, self.ctx, self.dim_names, prefix=prefix)
+        sub.reserved = set(self.reserved)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for node, value in zip(placeholders, inputs):
+            sub.env[node.name] = value
+        outputs: list[Any] = []
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                sub.env[node.name] = getattr(gm, node.target)
+            elif node.op == "call_function":
+                sub.call_function(node)
+                if sub.env[node.name] is FAILED:
+                    raise RuntimeError(f"translating the subgraph failed at {node.format_node()}")
+            elif node.op == "output":
+                outputs = [sub.arg(a) for a in node.args[0]]
+        return outputs
+
+
+def _replace_symbol(expr: str, symbol: str, name: str) -> str:
+    import re
+    return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)
+
+
+def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
+                      ctx: DiagnosticContext, *, input_names: Sequence[str] | None = None,
+                      output_names: Sequence[str] | None = None,
+                      dim_names: dict[str, str] | None = None) -> TranslatedGraph | None:
+    """Translate the whole program; None when any node failed (diagnostics emitted)."""
+    gm = program.graph_module
+    if find_unsupported(gm, registry, opset, ctx):
+        return None
+    builder = GraphBuilder(opset)
+    tr = Translator(registry, builder, ctx, dim_names)
+    sig = program.graph_signature
+    specs = {spec.arg.name: spec for spec in sig.input_specs if hasattr(spec.arg, "name")}
+    graph_inputs: list[Value] = []
+    initializers: dict[str, torch.Tensor] = {}
+    input_meta: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            spec = specs.get(node.name)
+            val = node.meta.get("val")
+            kind = spec.kind if spec is not None else gs.InputKind.USER_INPUT
+            if kind == gs.InputKind.USER_INPUT:
+                if isinstance(val, torch.Tensor):
+                    value = tr.meta_value(node.name, val)
+                    graph_inputs.append(value)
+                    tr.env[node.name] = value
+                    tr.value_names[node.name] = node.name
+                    tr.reserved.add(node.name)
+                    input_meta[node.name] = kind.name
+                else:
+                    tr.env[node.name] = val  # a specialised non-tensor input; reported by the API layer
+            elif kind in (gs.InputKind.PARAMETER, gs.InputKind.BUFFER, gs.InputKind.CONSTANT_TENSOR):
+                target = spec.target
+                tensor = _lookup_state(program, target)
+                initializers[target] = tensor
+                value = Value(target, tensor.dtype, tuple(tensor.shape))
+                tr.env[node.name] = value
+                tr.value_names[node.name] = target
+                tr.reserved.add(target)
+                input_meta[target] = kind.name
+            else:
+                tr.env[node.name] = None  # tokens and custom objects carry no tensor data
+        elif node.op == "get_attr":
+            attr = getattr(gm, node.target)
+            tr.env[node.name] = attr
+        elif node.op == "call_function":
+            tr.call_function(node)
+        elif node.op == "output":
+            output_node = node
+    if ctx.errors:
+        return None
+    outputs: list[Value] = []
+    user_output_specs = [s for s in sig.output_specs if s.kind == gs.OutputKind.USER_OUTPUT]
+    flat_outputs = output_node.args[0]
+    for spec, arg in zip(sig.output_specs, flat_outputs):
+        if spec.kind != gs.OutputKind.USER_OUTPUT:
+            continue  # buffer mutations are not model outputs for inference
+        value = tr.arg(arg) if isinstance(arg, torch.fx.Node) else None
+        if isinstance(value, Value):
+            outputs.append(value)
+    del user_output_specs
+    # Outputs must be distinct values produced by nodes: inputs/initializers/repeats get an Identity.
+    final: list[Value] = []
+    seen: set[str] = set()
+    input_set = {v.name for v in graph_inputs} | set(initializers)
+    for value in outputs:
+        if value.name in seen or value.name in input_set:
+            copy = builder.op("Identity", value)
+            copy = Value(builder.fresh("output"), value.dtype, value.shape)
+            builder.nodes[-1].output[0] = copy.name
+            value = copy
+        seen.add(value.name)
+        final.append(value)
+    renames: dict[str, str] = {}
+    if input_names:
+        for value, new in zip(graph_inputs, input_names):
+            renames[value.name] = new
+    if output_names:
+        for value, new in zip(final, output_names):
+            renames[value.name] = new
+    if renames:
+        _rename_everywhere(builder.nodes, renames)
+        for vlist in (graph_inputs, final):
+            for v in vlist:
+                v.name = renames.get(v.name, v.name)
+        tr.value_names = {k: renames.get(v, v) for k, v in tr.value_names.items()}
+    io_names = {v.name for v in graph_inputs} | {v.name for v in final} | set(initializers)
+    infos = [value_info(Value(renames.get(v.name, v.name), v.dtype, v.shape))
+             for v in builder.value_info.values()
+             if v.dtype is not None and renames.get(v.name, v.name) not in io_names]
+    graph = helper.make_graph(builder.nodes, "main_graph", [value_info(v) for v in graph_inputs],
+                              [value_info(v) for v in final], value_info=infos)
+    for value in graph.input:
+        _set_meta(value, "pkg.torch.export.graph_signature.InputSpec.kind", "USER_INPUT")
+    for value in graph.output:
+        _set_meta(value, "pkg.torch.export.graph_signature.OutputSpec.kind", "USER_OUTPUT")
+    metadata = {
+        "pkg.torch.export.ExportedProgram.graph_signature": str(sig),
+        "pkg.torch.export.ExportedProgram.range_constraints": str(program.range_constraints),
+    }
+    return TranslatedGraph(graph=graph, initializers=initializers, opset_imports=dict(builder.domains),
+                           value_names=tr.value_names, input_names=[v.name for v in graph_inputs],
+                           output_names=[v.name for v in final], metadata=metadata)
+
+
+def _set_meta(proto: Any, key: str, value: str) -> None:
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = key, value
+
+
+def _rename_everywhere(nodes: list[onnx.NodeProto], renames: dict[str, str]) -> None:
+    def visit(graph_nodes: Sequence[onnx.NodeProto]) -> None:
+        for n in graph_nodes:
+            for i, name in enumerate(n.input):
+                if name in renames:
+                    n.input[i] = renames[name]
+            for i, name in enumerate(n.output):
+                if name in renames:
+                    n.output[i] = renames[name]
+            for attr in n.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    visit(attr.g.node)
+                    for o in attr.g.output:
+                        if o.name in renames:
+                            o.name = renames[o.name]
+    visit(nodes)
+
+
+def _lookup_state(program: torch.export.ExportedProgram, target: str) -> torch.Tensor:
+    if target in program.state_dict:
+        return program.state_dict[target]
+    if target in program.constants:
+        value = program.constants[target]
+        if isinstance(value, torch.Tensor):
+            return value
+    raise KeyError(f"no tensor named {target} in the program's state_dict or constants")

@@ -1,0 +1,1 @@
+"""verification package (in progress)."""

@@ -1,0 +1,1 @@
+"""zoo package (in progress)."""
