@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import onnx
 import torch
+from torch.export import graph_signature as gs
 from torch.utils import _pytree as pytree
 
 from onnxsight import rules
@@ -127,7 +128,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)
     program = ONNXProgram(translated, decomposed, ctx.diagnostics, record)
     with record.stage("check") as stage:
-        _report_io(ctx, program, args, kwargs, input_names, output_names)
+        _report_io(ctx, model, program, args, kwargs, input_names, output_names)
         try:
             onnx.checker.check_model(_checkable(program))
         except onnx.checker.ValidationError as exc:
@@ -168,14 +169,13 @@ def _resolve_overload(target: Any) -> Any:
     return None
 
 
-def _report_io(ctx: DiagnosticContext, program: ONNXProgram, args: tuple, kwargs: dict,
+def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProgram, args: tuple, kwargs: dict,
                input_names: Sequence[str] | None, output_names: Sequence[str] | None) -> None:
     """Diagnostics about inputs and outputs: baked scalars, unused inputs, flattened/dropped outputs."""
     graph = program._translated.graph
-    flat, _ = pytree.tree_flatten_with_path((args, kwargs))
-    for path, leaf in flat:
-        if isinstance(leaf, (bool, int, float, str)) or leaf is None and False:
-            ctx.emit(rules.PYTHON_SCALAR_BAKED, input=pytree.keystr(path), type=type(leaf).__name__, value=repr(leaf))
+    for path, leaf in input_leaves(model, args, kwargs):
+        if isinstance(leaf, (bool, int, float, str)):
+            ctx.emit(rules.PYTHON_SCALAR_BAKED, input=path, type=type(leaf).__name__, value=repr(leaf))
     used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
     _collect_subgraph_inputs(graph, used)
     for value in graph.input:
@@ -188,12 +188,42 @@ def _report_io(ctx: DiagnosticContext, program: ONNXProgram, args: tuple, kwargs
         ctx.emit(rules.NAMES_MISMATCH, kind="output", names=list(output_names), given=len(output_names),
                  actual=n_out)
     out_spec = getattr(program.exported_program.call_spec, "out_spec", None)
-    if out_spec is not None and out_spec.type not in (None, tuple, list) or _has_dict(out_spec):
-        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=str(out_spec).replace("\n", " ")[:300],
-                 count=n_out, names=", ".join(o.name for o in graph.output))
-    for spec in program.exported_program.graph_signature.output_specs:
-        if spec.kind.name == "USER_OUTPUT" and getattr(spec.arg, "value", 0) is None:
-            ctx.emit(rules.NONE_OUTPUT_DROPPED, path=str(spec.arg))
+    user_outputs = [s for s in program.exported_program.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
+    paths = output_paths(out_spec, len(user_outputs))
+    onnx_names = iter(o.name for o in graph.output)
+    mapping = []
+    for path, spec in zip(paths, user_outputs):
+        if isinstance(spec.arg, gs.ConstantArgument) and spec.arg.value is None:
+            ctx.emit(rules.NONE_OUTPUT_DROPPED, path=path or "output")
+        elif isinstance(spec.arg, gs.TensorArgument):
+            mapping.append(f"{path or 'output'} -> {next(onnx_names, '?')}")
+    if _has_dict(out_spec):
+        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=out_spec.type.__name__, count=n_out,
+                 names=", ".join(mapping))
+
+
+def input_leaves(model: torch.nn.Module, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """(readable path, leaf) of every input leaf, named by forward()'s arguments: ``scale``, ``inputs['pair'][0]``."""
+    import inspect
+
+    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    leaves: list[tuple[str, Any]] = []
+    for name, arg in bound.items():
+        for path, leaf in pytree.tree_flatten_with_path(arg)[0]:
+            leaves.append((f"{name}{pytree.keystr(path)}", leaf))
+    return leaves
+
+
+def output_paths(out_spec: Any, count: int) -> list[str]:
+    """Readable path of each flattened output (``['logits']``, ``[1]``), from the output TreeSpec."""
+    if out_spec is None:
+        return [f"[{i}]" for i in range(count)]
+    try:
+        tree = pytree.tree_unflatten(list(range(out_spec.num_leaves)), out_spec)
+        flat = pytree.tree_flatten_with_path(tree)[0]
+    except Exception:  # noqa: BLE001 - an unusual spec only costs readable names
+        return [f"[{i}]" for i in range(count)]
+    return [pytree.keystr(path) for path, _ in flat]
 
 
 def _has_dict(spec: Any) -> bool:
@@ -201,7 +231,7 @@ def _has_dict(spec: Any) -> bool:
         return False
     if spec.type is dict or (spec.type is not None and issubclass(spec.type, dict)):
         return True
-    return any(_has_dict(child) for child in getattr(spec, "children_specs", []))
+    return any(_has_dict(child) for child in spec.children())
 
 
 def _collect_subgraph_inputs(graph: onnx.GraphProto, used: set[str]) -> None:

@@ -127,16 +127,20 @@ class GraphBuilder:
 
     # -- emitting -----------------------------------------------------------------------------
     def op(self, op_type: str, *inputs: Value | None, outputs: int = 1, domain: str = "",
-           dtype: torch.dtype | None = None, shape: tuple | None = None,
+           domain_version: int | None = None, dtype: torch.dtype | None = None, shape: tuple | None = None,
            **attributes: Any) -> Any:
         """Emit one node; returns its Value, or a tuple of Values when ``outputs > 1``.
 
         ``None`` inputs become ONNX's empty optional input. ``dtype``/``shape``
         annotate the (first) output; by default the dtype of the first input is
         assumed for ops that keep dtypes, and translations set it otherwise.
+        A custom ``domain`` is imported at ``domain_version`` (default 1).
         """
-        if domain and domain not in self.domains:
-            self.domains[domain] = 1
+        if domain:
+            known = self.domains.get(domain)
+            if domain_version is not None and known is not None and known != domain_version:
+                raise ValueError(f"domain {domain} is already imported at version {known}, not {domain_version}")
+            self.domains[domain] = domain_version or known or 1
         names = []
         for value in inputs:
             if value is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -43,8 +44,11 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic
     for strategy, strict in STRATEGIES:
         start = time.perf_counter()
         try:
-            program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                                          strict=strict)
+            with warnings.catch_warnings():
+                # torch.export's own deprecation noise, not the user's concern.
+                warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+                program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
+                                              strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
             seconds = time.perf_counter() - start
             rule = classify(exc)
