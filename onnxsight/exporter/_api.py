@@ -57,7 +57,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
         exc.diagnostics = ctx.diagnostics
         exc.record = record
         if report:
-            _write_reports(exc, record, ctx, artifacts_dir, program=program)
+            _write_reports(exc, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
         raise
     except Exception as exc:
         ctx.emit(rules.INTERNAL_ERROR, stage=record.stages[-1].name if record.stages else "export",
@@ -65,11 +65,11 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
         wrapped = errors.ExportError(f"onnxsight failed internally: {type(exc).__name__}: {exc}",
                                      diagnostics=ctx.diagnostics, record=record)
         if report:
-            _write_reports(wrapped, record, ctx, artifacts_dir, program=program)
+            _write_reports(wrapped, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
         raise wrapped from exc
     program.diagnostics = ctx.diagnostics
     if report:
-        _write_reports(None, record, ctx, artifacts_dir, program=program)
+        _write_reports(None, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
     return program
 
 
@@ -111,6 +111,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             if exported is None:
                 stage.status = "failed"
                 _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
+            record.exported_program = exported
     finally:
         model.train(model_was_training)
     with record.stage("decompose"):
@@ -119,6 +120,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         except Exception as exc:  # noqa: BLE001
             ctx.emit(rules.DECOMPOSITION_FAILED, error_type=type(exc).__name__, error=str(exc)[:500])
             _fail(errors.DecompositionError, "decomposition to core ATen failed", ctx, record)
+        record.exported_program = decomposed
     with record.stage("translate") as stage:
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names,
                                        output_names=output_names,
@@ -257,12 +259,13 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, ctx: DiagnosticContext
 
 
 def _write_reports(error: errors.ExportError | None, record: ExportRecord, ctx: DiagnosticContext,
-                   artifacts_dir: str | os.PathLike, *, program: ONNXProgram | None) -> None:
-    """report=True: write markdown, HTML and SARIF, success or failure."""
+                   artifacts_dir: str | os.PathLike, *, program: ONNXProgram | None,
+                   inputs: tuple[Any, Any, Any] | None = None) -> None:
+    """report=True: write markdown, HTML and SARIF, success or failure. ``inputs``: (model, args, kwargs)."""
     from onnxsight.reports import write_export_reports
 
     paths = write_export_reports(record=record, diagnostics=ctx.diagnostics, program=program,
-                                 error=error, artifacts_dir=os.fspath(artifacts_dir))
+                                 error=error, artifacts_dir=os.fspath(artifacts_dir), inputs=inputs)
     if error is not None:
         error.report_paths = list(paths)
         error.report_path = paths[0] if paths else None

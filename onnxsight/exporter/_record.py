@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
 
@@ -35,6 +35,9 @@ class ExportRecord:
     stages: list[StageRecord] = field(default_factory=list)
     attempts: list[CaptureAttempt] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    # The captured (then decomposed) program, kept for the reports' model facts even when a
+    # later stage fails; never serialised.
+    exported_program: Any = field(default=None, repr=False, compare=False)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[StageRecord]:
@@ -53,4 +56,6 @@ class ExportRecord:
             record.status = "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(replace(self, exported_program=None))
+        del data["exported_program"]
+        return data
