@@ -255,7 +255,8 @@ class Translator:
                 if sub.env[node.name] is FAILED:
                     raise RuntimeError(f"translating the subgraph failed at {node.format_node()}")
             elif node.op == "output":
-                outputs = [sub.arg(a) for a in node.args[0]]
+                results = node.args[0]  # a tuple/list, or one Node (while_loop's cond_fn returns a bare tensor)
+                outputs = [sub.arg(a) for a in (results if isinstance(results, (list, tuple)) else (results,))]
         return outputs
 
 
