@@ -1,0 +1,158 @@
+"""Model specs and suites: what the zoo job runs.
+
+A suite is a Python module or file that defines ``suite()`` returning
+:class:`ModelSpec` objects. Built-in suites live in ``onnxsight.zoo.suites``;
+any other name is read as a path to a ``.py`` file. A suite whose
+dependencies do not import raises :class:`SuiteUnavailable` from ``suite()``
+and is reported as skipped, never as a crash.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Sequence
+
+BUILTIN_SUITES: dict[str, str] = {
+    "smoke": "onnxsight.zoo.suites.smoke",
+    "tricky": "onnxsight.zoo.suites.tricky",
+    "transformers": "onnxsight.zoo.suites.transformers",
+    "torchvision": "onnxsight.zoo.suites.torchvision",
+    "timm": "onnxsight.zoo.suites.timm",
+}
+
+
+class SuiteUnavailable(Exception):
+    """Raised by ``suite()`` when the suite cannot run here (a dependency does not import)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of a suite.
+
+    ``build()`` returns ``(model, args)`` or ``(model, args, kwargs)``; it runs
+    in the worker process, so it may be slow or allocate freely. Tags select
+    models (``--filter tag:vision``) and scheduling (``gpu`` needs a GPU worker).
+    """
+
+    name: str
+    build: Callable[[], tuple[Any, ...]]
+    tags: tuple[str, ...] = ()
+    dynamic_shapes: Any = None
+    tolerance: Any = None
+    opset: int | None = None
+
+    def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
+                 dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "build", build)
+        object.__setattr__(self, "tags", tuple(tags))
+        object.__setattr__(self, "dynamic_shapes", dynamic_shapes)
+        object.__setattr__(self, "tolerance", tolerance)
+        object.__setattr__(self, "opset", opset)
+
+    @property
+    def source(self) -> tuple[str | None, int | None]:
+        """(file, line) where ``build`` is defined: the location of zoo-level diagnostics."""
+        target = inspect.unwrap(self.build)
+        try:
+            return inspect.getsourcefile(target), inspect.getsourcelines(target)[1]
+        except (TypeError, OSError):
+            return None, None
+
+    def matches(self, pattern: str | None) -> bool:
+        """``--filter``: comma-separated globs on the name, or ``tag:T`` on the tags."""
+        if not pattern:
+            return True
+        for part in (p.strip() for p in pattern.split(",")):
+            if part.startswith("tag:") and part[4:] in self.tags:
+                return True
+            if part and fnmatch.fnmatchcase(self.name.lower(), part.lower()):
+                return True
+            if part and not any(ch in part for ch in "*?[") and part.lower() in self.name.lower():
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded suite: its reference (name or file), models, or the reason it was skipped."""
+
+    ref: str
+    name: str
+    specs: tuple[ModelSpec, ...] = ()
+    skipped: str | None = None
+
+    def spec(self, model: str) -> ModelSpec:
+        for spec in self.specs:
+            if spec.name == model:
+                return spec
+        raise KeyError(f"suite {self.name} has no model {model!r}; it has {', '.join(s.name for s in self.specs)}")
+
+
+def _load_module(ref: str) -> ModuleType:
+    if ref in BUILTIN_SUITES:
+        return importlib.import_module(BUILTIN_SUITES[ref])
+    path = os.path.abspath(ref)
+    if not os.path.isfile(path):
+        known = ", ".join(BUILTIN_SUITES)
+        raise ValueError(f"unknown suite {ref!r}: not a built-in suite ({known}) and not a Python file")
+    module_name = "onnxsight_zoo_suite_" + "".join(c if c.isalnum() else "_" for c in path)
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load suite file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def suite_ref(ref: str) -> str:
+    """The reference a worker process can load: built-in names stay, files become absolute paths."""
+    return ref if ref in BUILTIN_SUITES else os.path.abspath(ref)
+
+
+def load_suite(ref: str) -> Suite:
+    """Load one suite by built-in name or file path. Unavailable suites come back with ``skipped`` set."""
+    ref = suite_ref(ref)
+    name = ref if ref in BUILTIN_SUITES else os.path.splitext(os.path.basename(ref))[0]
+    try:
+        module = _load_module(ref)
+    except ImportError as exc:
+        return Suite(ref, name, skipped=f"suite {name} cannot be imported here: {exc}")
+    make = getattr(module, "suite", None)
+    if not callable(make):
+        raise ValueError(f"suite {ref} does not define suite()")
+    try:
+        specs = tuple(make())
+    except SuiteUnavailable as exc:
+        return Suite(ref, name, skipped=str(exc))
+    names = [s.name for s in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"suite {name} has duplicate model names: {', '.join(duplicates)}")
+    return Suite(ref, name, specs=specs)
+
+
+def load_suites(refs: Sequence[str] | str) -> list[Suite]:
+    """Load suites from a list or a comma-separated string."""
+    if isinstance(refs, str):
+        refs = [r for r in (p.strip() for p in refs.split(",")) if r]
+    return [load_suite(ref) for ref in refs]
+
+
+def import_or_unavailable(module: str, suite: str) -> ModuleType:
+    """Import ``module`` for a suite, turning any import failure into :class:`SuiteUnavailable`."""
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001  (torchvision built for CUDA raises RuntimeError, not ImportError)
+        raise SuiteUnavailable(f"suite {suite} skipped: {module} does not import here "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc

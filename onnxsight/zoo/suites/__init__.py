@@ -1,0 +1,1 @@
+"""Built-in suites: each module defines ``suite()`` returning ModelSpecs."""

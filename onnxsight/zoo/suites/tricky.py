@@ -1,0 +1,173 @@
+"""The tricky suite: small hand-written modules that stress the exporter.
+
+Recurrent layers, attention, ``torch.cond``, in-place ``index_put``, ``cumsum``
+over masks, ``topk``/``sort``, ``einsum``, ``stft``, dict inputs and outputs and
+Python scalar arguments: each one a pattern exporters are known to get wrong.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from onnxsight.zoo._spec import ModelSpec
+
+
+class Recurrent(nn.Module):
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        layer = nn.LSTM if kind == "lstm" else nn.GRU
+        self.rnn = layer(8, 12, num_layers=2, batch_first=True, bidirectional=kind == "gru")
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        return self.rnn(x)
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, _ = self.mha(x, x, x, need_weights=False)
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 2, 8).permute(2, 0, 3, 1, 4)
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attended, causal
+
+
+class Cond(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(4, 4)
+        self.down = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: self.up(t).relu(), lambda t: self.down(t) - 1.0, (x,))
+
+
+class IndexPutInplace(nn.Module):
+    def forward(self, x: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        out = x.clone()
+        out[index] = values
+        out.index_put_((index,), values * 2, accumulate=True)
+        out[:, 0] += 1.0
+        return out
+
+
+class Cumsum(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.cumsum(mask, dim=1) * mask - 1  # position ids from an attention mask
+        return torch.cumsum(x, dim=-1), positions
+
+
+class TopkSort(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple:
+        values, indices = torch.topk(x, 3, dim=-1)
+        ordered, order = torch.sort(x, dim=0, descending=True, stable=True)
+        return values, indices, ordered, order, torch.argsort(x, dim=-1)
+
+
+class Einsum(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k)
+        return scores, torch.einsum("bhqk,kd,d->bhq", scores, w, w.sum(0))
+
+
+class Stft(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(16))
+
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:
+        spec = torch.stft(audio, n_fft=16, hop_length=4, window=self.window, return_complex=True)
+        return torch.view_as_real(spec).pow(2).sum(-1).sqrt()
+
+
+class DictIO(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        mixed = self.proj(inputs["x"]) * inputs["gate"]
+        return {"mixed": mixed, "total": mixed.sum(-1), "x_plus": inputs["x"] + 1}
+
+
+class PythonScalars(nn.Module):
+    def forward(self, x: torch.Tensor, alpha: float, repeat: int, flip: bool = False) -> torch.Tensor:
+        y = x * alpha
+        for _ in range(repeat):
+            y = y + x
+        return -y if flip else y
+
+
+def _seeded(fn):  # noqa: ANN001, ANN202
+    def build() -> tuple:
+        torch.manual_seed(0)
+        return fn()
+    build.__name__ = getattr(fn, "__name__", "build")
+    build.__wrapped__ = fn
+    return build
+
+
+def _lstm() -> tuple:
+    return Recurrent("lstm"), (torch.randn(2, 5, 8),)
+
+
+def _gru() -> tuple:
+    return Recurrent("gru"), (torch.randn(2, 5, 8),)
+
+
+def _attention() -> tuple:
+    return Attention(), (torch.randn(2, 6, 16),)
+
+
+def _cond() -> tuple:
+    return Cond(), (torch.randn(3, 4),)
+
+
+def _index_put() -> tuple:
+    return IndexPutInplace(), (torch.randn(6, 4), torch.tensor([0, 2, 5]), torch.randn(3, 4))
+
+
+def _cumsum() -> tuple:
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0]])
+    return Cumsum(), (torch.randn(2, 5), mask)
+
+
+def _topk() -> tuple:
+    return TopkSort(), (torch.randn(5, 7),)
+
+
+def _einsum() -> tuple:
+    return Einsum(), (torch.randn(2, 2, 4, 8), torch.randn(2, 2, 4, 8), torch.randn(4, 3))
+
+
+def _stft() -> tuple:
+    return Stft(), (torch.randn(2, 64),)
+
+
+def _dict_io() -> tuple:
+    return DictIO(), ({"x": torch.randn(2, 6), "gate": torch.rand(2, 6)},)
+
+
+def _python_scalars() -> tuple:
+    return PythonScalars(), (torch.randn(3, 3), 0.5, 2), {"flip": True}
+
+
+def suite() -> list[ModelSpec]:
+    return [
+        ModelSpec("lstm", _seeded(_lstm), tags=("rnn",)),
+        ModelSpec("gru_bidirectional", _seeded(_gru), tags=("rnn",)),
+        ModelSpec("attention", _seeded(_attention), tags=("attention",)),
+        ModelSpec("cond", _seeded(_cond), tags=("control-flow",)),
+        ModelSpec("index_put_inplace", _seeded(_index_put), tags=("inplace",)),
+        ModelSpec("cumsum", _seeded(_cumsum), tags=("scan",)),
+        ModelSpec("topk_sort", _seeded(_topk), tags=("sorting",)),
+        ModelSpec("einsum", _seeded(_einsum), tags=("linalg",)),
+        ModelSpec("stft", _seeded(_stft), tags=("audio", "complex")),
+        ModelSpec("dict_io", _seeded(_dict_io), tags=("io",)),
+        ModelSpec("python_scalars", _seeded(_python_scalars), tags=("io",)),
+    ]
