@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import string
+import textwrap
 from dataclasses import dataclass, field
 
 
@@ -80,6 +81,35 @@ class Rule:
 
 
 def _text(value: object) -> str:
-    text = str(value)
-    # Strip control characters that are invalid in JSON strings or terminals.
-    return "".join(ch if ch in "\n\t" or ord(ch) >= 32 else f"\\x{ord(ch):02x}" for ch in text)
+    """A field value as message text: never raises, no control characters or lone surrogates."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not break the diagnostic
+        text = f"<unprintable {type(value).__name__}>"
+    return clean_text(text)
+
+
+def clean_text(text: str) -> str:
+    """Escape control characters (invalid in JSON strings, harmful in terminals) and lone surrogates."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t" or (32 <= code < 127) or (code > 159 and not 0xD800 <= code <= 0xDFFF):
+            out.append(ch)
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(f"\\x{code:02x}")
+    return "".join(out)
+
+
+def define(code: str, name: str, level: Level, message: str, fix: str, *, what: str = "", why: str = "",
+           example: str = "", how: str = "", tags: tuple[str, ...] = (), removed: bool = False) -> Rule:
+    """Build a Rule; the area is the code's letter prefix and doc text is dedented."""
+    def clean(text: str) -> str:
+        return textwrap.dedent(text).strip("\n").rstrip()
+
+    area = code.rstrip("0123456789")
+    return Rule(code=code, name=name, message=message, level=level, fix=fix,
+                docs=RuleDocs(clean(what), clean(why), clean(example), clean(how)), area=area,
+                tags=tags, removed=removed)

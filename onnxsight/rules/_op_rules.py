@@ -1,0 +1,209 @@
+"""Rules about operators and dtypes: translation, opsets, edge-case semantics, dtype support."""
+
+from __future__ import annotations
+
+from onnxsight.rules._rule import Level, define
+
+E, W, N = Level.ERROR, Level.WARNING, Level.NOTE
+
+# -- OPS: operator translation ------------------------------------------------------------------
+UNSUPPORTED_CUSTOM_OP = define(
+    "OPS001", "custom-op-without-translation", E,
+    "custom operator {op} has no ONNX translation",
+    "Pass custom_translations={'namespace::op': fn} to export(), where fn builds the ONNX nodes.",
+    what="Reports each call to a custom operator (`torch.library`, a C++ extension) that has no "
+         "translation. Every unsupported call in the graph is reported, not only the first.",
+    why="onnxsight cannot know what a custom operator computes; without a translation the model "
+        "cannot be expressed in ONNX.",
+    example="""
+        @torch.library.custom_op("mylib::scale", mutates_args=())
+        def scale(x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.ops.mylib.scale(x)      # OPS001
+    """,
+    how="""
+        Translate it with ONNX ops, or emit a node in a custom domain for a runtime that has it:
+
+        ```python
+        def scale_onnx(b, x):
+            return b.op("Mul", x, b.scalar(2.0, like=x))
+
+        onnxsight.export(M(), (x,), custom_translations={"mylib::scale": scale_onnx})
+        ```
+    """,
+    tags=("translate", "custom-op"))
+
+UNSUPPORTED_OP = define(
+    "OPS002", "op-without-translation", E,
+    "operator {op} has no ONNX translation in onnxsight",
+    "Pass custom_translations for it, or rewrite the line with supported operations.",
+    what="Reports each standard ATen operator in the graph that onnxsight has no translation for.",
+    why="Every node must become ONNX; one missing translation stops the export. All of them are "
+        "listed at once so one round of fixes is enough.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.special.zeta(x, 2.0)    # OPS002 if aten.special_zeta is not translated
+    """,
+    how="Rewrite the line with operations that are supported, or pass a translation in "
+        "`custom_translations={torch.ops.aten.special_zeta.default: fn}`; please also open an "
+        "issue naming the operator.",
+    tags=("translate",))
+
+OP_NEEDS_NEWER_OPSET = define(
+    "OPS003", "op-needs-newer-opset", E,
+    "operator {op} needs opset {required} or newer; the export targets opset {opset}",
+    "Export with opset_version={required} or newer.",
+    what="Reports an operator whose only translations need a newer ONNX opset than the one "
+         "requested.",
+    why="The ONNX operator it maps to did not exist (or lacked an attribute) in older opsets.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.nn.functional.rms_norm(x, (8,))   # RMSNormalization: opset 23
+
+        onnxsight.export(M(), (torch.randn(2, 8),), opset_version=18)   # OPS003
+    """,
+    how="Raise `opset_version` to the version named, if the target runtime supports it.",
+    tags=("translate", "opset"))
+
+TRANSLATION_FAILED = define(
+    "OPS004", "translation-failed", E,
+    "translating {op} failed: {error_type}: {error}",
+    "This is a limitation of the translation for these arguments; a custom translation can replace it.",
+    what="Reports a translation function that raised for a particular call (an argument "
+         "combination it does not handle).",
+    why="The operator is supported in general but not with these arguments or dtypes; the "
+        "message gives the exception raised.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.view_as_real(torch.fft.fft(x))   # complex intermediate values
+    """,
+    how="Change the call (another dtype, argument or layout), or pass a custom translation for "
+        "the operator; please report the message as an issue.",
+    tags=("translate",))
+
+EDGE_CASE_SEMANTICS = define(
+    "OPS005", "op-edge-case-semantics", N,
+    "{op} differs between PyTorch and ONNX at edge cases: {detail}",
+    "Check results at the edge cases named; they are usually harmless.",
+    what="Notes operators whose ONNX counterpart differs from PyTorch at edge cases: rounding "
+         "modes of integer division, the sign of `fmod`/`remainder`, NaN propagation in "
+         "`maximum`/`minimum`/`amax`, ties in `topk`/`sort`, signed right shifts.",
+    why="Verification with random inputs rarely hits these cases, so differences show up only "
+        "in production data (negative integers, NaN, equal values).",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.div(x, 3, rounding_mode="floor")   # OPS005 note
+    """,
+    how="Verify with inputs that contain the edge cases (negative values, NaN, duplicates). If "
+        "they matter, make them explicit (for example `torch.nan_to_num` before `maximum`).",
+    tags=("translate", "semantics"))
+
+UNSUPPORTED_OP_ARGUMENTS = define(
+    "OPS006", "op-arguments-unsupported", E,
+    "{op} is translated only for {supported}; got {got}",
+    "Use a supported variant of the call or pass a custom translation.",
+    what="Reports a call whose arguments select a variant the translation does not implement "
+         "(for example a padding mode or an interpolation mode).",
+    why="Translating the other variant would compute something else; the message lists the "
+        "supported variants.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.nn.functional.grid_sample(x, grid, mode="bicubic", padding_mode="reflection")
+    """,
+    how="Use one of the variants listed in the message, or pass a custom translation.",
+    tags=("translate",))
+
+NONDETERMINISTIC_OP = define(
+    "OPS007", "random-op-in-graph", N,
+    "{op} draws random numbers; ONNX Runtime's generator gives different values than PyTorch's",
+    "Pass random values as inputs, or remove the random op for inference.",
+    what="Notes random operators (`rand`, `randn`, `bernoulli`, `normal`, `randint`, training-mode "
+         "dropout) in the exported graph.",
+    why="ONNX's random operators use another generator: outputs never match PyTorch bit for bit, "
+        "and verification of values downstream of them reports mismatches that are expected.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return x + torch.randn_like(x) * 0.1    # OPS007
+    """,
+    how="Generate the noise outside the model and pass it as an input, or disable it in "
+        "`eval()` mode (as `nn.Dropout` does).",
+    tags=("translate", "semantics"))
+
+# -- DTY: dtypes -----------------------------------------------------------------------------------
+DTYPE_NOT_REPRESENTABLE = define(
+    "DTY001", "dtype-not-representable-in-onnx", E,
+    "value {value} has dtype {dtype}, which ONNX cannot represent",
+    "Convert the value to a dtype ONNX has (float32, int64, ...) before it crosses op boundaries.",
+    what="Reports graph values whose dtype has no ONNX tensor type: `complex32`, quantized "
+         "dtypes, sub-byte integer dtypes (`uint1`..`uint7`), exotic float8 variants.",
+    why="The value cannot be stored in an ONNX graph; translation of every op touching it fails.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return (x.to(torch.complex32) * 2).real    # DTY001: complex32
+    """,
+    how="Keep the computation in a representable dtype (`complex64`, or real/imaginary pairs "
+        "with `torch.view_as_real`, `float16` instead of `complex32`).",
+    tags=("dtype",))
+
+DTYPE_NOT_RUN_BY_ORT = define(
+    "DTY002", "dtype-not-run-by-onnxruntime", W,
+    "{op} with dtype {dtype} is valid ONNX but ONNX Runtime has no kernel for it",
+    "Cast to a supported dtype around the op.",
+    what="Warns about values with complex dtypes (`complex64`, `complex128`): ONNX has the types "
+         "but ONNX Runtime implements almost no operator for them.",
+    why="The model passes the ONNX checker yet fails to load in ONNX Runtime (ORT001) with a "
+        "'could not find an implementation' error.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                spec = torch.fft.rfft(x)                 # complex64 intermediate: DTY002
+                return spec.abs()
+    """,
+    how="Carry complex numbers as real pairs: `torch.view_as_real(z)`, and write products and "
+        "magnitudes with real arithmetic.",
+    tags=("dtype", "onnxruntime"))
+
+FLOAT64_DOWNCAST = define(
+    "DTY003", "float64-downcast", N,
+    "{value} was downcast from float64 to float32",
+    "Use float32 inputs, or keep float64 if precision matters.",
+    what="Notes a float64 value that was converted to float32 in the ONNX graph.",
+    why="Results then differ from PyTorch by float32 rounding. onnxsight currently keeps float64 "
+        "everywhere (ONNX `DOUBLE`), so this rule is emitted only by translations that must "
+        "downcast for an operator without a double variant.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):                        # x: float64
+                return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    """,
+    how="Pass float32 inputs if the precision is not needed; otherwise compare with tolerances "
+        "for float32.",
+    tags=("dtype",))
+
+FLOAT64_COMPUTATION = define(
+    "DTY004", "float64-promotion", N,
+    "{value} ({op}) promotes the computation from {from_dtype} to float64",
+    "Create constants with the dtype of the data (torch.tensor(v, dtype=x.dtype)); avoid numpy float64 arrays.",
+    what="Notes the node where a float32/float16 computation becomes float64, typically from a "
+         "numpy array (float64 by default), `torch.tensor(..., dtype=torch.float64)` or `.double()`.",
+    why="float64 runs slower in ONNX Runtime, has fewer kernels (especially on GPU providers), and "
+        "is rarely intended; PyTorch promotes silently.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):                        # x: float32
+                w = torch.from_numpy(np.linspace(0, 1, 4))  # float64
+                return x * w                            # DTY004: promoted to float64
+    """,
+    how="Build constants with the data's dtype: `torch.from_numpy(arr).to(x.dtype)` or "
+        "`np.linspace(0, 1, 4, dtype=np.float32)`.",
+    tags=("dtype", "performance"))

@@ -1,0 +1,213 @@
+"""Rules of running and verifying the model: ONNX Runtime, accuracy, the model zoo, internal errors."""
+
+from __future__ import annotations
+
+from onnxsight.rules._rule import Level, define
+
+E, W, N = Level.ERROR, Level.WARNING, Level.NOTE
+
+# -- ORT: ONNX Runtime --------------------------------------------------------------------------
+ORT_SESSION_FAILED = define(
+    "ORT001", "onnxruntime-session-failed", E,
+    "ONNX Runtime could not load the model on {providers}: {error}",
+    "See the error; an op/dtype combination without a kernel is the usual cause.",
+    what="Reports an error creating an `onnxruntime.InferenceSession` for the exported model.",
+    why="A model that passes the ONNX checker may still use an operator/dtype combination "
+        "ONNX Runtime has no kernel for, or an opset newer than the installed runtime.",
+    example="""
+        prog = onnxsight.export(model_with_complex_values, (x,))
+        onnxsight.verify(prog)        # ORT001: could not find an implementation for Mul(14) complex64
+    """,
+    how="Read the node and dtype in the error; cast around that node, or upgrade onnxruntime "
+        "for newer opsets.",
+    tags=("onnxruntime",))
+
+ORT_RUN_FAILED = define(
+    "ORT002", "onnxruntime-run-failed", E,
+    "ONNX Runtime failed running the model on {providers}: {error}",
+    "See the error; shape mismatches usually mean an input changed size along a static dimension.",
+    what="Reports an error raised by `InferenceSession.run`.",
+    why="The model loads but cannot compute for these inputs: usually an input size that was "
+        "exported as static, or a data-dependent size assertion that does not hold.",
+    example="""
+        prog = onnxsight.export(model, (torch.randn(1, 3),))   # batch exported as static 1
+        prog(torch.randn(4, 3))                                 # ORT002: invalid dimension
+    """,
+    how="Export with `dynamic_shapes` for the dimensions that vary, or feed inputs of the "
+        "exported sizes.",
+    tags=("onnxruntime",))
+
+PROVIDER_UNAVAILABLE = define(
+    "ORT003", "execution-provider-unavailable", E,
+    "requested provider {requested} is not available; available providers are {available}",
+    "Install onnxruntime-gpu for CUDA, or pick one of the available providers.",
+    what="Reports an execution provider requested for verification that the installed "
+         "ONNX Runtime does not have.",
+    why="Verifying on the wrong provider would compare the wrong kernels.",
+    example="""
+        onnxsight.verify(prog, providers=("CUDAExecutionProvider",))   # ORT003 with CPU-only onnxruntime
+    """,
+    how="Install the runtime package with the provider (`onnxruntime-gpu`) or choose one of the "
+        "providers listed.",
+    tags=("onnxruntime", "provider"))
+
+PROVIDER_FALLBACK = define(
+    "ORT004", "execution-provider-fallback", W,
+    "requested provider {requested} is not available; fell back to {used}",
+    "Install the provider's runtime to run on it.",
+    what="Warns that a session was created on a fallback provider instead of the requested one "
+         "(for example CUDA failed to initialise and CPU was used).",
+    why="Results and timings then describe the CPU kernels, not the ones you asked for.",
+    example="""
+        onnxsight.verify_onnx("m.onnx", target="CUDAExecutionProvider")   # ORT004 without a GPU
+    """,
+    how="Check the CUDA/cuDNN versions the installed onnxruntime-gpu expects, or request the "
+        "provider that was used.",
+    tags=("onnxruntime", "provider"))
+
+# -- ACC: accuracy and verification -------------------------------------------------------------
+OUTPUT_MISMATCH = define(
+    "ACC001", "output-mismatch", E,
+    "output {output} differs from {reference}: max abs diff {max_abs_diff}, max rel diff {max_rel_diff} "
+    "(tolerance atol={atol}, rtol={rtol})",
+    "Look at the root-cause nodes reported with it.",
+    what="Reports a model output whose ONNX Runtime value differs from PyTorch's beyond the "
+         "tolerance for its dtype.",
+    why="The exported model computes something else; the per-node comparison (ACC002) says "
+        "where it starts.",
+    example="""
+        result = onnxsight.verify(prog)
+        result.passed        # False: ACC001 for output 'logits'
+    """,
+    how="Open the ACC002 root cause reported with it; if the difference is expected (float16, "
+        "random ops) pass a looser `onnxsight.Tolerance`.",
+    tags=("accuracy",))
+
+NODE_DIVERGENCE = define(
+    "ACC002", "node-divergence-root-cause", E,
+    "{value} ({target} -> {onnx_op}) is the first value to diverge: max abs diff {max_abs_diff} "
+    "while all its inputs match",
+    "The translation of this op or the runtime kernel disagrees with PyTorch; the repro bundle isolates it.",
+    what="Reports an intermediate value that differs from PyTorch while all its inputs agree: "
+         "the node where the divergence starts.",
+    why="Downstream mismatches follow from it; fixing this node usually fixes the outputs.",
+    example="""
+        result = onnxsight.verify(prog, per_node=True)
+        result.root_causes    # ACC002 rows: the first diverging values
+    """,
+    how="Run `onnxsight.verify(prog, mode=\"isolated\")` to confirm with PyTorch's own inputs, "
+        "then report the translation with the repro bundle.",
+    tags=("accuracy", "root-cause"))
+
+NAN_INF_INTRODUCED = define(
+    "ACC003", "nan-or-inf-introduced", E,
+    "{value} ({target}) has {count} NaN/Inf values where {reference} has none",
+    "Check for overflow (float16) or division by zero in this op.",
+    what="Reports values where ONNX Runtime produces NaN or Inf and PyTorch does not.",
+    why="NaN/Inf propagate to every output; the first value where they appear is the cause.",
+    example="""
+        # float16 model whose softmax overflows in the runtime's kernel
+        onnxsight.verify(prog_fp16)     # ACC003 at the softmax input
+    """,
+    how="Compute the op in float32 (cast around it) or rescale its inputs.",
+    tags=("accuracy",))
+
+SHAPE_MISMATCH = define(
+    "ACC004", "shape-mismatch", E,
+    "{value} has shape {actual}, expected {expected}",
+    "The translation computes a different shape; report it.",
+    what="Reports a value whose ONNX shape differs from PyTorch's.",
+    why="Shapes must match exactly; values cannot even be compared.",
+    example="""
+        onnxsight.verify(prog)   # ACC004: view_1 has shape [2, 6], expected [2, 3, 2]
+    """,
+    how="Report the translation named in the diagnostic's properties.",
+    tags=("accuracy",))
+
+DTYPE_MISMATCH = define(
+    "ACC005", "dtype-mismatch", W,
+    "{value} has dtype {actual}, expected {expected}",
+    "A cast is missing or extra in the translation.",
+    what="Warns about a value whose ONNX dtype differs from PyTorch's.",
+    why="Values may still be close, but downstream precision and memory differ.",
+    example="""
+        onnxsight.verify(prog)   # ACC005: sum_1 has dtype float32, expected float64
+    """,
+    how="Report the translation; a custom translation can add the missing `Cast`.",
+    tags=("accuracy", "dtype"))
+
+DIVERGENCE_PROPAGATED = define(
+    "ACC006", "divergence-propagated", N,
+    "{count} values downstream of {root} diverge because of it",
+    "Fix the root cause; these follow from it.",
+    what="Groups the mismatching values downstream of a root cause (ACC002).",
+    why="They are consequences, not separate problems; grouping keeps reports short.",
+    example="""
+        onnxsight.verify(prog)   # ACC006: 14 values downstream of layer_norm diverge because of it
+    """,
+    how="Fix the root cause named in the message.",
+    tags=("accuracy",))
+
+# -- ZOO: nightly model-zoo job -----------------------------------------------------------------
+ZOO_MODEL_CRASHED = define(
+    "ZOO001", "model-process-crashed", E,
+    "model {model} crashed ({reason}) in stage {stage}",
+    "Run the model alone with onnxsight export to see the full error.",
+    what="Reports a zoo model whose worker process died (signal, segfault, abort).",
+    why="A crash hides every other result for the model; the stage says where it happened.",
+    example="""
+        onnxsight zoo run --suite dev     # ZOO001: model resnet18 crashed (SIGSEGV) in stage verify
+    """,
+    how="Run `onnxsight export` on the model alone to get the traceback.",
+    tags=("zoo",))
+
+ZOO_MODEL_TIMEOUT = define(
+    "ZOO002", "model-timed-out", E,
+    "model {model} did not finish within {timeout}s (stage {stage})",
+    "Raise --timeout or look at the stage that hangs.",
+    what="Reports a zoo model that exceeded its time limit.",
+    why="A hang blocks the nightly job; the stage tells whether capture, export or "
+        "verification hung.",
+    example="""
+        onnxsight zoo run --timeout 60    # ZOO002 for a model whose capture takes longer
+    """,
+    how="Raise `--timeout` for large models, or investigate the stage named.",
+    tags=("zoo",))
+
+ZOO_MODEL_OOM = define(
+    "ZOO003", "model-out-of-memory", E,
+    "model {model} exceeded the memory limit of {limit} MB (stage {stage})",
+    "Raise --memory-limit or reduce the model's size.",
+    what="Reports a zoo model whose process exceeded its memory limit.",
+    why="Memory regressions in export or verification show up here first.",
+    example="""
+        onnxsight zoo run --memory-limit 2000   # ZOO003 for a 3 GB model
+    """,
+    how="Raise `--memory-limit`, or compare the peak memory with the previous night's run.",
+    tags=("zoo", "performance"))
+
+ZOO_REGRESSION = define(
+    "ZOO004", "regression-against-baseline", E,
+    "model {model} regressed against the baseline: {detail}",
+    "Compare with the baseline run's report.",
+    what="Reports a model that passed in the baseline run and fails (or got slower/less "
+         "accurate beyond thresholds) now.",
+    why="Regressions are what the nightly job exists to catch.",
+    example="""
+        onnxsight zoo report --baseline last-night   # ZOO004: resnet18 export now fails (OPS002)
+    """,
+    how="Open both runs' reports; the new diagnostics (SARIF `baselineState: new`) say what changed.",
+    tags=("zoo",))
+
+# -- INT: onnxsight itself ----------------------------------------------------------------------
+INTERNAL_ERROR = define(
+    "INT001", "internal-error", E,
+    "onnxsight failed internally in {stage}: {error_type}: {error}",
+    "Please report this with the SARIF file attached.",
+    what="Reports an unexpected exception inside onnxsight itself.",
+    why="It is a bug in onnxsight, not in the model; the SARIF file carries the stack.",
+    example="""
+        # any unexpected exception in an onnxsight stage, for example a translation helper bug
+    """,
+    how="Open an issue with the SARIF file (`report=True`) attached.",
+    tags=("internal",))
