@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.elementwise",
+    "onnxsight.exporter.ops.elementwise_math",
+    "onnxsight.exporter.ops.elementwise_logic",
     "onnxsight.exporter.ops.reduction",
     "onnxsight.exporter.ops.shape",
     "onnxsight.exporter.ops.indexing",
