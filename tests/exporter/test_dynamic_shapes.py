@@ -1,0 +1,54 @@
+"""Dynamic shapes: torch.export style and torch.onnx style, named dims, other batch sizes in ORT."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import onnxsight
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _dims(program: onnxsight.ONNXProgram, index: int = 0) -> list:
+    shape = program.model_proto.graph.input[index].type.tensor_type.shape
+    return [d.dim_param or d.dim_value for d in shape.dim]
+
+
+@pytest.mark.parametrize("style", ["dynamic_shapes", "dynamic_axes"])
+def test_dynamic_batch_runs_at_other_sizes(style: str) -> None:
+    model = MLP().eval()
+    example = torch.randn(2, 8)
+    if style == "dynamic_shapes":
+        program = onnxsight.export(model, (example,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    else:
+        program = onnxsight.export(model, (example,), dynamic_axes={"x": {0: "batch"}})
+    assert _dims(program) == ["batch", 8]
+    for batch in (1, 3, 7):
+        x = torch.randn(batch, 8)
+        torch.testing.assert_close(program(x)[0], model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_dynamic_axes_by_input_name_and_list_form() -> None:
+    program = onnxsight.export(MLP(), (torch.randn(2, 8),), input_names=["features"],
+                               dynamic_axes={"features": [0]})
+    assert _dims(program) == ["features_dim_0", 8]
+    assert program.model_proto.graph.input[0].name == "features"
+
+
+def test_specialised_dynamic_dim_is_a_capture_error() -> None:
+    class Fixed(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(2, 8)  # forces the batch to 2
+
+    with pytest.raises(onnxsight.ExportError) as info:
+        onnxsight.export(Fixed(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    codes = {d.code for d in info.value.diagnostics if d.level.value == "error"}
+    assert codes & {"CAP004", "CAP005"}, codes
