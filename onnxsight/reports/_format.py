@@ -1,0 +1,126 @@
+"""Formatting helpers shared by the markdown and HTML renderers (pure functions of record data)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from onnxsight.reports._record import STAGE_ORDER, RunRecord
+
+LEVEL_ORDER = {"error": 0, "warning": 1, "note": 2}
+
+
+def seconds(value: Any) -> str:
+    """``0.123`` -> ``123 ms``; ``12.3`` -> ``12.3 s``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return f"{number * 1000:.0f} ms" if number < 1 else f"{number:.2f} s"
+
+
+def size(value: Any) -> str:
+    """Bytes as B / KB / MB / GB."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "" if value is None else str(value)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(number) < 1024 or unit == "GB":
+            return f"{number:.0f} {unit}" if unit == "B" else f"{number:.1f} {unit}"
+        number /= 1024
+    return str(value)
+
+
+def number(value: Any) -> str:
+    """Metrics: 3 significant digits, scientific when small; strings (``"inf"``) and None as given."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
+            return f"{value:.3g}" if "e" in f"{value:.3g}" else f"{value:.3e}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def shape(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def where(location: Mapping[str, Any] | None) -> str:
+    """``file:line`` of a location dict."""
+    if not location or not location.get("file"):
+        return ""
+    line = location.get("line")
+    return f"{location['file']}:{line}" if line else str(location["file"])
+
+
+def stage_rows(run: RunRecord) -> list[dict[str, Any]]:
+    """Every stage in run order; the ones the run never reached are listed as ``not run``."""
+    seen = {stage["name"] for stage in run.stages}
+    rows = [dict(stage) for stage in run.stages]
+    if run.kind != "export":
+        return rows
+    failed = any(stage.get("status") == "failed" for stage in run.stages)
+    for name in STAGE_ORDER:
+        if name not in seen and not failed and name in ("onnxruntime", "accuracy", "save"):
+            continue  # optional stages a successful run did not ask for
+        if name not in seen:
+            rows.append({"name": name, "status": "not run", "seconds": None, "detail": ""})
+    order = {name: index for index, name in enumerate(STAGE_ORDER)}
+    return sorted(rows, key=lambda r: order.get(r["name"], len(order)))
+
+
+def group_by_rule(diagnostics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Diagnostics grouped by rule, errors first, then by code."""
+    groups: dict[str, dict[str, Any]] = {}
+    for diagnostic in diagnostics:
+        code = str(diagnostic.get("rule"))
+        group = groups.setdefault(code, {"code": code, "name": diagnostic.get("rule_name", ""),
+                                         "level": diagnostic.get("level", "note"), "items": []})
+        if LEVEL_ORDER.get(str(diagnostic.get("level")), 3) < LEVEL_ORDER.get(group["level"], 3):
+            group["level"] = diagnostic.get("level")
+        group["items"].append(diagnostic)
+    return sorted(groups.values(), key=lambda g: (LEVEL_ORDER.get(g["level"], 3), g["code"]))
+
+
+def headline(run: RunRecord) -> str:
+    """One line: what happened to this model."""
+    counts = run.counts()
+    tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['note']} note(s)"
+    if run.error:
+        return f"{run.status} at stage {run.error.get('stage')}: {run.error.get('summary')} ({tally})"
+    if run.verification is not None:
+        verdict = "passed" if run.verification.get("passed") else "failed"
+        return f"{run.status}; verification {verdict} ({tally})"
+    return f"{run.status} ({tally})"
+
+
+def total_seconds(run: RunRecord) -> float:
+    return sum(float(stage.get("seconds") or 0.0) for stage in run.stages)
+
+
+def weights_rows(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Parameters and buffers by dtype as table rows."""
+    rows = []
+    for kind in ("parameters", "buffers"):
+        for dtype, row in sorted((facts.get(kind) or {}).items()):
+            rows.append({"kind": kind, "dtype": dtype, **row})
+    return rows
+
+
+def histogram_rows(histogram: Mapping[str, int] | None) -> list[tuple[str, int]]:
+    return sorted((histogram or {}).items(), key=lambda item: (-int(item[1]), item[0]))
+
+
+METRIC_COLUMNS = ("max_abs_diff", "max_rel_diff", "mismatch_fraction", "cosine")

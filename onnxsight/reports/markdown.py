@@ -1,0 +1,216 @@
+"""Markdown report and CI job summary: pure functions of a :class:`RunRecord`.
+
+Every string that comes from the model or the user is escaped for markdown
+and for the HTML that markdown viewers pass through, or shown inside a code
+fence longer than any backtick run in it.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from onnxsight.reports import _format as fmt
+from onnxsight.reports._record import RunRecord
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+STATUS_MARK = {"ok": "ok", "failed": "FAILED", "not run": "not run", "skipped": "skipped", "running": "running"}
+HISTOGRAM_ROWS = 40
+SUMMARY_DIAGNOSTICS = 20
+
+
+def escape(text: Any) -> str:
+    """Text safe in markdown prose and table cells: HTML-escaped, markdown punctuation and newlines neutralised."""
+    value = _html.escape("" if text is None else str(text), quote=False)
+    value = _MD_SPECIAL.sub(r"\\\1", value)
+    return value.replace("\r", "").replace("\n", "<br>")
+
+
+def code(text: Any) -> str:
+    """An inline code span that holds ``text`` verbatim (``|`` escaped for tables)."""
+    value = ("" if text is None else str(text)).replace("\n", " ")
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def fence(text: str, language: str = "") -> str:
+    """A fenced code block that ``text`` cannot close."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{language}\n{text}\n{marks}"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GFM table; cells are already-formatted markdown."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render(run: RunRecord) -> str:
+    """The full markdown report."""
+    parts = [f"# onnxsight report: {escape(run.model)}", "",
+             f"**{escape(fmt.headline(run))}**", "",
+             f"{escape(run.kind)} run, {escape(run.created)}"
+             + (f", opset {run.opset}" if run.opset else "") + f", {fmt.seconds(fmt.total_seconds(run))} in all.", ""]
+    for title, section in (("Stages", _stages(run)), ("Unsupported operators", _unsupported(run)),
+                           ("Diagnostics", _diagnostics(run)), ("Verification", _verification(run)),
+                           ("Model", _facts(run)), ("Environment", _environment(run)),
+                           ("Files", _files(run))):
+        if section:
+            parts += [f"## {title}", "", section, ""]
+    if run.program_text:
+        parts += ["<details><summary>Exported program</summary>", "", fence(run.program_text, "python"), "",
+                  "</details>", ""]
+    return "\n".join(parts)
+
+
+def render_summary(run: RunRecord) -> str:
+    """A short markdown summary for a CI job summary (``--summary FILE``)."""
+    parts = [f"### onnxsight: {escape(run.model)}: {escape(run.status)}", "", escape(fmt.headline(run)), "",
+             table(["stage", "status", "time"],
+                   ([escape(s["name"]), STATUS_MARK.get(s["status"], escape(s["status"])), fmt.seconds(s["seconds"])]
+                    for s in fmt.stage_rows(run))), ""]
+    problems = [d for d in run.diagnostics if d.get("level") in ("error", "warning")]
+    if problems:
+        rows = ([escape(d["rule"]), escape(d["level"]), escape(d["message"]), escape(fmt.where(d.get("location")))]
+                for d in problems[:SUMMARY_DIAGNOSTICS])
+        parts += [table(["rule", "level", "message", "source"], rows), ""]
+        if len(problems) > SUMMARY_DIAGNOSTICS:
+            parts += [f"... and {len(problems) - SUMMARY_DIAGNOSTICS} more in the report.", ""]
+    verification = run.verification
+    if verification is not None:
+        parts += [f"Verification: **{'passed' if verification.get('passed') else 'failed'}**, "
+                  f"{verification.get('nodes_failed', 0)} of {verification.get('nodes_compared', 0)} values "
+                  f"out of tolerance, {len(verification.get('root_causes') or [])} root cause(s).", ""]
+    if run.files:
+        parts += ["Reports: " + ", ".join(code(name) for kind, name in run.files.items() if kind != "record"), ""]
+    return "\n".join(parts)
+
+
+def _stages(run: RunRecord) -> str:
+    rows = ([escape(s["name"]), STATUS_MARK.get(s["status"], escape(s["status"])), fmt.seconds(s.get("seconds")),
+             escape(s.get("detail", ""))] for s in fmt.stage_rows(run))
+    out = table(["stage", "status", "time", "detail"], rows)
+    if run.attempts:
+        attempts = ([escape(a.get("strategy")), "ok" if a.get("success") else "failed", fmt.seconds(a.get("seconds")),
+                     escape(a.get("rule") or ""), escape(_attempt_error(a))] for a in run.attempts)
+        out += "\n\nCapture attempts:\n\n" + table(["strategy", "result", "time", "rule", "error"], attempts)
+    return out
+
+
+def _attempt_error(attempt: Mapping[str, Any]) -> str:
+    if not attempt.get("error_type"):
+        return ""
+    return f"{attempt['error_type']}: {attempt.get('error') or ''}"[:300]
+
+
+def _unsupported(run: RunRecord) -> str:
+    if not run.unsupported:
+        return ""
+    rows = ([code(r["op"]), r["count"], escape(r["rule"]), escape(fmt.where(r.get("first_location")))]
+            for r in run.unsupported)
+    return table(["operator", "count", "rule", "first source line"], rows)
+
+
+def _diagnostics(run: RunRecord) -> str:
+    if not run.diagnostics:
+        return "No diagnostics."
+    out = []
+    for group in fmt.group_by_rule(run.diagnostics):
+        out += [f"### {escape(group['code'])} {escape(group['name'])} ({escape(group['level'])}, "
+                f"{len(group['items'])})", ""]
+        for diagnostic in group["items"]:
+            out += _diagnostic(diagnostic)
+    return "\n".join(out).rstrip()
+
+
+def _diagnostic(d: Mapping[str, Any]) -> list[str]:
+    lines = [f"- **{escape(d.get('level'))}** {escape(d.get('message'))}"]
+    location = fmt.where(d.get("location"))
+    if location:
+        module = f" (module {code(d['module_path'])})" if d.get("module_path") else ""
+        lines.append(f"  at {code(location)}{module}")
+    snippet = d.get("snippet") or []
+    if snippet:
+        line = (d.get("location") or {}).get("line")
+        text = "\n".join(f"{'>' if n == line else ' '}{n:5d} | {t}" for n, t in snippet)
+        lines += ["", *("  " + part for part in fence(text, "python").splitlines())]
+    if d.get("fix"):
+        lines += ["", f"  Fix: {escape(d['fix'])}"]
+    lines.append("")
+    return lines
+
+
+def _verification(run: RunRecord) -> str:
+    v = run.verification
+    if v is None:
+        return ""
+    mode = f" ({escape(v['mode'])} mode)" if v.get("mode") else ""
+    out = [f"**{'Passed' if v.get('passed') else 'Failed'}**{mode}: {v.get('nodes_failed', 0)} of "
+           f"{v.get('nodes_compared', 0)} compared values out of tolerance.", ""]
+    columns = ["value", "dtype", "shape", *fmt.METRIC_COLUMNS, "passed"]
+    if v.get("outputs"):
+        out += ["Outputs:", "", _rows_table(v["outputs"], columns), ""]
+    if v.get("root_causes"):
+        out += ["Root causes (first values to diverge):", "",
+                _rows_table(v["root_causes"], ["value", "target", "onnx_op", "max_abs_diff", "max_rel_diff",
+                                               "source"]), ""]
+    if v.get("worst_nodes"):
+        out += ["Worst values:", "", _rows_table(v["worst_nodes"], ["value", "target", "onnx_op", *fmt.METRIC_COLUMNS,
+                                                                   "root_cause"]), ""]
+    return "\n".join(out).rstrip()
+
+
+def _rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    def cell(row: Mapping[str, Any], column: str) -> str:
+        if column == "source":
+            return escape(fmt.where({"file": row.get("file"), "line": row.get("line")}))
+        if column == "value" and "value" not in row:
+            return escape(row.get("output", row.get("name", "")))
+        value = row.get(column)
+        if column == "shape":
+            return escape(fmt.shape(value))
+        return escape(fmt.number(value)) if column in fmt.METRIC_COLUMNS or isinstance(value, bool) else escape(value)
+    return table(list(columns), ([cell(row, c) for c in columns] for row in rows))
+
+
+def _facts(run: RunRecord) -> str:
+    facts = run.facts
+    out = []
+    summary = [("opset", facts.get("opset")), ("ONNX nodes", facts.get("onnx_nodes")),
+               ("ONNX size", fmt.size(facts["onnx_size"]) if facts.get("onnx_size") is not None else None)]
+    out += [", ".join(f"{k}: {escape(v)}" for k, v in summary if v is not None), ""]
+    weights = fmt.weights_rows(facts)
+    if weights:
+        out += [table(["kind", "dtype", "tensors", "elements", "size"],
+                      ([w["kind"], escape(w["dtype"]), w["tensors"], f"{w['elements']:,}", fmt.size(w["bytes"])]
+                       for w in weights)), ""]
+    for key, title in (("inputs", "Inputs"), ("outputs", "Outputs")):
+        if facts.get(key):
+            out += [f"{title}:", "", table(["name", "dtype", "shape"],
+                                           ([escape(r.get("name")), escape(r.get("dtype")), escape(fmt.shape(r.get("shape")))]
+                                            for r in facts[key])), ""]
+    for key, title in (("aten_ops", "ATen operators"), ("onnx_ops", "ONNX operators")):
+        rows = fmt.histogram_rows(facts.get(key))
+        if rows:
+            more = f" (top {HISTOGRAM_ROWS} of {len(rows)})" if len(rows) > HISTOGRAM_ROWS else ""
+            out += [f"{title}{more}:", "", table(["operator", "count"],
+                                                 ([code(op), n] for op, n in rows[:HISTOGRAM_ROWS])), ""]
+    for warning in facts.get("report_warnings", []):
+        out += [f"- report warning: {escape(warning)}"]
+    return "\n".join(out).strip()
+
+
+def _environment(run: RunRecord) -> str:
+    if not run.environment:
+        return ""
+    rows = ([escape(k), escape(", ".join(v) if isinstance(v, list) else v)] for k, v in run.environment.items())
+    return table(["", "version"], rows)
+
+
+def _files(run: RunRecord) -> str:
+    return "\n".join(f"- {escape(kind)}: {code(name)}" for kind, name in run.files.items())
