@@ -1,0 +1,78 @@
+"""Chunked ONNX Runtime execution: compute a set of values with one session, keeping only what later chunks need.
+
+Each chunk is one model holding the slice of the graph that produces its
+target values, so every node runs once across all chunks (propagated mode),
+and a value lives only until its last consumer has run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from onnxsight.verification._graph import FED_SUFFIX, GraphIndex, build_model, chunk_inputs, elem_type_of
+from onnxsight.verification._runners import OrtRunner
+from onnxsight.verification._tolerance import dtype_name
+
+
+class ChunkExecutor:
+    """Runs target values of one ONNX graph chunk by chunk on one :class:`OrtRunner`."""
+
+    def __init__(self, index: GraphIndex, runner: OrtRunner, feeds: Mapping[str, np.ndarray]) -> None:
+        self.index = index
+        self.runner = runner
+        self.feeds = dict(feeds)          # graph inputs
+        self.env: dict[str, np.ndarray] = {}   # values computed by earlier chunks that later ones read
+        self.types: dict[str, str] = {}        # dtype names ONNX Runtime reported for computed values
+        self.executed: set[int] = set()
+        self.sessions = 0
+        self.last_nodes: list[int] = []
+
+    def run(self, targets: Sequence[str], reference: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Compute ``targets``. Values in ``reference`` are fed instead of computed (isolated mode)."""
+        reference = reference or {}
+        targets = [t for t in targets if self.index.is_computed(t)]
+        if not targets:
+            return {}
+        stop = set(self.env) | set(reference)
+        nodes = self.index.slice(targets, stop)
+        renames = {name: name + FED_SUFFIX for name in reference}
+        inputs = chunk_inputs(self.index, nodes, renames)
+        self.executed.update(nodes)
+        produced = [o for i in nodes for o in self.index.nodes[i].output if o]
+        keep = [o for o in produced if o not in reference and self._needed_later(o)]
+        outputs = list(dict.fromkeys([*targets, *keep]))
+        feeds: dict[str, Any] = {}
+        declared: list[tuple[str, int]] = []
+        for name in inputs:
+            original = name[: -len(FED_SUFFIX)] if name.endswith(FED_SUFFIX) else name
+            if name in self.feeds:
+                value = self.feeds[name]
+            elif name in self.env:
+                value = self.env[name]
+            else:
+                value = reference[original]
+            feeds[name] = value
+            declared.append((name, self._elem_type(original, value)))
+        model = build_model(self.index, nodes, declared, outputs)
+        self.runner.load(model)
+        self.sessions += 1
+        self.last_nodes = nodes
+        results = self.runner.infer(feeds)
+        self.types.update(self.runner.output_types)
+        for name in keep:
+            self.env[name] = results[name]
+        for name in [n for n in self.env if not self._needed_later(n)]:
+            del self.env[name]
+        return {t: results[t] for t in targets}
+
+    def _needed_later(self, name: str) -> bool:
+        return any(i not in self.executed for i in self.index.consumers.get(name, ()))
+
+    def _elem_type(self, name: str, value: Any) -> int:
+        if name in self.types:
+            return elem_type_of(self.types[name])
+        if name in self.index.elem_types:
+            return self.index.elem_types[name]
+        return elem_type_of(dtype_name(np.asarray(value).dtype))

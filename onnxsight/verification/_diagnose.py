@@ -1,0 +1,55 @@
+"""Turn compared rows into diagnostics: root causes (ACC002-ACC005), propagation (ACC006), outputs (ACC001).
+
+Each diagnostic is emitted with the FX node, so it is located at the user's source line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("max_abs_diff", "max_rel_diff", "mismatch_fraction", "cosine", "dtype", "onnx_dtype")
+    return {"onnx_value": row["value"], "onnx_node": row.get("onnx_op"), "shape": list(row["shape"]),
+            **{k: row.get(k) for k in keys}}
+
+
+def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
+                     ctx: DiagnosticContext, *, reference: str = "PyTorch") -> None:
+    """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
+            counts[root] = counts.get(root, 0) + 1
+    output_set = set(outputs)
+    for row in rows:
+        node = nodes.get(row["value"])
+        props = _properties(row)
+        if row.get("dtype_mismatch"):
+            ctx.emit(rules.DTYPE_MISMATCH, node=node, properties=props, value=row["value"],
+                     actual=row["onnx_dtype"], expected=row["dtype"])
+        if not row["root_cause"]:
+            continue
+        ctx.emit(rules.NODE_DIVERGENCE, node=node, properties=props, value=row["value"], target=row["target"],
+                 onnx_op=row.get("onnx_op"), max_abs_diff=_fmt(row["max_abs_diff"]))
+        if row.get("nonfinite_introduced"):
+            ctx.emit(rules.NAN_INF_INTRODUCED, node=node, properties=props, value=row["value"], target=row["target"],
+                     count=row["nonfinite_introduced"], reference=reference)
+        if row.get("shape_mismatch"):
+            ctx.emit(rules.SHAPE_MISMATCH, node=node, properties=props, value=row["value"],
+                     actual=list(row["onnx_shape"]), expected=list(row["shape"]))
+        if counts.get(row["value"]):
+            ctx.emit(rules.DIVERGENCE_PROPAGATED, node=node, properties=props, count=counts[row["value"]],
+                     root=row["value"])
+    for row in rows:
+        if row["value"] in output_set and not row["passed"]:
+            ctx.emit(rules.OUTPUT_MISMATCH, node=nodes.get(row["value"]), properties=_properties(row),
+                     output=row["value"], reference=reference, max_abs_diff=_fmt(row["max_abs_diff"]),
+                     max_rel_diff=_fmt(row["max_rel_diff"]), atol=row["atol"], rtol=row["rtol"])

@@ -1,0 +1,246 @@
+"""The per-node engine: one PyTorch pass and chunked ONNX Runtime sessions, compared value by value.
+
+PyTorch runs node by node (an FX Interpreter over the exported program).
+Every few nodes, once the values waiting for comparison reach the memory
+budget, one ONNX Runtime session computes exactly those values (and what
+later chunks read from them), the pairs are compared, and every value no
+longer needed on either side is released. Memory is the budget plus the
+live values of the forward pass, not the number of nodes.
+
+Propagated mode: ONNX Runtime computes each value from its own upstream
+values, as a deployed model would. Isolated mode: each value is computed
+from PyTorch's values of its inputs, so a translation error shows where it
+is, without the drift accumulated before it.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from onnxsight.diagnostics import DiagnosticContext, node_location
+from onnxsight.verification._bundle import ReproCase, capture_repro
+from onnxsight.verification._chunks import ChunkExecutor
+from onnxsight.verification._graph import GraphIndex
+from onnxsight.verification._metrics import compare, to_numpy
+from onnxsight.verification._root_cause import RootCauseTracker
+from onnxsight.verification._runners import OrtRunner, TorchRunner
+from onnxsight.verification._tolerance import Tolerance, dtype_name
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One FX value and the ONNX value that holds it."""
+
+    value: str                 # ONNX value name
+    node: Any                  # the FX node producing it
+    index: int | None          # output index for multi-output nodes
+    upstream: tuple[str, ...]  # compared values (ONNX names) it reads
+
+
+@dataclass
+class EngineOutput:
+    """What the engine hands to the result: rows in topological order and what it captured."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    repros: dict[str, ReproCase] = field(default_factory=dict)
+    nodes: dict[str, Any] = field(default_factory=dict)   # value -> FX node
+    sessions: int = 0
+    chunks: int = 0
+    error: str | None = None
+
+
+def _nondeterministic(node: Any) -> bool:
+    import torch
+
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded in tags
+
+
+def plan_pairs(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *, per_node: bool) -> list[Pair]:
+    """The FX/ONNX value pairs to compare, in topological order, with what each one reads."""
+    pairs: dict[str, list[Pair]] = {}
+    upstream_cache: dict[str, tuple[str, ...]] = {}
+    outputs = set(index.graph_outputs)
+
+    def values_of(node: Any) -> tuple[str, ...]:
+        if node.target is operator.getitem and node.args[0].name in pairs:
+            wanted = [p.value for p in pairs[node.args[0].name] if p.index == node.args[1]]
+            if wanted:
+                return tuple(wanted)
+        if node.name in pairs:
+            return tuple(p.value for p in pairs[node.name])
+        return upstream(node)
+
+    def upstream(node: Any) -> tuple[str, ...]:
+        if node.name not in upstream_cache:
+            seen: dict[str, None] = {}
+            for inp in node.all_input_nodes:
+                seen.update(dict.fromkeys(values_of(inp)))
+            upstream_cache[node.name] = tuple(seen)
+        return upstream_cache[node.name]
+
+    ordered: list[Pair] = []
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        candidates = [(node.name, None)] if node.name in value_names else \
+            [(key, i) for i in range(64) if (key := f"{node.name}__{i}") in value_names]
+        found: list[Pair] = []
+        for key, i in candidates:
+            name = value_names[key]
+            if not index.is_computed(name) or _nondeterministic(node):
+                continue
+            if not per_node and name not in outputs:
+                continue
+            found.append(Pair(name, node, i, upstream(node)))
+        if found:
+            pairs[node.name] = found
+            ordered.extend(found)
+    return ordered
+
+
+@dataclass
+class EngineConfig:
+    """How the engine runs (chosen by :func:`onnxsight.verify`)."""
+
+    mode: str
+    tolerance: Tolerance
+    memory_budget: int
+    max_repros: int
+    reference_name: str = "PyTorch"
+
+
+def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphIndex, pairs: Sequence[Pair],
+               user_inputs: Sequence[Any], feeds: Mapping[str, np.ndarray], config: EngineConfig,
+               ctx: DiagnosticContext) -> EngineOutput:
+    """Stream PyTorch and ONNX Runtime through the graph, chunk by chunk, comparing every pair."""
+    isolated = config.mode == "isolated"
+    out = EngineOutput()
+    by_node: dict[Any, list[Pair]] = {}
+    for pair in pairs:
+        by_node.setdefault(pair.node, []).append(pair)
+        out.nodes[pair.value] = pair.node
+    paired = {p.value: p for p in pairs}
+    executor = ChunkExecutor(index, ort_runner, feeds)
+    tracker = RootCauseTracker(independent=isolated)
+    pending: list[Pair] = []
+    pending_bytes = 0
+    executed: set[Any] = set()
+
+    def torch_value(pair: Pair) -> Any:
+        value = torch_runner.env[pair.node]
+        return value[pair.index] if pair.index is not None else value
+
+    def flush() -> None:
+        nonlocal pending, pending_bytes
+        if pending and out.error is None:
+            reference = _pending_inputs(pending, paired, torch_runner) if isolated else {}
+            try:
+                results = executor.run([p.value for p in pending], reference)
+            except Exception as exc:  # noqa: BLE001 - reported as ORT001/ORT002
+                out.error = _report_ort_error(exc, ort_runner, ctx)
+                results = None
+            out.chunks += 1
+            if results is not None:
+                for pair in pending:
+                    _compare_pair(pair, torch_value(pair), results.get(pair.value), executor, tracker, config,
+                                  out, reference_values=lambda name: _reference_value(name, paired, torch_runner,
+                                                                                      feeds))
+        done = set(executed)
+        for node in list(torch_runner.env):
+            if node.op != "placeholder" and all(user in done for user in node.users if user.op != "output"):
+                torch_runner.release(node)
+        pending, pending_bytes = [], 0
+
+    for node, value in torch_runner.iterate(user_inputs):
+        executed.add(node)
+        for pair in by_node.get(node, ()):
+            pending.append(pair)
+            pending_bytes += _nbytes(torch_value(pair))
+        if pending_bytes >= config.memory_budget:
+            flush()
+    flush()
+    out.sessions = executor.sessions
+    return out
+
+
+def _pending_inputs(pending: Sequence[Pair], paired: Mapping[str, Pair],
+                    torch_runner: TorchRunner) -> dict[str, np.ndarray]:
+    """PyTorch's values of the paired values this chunk's nodes read (isolated mode)."""
+    wanted: dict[str, np.ndarray] = {}
+    for pair in pending:
+        for name in pair.upstream:
+            source = paired.get(name)
+            if source is not None and source.node in torch_runner.env:
+                value = torch_runner.env[source.node]
+                wanted[name] = to_numpy(value[source.index] if source.index is not None else value)
+    return wanted
+
+
+def _reference_value(name: str, paired: Mapping[str, Pair], torch_runner: TorchRunner,
+                     feeds: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    if name in feeds:
+        return feeds[name]
+    pair = paired.get(name)
+    if pair is None or pair.node not in torch_runner.env:
+        return None
+    value = torch_runner.env[pair.node]
+    return to_numpy(value[pair.index] if pair.index is not None else value)
+
+
+def _nbytes(value: Any) -> int:
+    if hasattr(value, "element_size"):
+        return int(value.numel() * value.element_size())
+    return 8
+
+
+def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, executor: ChunkExecutor,
+                  tracker: RootCauseTracker, config: EngineConfig, out: EngineOutput, *,
+                  reference_values: Any) -> None:
+    if actual is None:
+        return
+    expected = to_numpy(expected_value)
+    expected_dtype = dtype_name(getattr(expected_value, "dtype", expected.dtype))
+    actual_dtype = executor.types.get(pair.value, "unknown")
+    bounds = config.tolerance.loosest(pair.value, expected_dtype, actual_dtype)
+    metrics = compare(expected, actual, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
+    verdict = tracker.add(pair.value, metrics.passed, pair.upstream)
+    location, _ = node_location(pair.node)
+    row = {
+        "value": pair.value, "fx_node": pair.node.name, "target": _target(pair.node),
+        "onnx_op": executor.index.op_type(pair.value), "dtype": expected_dtype, "onnx_dtype": actual_dtype,
+        "shape": tuple(expected.shape), "onnx_shape": tuple(np.shape(actual)),
+        **{k: v for k, v in metrics.to_dict().items() if k != "passed"},
+        "atol": bounds.atol, "rtol": bounds.rtol, "passed": metrics.passed, "root_cause": verdict.root_cause,
+        "propagated_from": ", ".join(verdict.propagated_from),
+        "file": location.file if location else None, "line": location.line if location else None,
+        "upstream": pair.upstream,
+    }
+    out.rows.append(row)
+    if verdict.root_cause and len(out.repros) < config.max_repros:
+        case = capture_repro(executor.index, pair.value, set(out.nodes), expected, reference_values)
+        if case is not None:
+            out.repros[pair.value] = case
+
+
+def _target(node: Any) -> str:
+    from onnxsight.exporter._translate import op_display
+
+    return op_display(node.target)
+
+
+def _report_ort_error(exc: Exception, runner: OrtRunner, ctx: DiagnosticContext) -> str:
+    from onnxsight import rules
+    from onnxsight.verification._runners import VerificationError
+
+    if isinstance(exc, VerificationError):
+        raise exc
+    text = f"{type(exc).__name__}: {exc}"[:800]
+    rule = rules.ORT_RUN_FAILED if "run" in type(exc).__name__.lower() or "RUNTIME_EXCEPTION" in str(exc) \
+        else rules.ORT_SESSION_FAILED
+    ctx.emit(rule, providers=", ".join(runner.providers), error=text)
+    return text

@@ -1,0 +1,119 @@
+"""VerificationResult: true when everything passed, with one table row per compared value."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from onnxsight.diagnostics import Diagnostic
+from onnxsight.rules import Level
+from onnxsight.verification._bundle import ReproCase
+
+NODE_COLUMNS = (
+    "value", "fx_node", "target", "onnx_op", "dtype", "onnx_dtype", "shape", "onnx_shape",
+    "max_abs_diff", "max_rel_diff", "mean_abs_diff", "mismatch_fraction", "cosine",
+    "nan_inf_mismatch", "nonfinite_introduced", "shape_mismatch", "dtype_mismatch", "numel",
+    "atol", "rtol", "passed", "root_cause", "propagated_from", "file", "line",
+)
+
+
+class VerificationResult:
+    """The outcome of :func:`onnxsight.verify` or :func:`onnxsight.verify_onnx`.
+
+    ``nodes``: one row per compared value (topological order); ``outputs``: the
+    rows of the model outputs; ``root_causes``: the rows that are first divergences.
+    """
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], outputs: Sequence[str],
+                 diagnostics: Sequence[Diagnostic], *, repros: Mapping[str, ReproCase] | None = None,
+                 info: Mapping[str, Any] | None = None, graph_name: str = "main_graph") -> None:
+        frame = pd.DataFrame([{k: row.get(k) for k in NODE_COLUMNS} for row in rows], columns=list(NODE_COLUMNS))
+        self.nodes: pd.DataFrame = frame
+        order = {name: i for i, name in enumerate(outputs)}
+        out = frame[frame["value"].isin(order)].copy()
+        out.insert(0, "output", out["value"])
+        self.outputs: pd.DataFrame = out.sort_values("output", key=lambda s: s.map(order)).reset_index(drop=True)
+        self.output_names = list(outputs)
+        self.diagnostics: list[Diagnostic] = list(diagnostics)
+        self.repros: dict[str, ReproCase] = dict(repros or {})
+        self.info: dict[str, Any] = dict(info or {})
+        self.graph_name = graph_name
+
+    @property
+    def root_causes(self) -> pd.DataFrame:
+        """The rows of :attr:`nodes` that are first divergences, in topological order."""
+        return self.nodes[self.nodes["root_cause"].astype(bool)].reset_index(drop=True)
+
+    @property
+    def passed(self) -> bool:
+        """True when every compared value matched and nothing failed to run."""
+        if self.info.get("error"):
+            return False
+        if any(d.level is Level.ERROR for d in self.diagnostics):
+            return False
+        return bool(len(self.nodes)) and bool(self.nodes["passed"].astype(bool).all())
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def write_repro(self, directory: str | os.PathLike, value: str | None = None) -> list[str]:
+        """Write the repro bundle of ``value`` (default: the first root cause) under ``directory``."""
+        if value is None:
+            if not self.repros:
+                raise ValueError("no root cause to write a repro bundle for")
+            value = next(iter(self.repros))
+        if value not in self.repros:
+            raise KeyError(f"no repro captured for {value!r}; captured: {', '.join(self.repros) or 'none'}")
+        row = self.nodes[self.nodes["value"] == value].iloc[0].to_dict()
+        extra = {k: _jsonable(row.get(k)) for k in ("fx_node", "target", "onnx_op", "max_abs_diff", "file", "line")}
+        return self.repros[value].write(directory, extra={**extra, "providers": self.info.get("providers")})
+
+    def write_model_explorer(self, path: str | os.PathLike, *, metric: str = "max_abs_diff") -> str:
+        """Write a Model Explorer node-data overlay of ``metric`` per value; return the path."""
+        from onnxsight.verification._explorer import write_node_data
+
+        return write_node_data(self.nodes, path, graph_name=self.graph_name, metric=metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (NaN and infinities as strings)."""
+        return {
+            "passed": self.passed,
+            "info": {k: _jsonable(v) for k, v in self.info.items()},
+            "outputs": [{k: _jsonable(v) for k, v in r.items()} for r in self.outputs.to_dict("records")],
+            "nodes": [{k: _jsonable(v) for k, v in r.items()} for r in self.nodes.to_dict("records")],
+            "root_causes": list(self.root_causes["value"]),
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+    def to_json(self, path: str | os.PathLike | None = None, *, indent: int | None = 2) -> str:
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        return text
+
+    def __repr__(self) -> str:
+        roots = ", ".join(self.root_causes["value"]) or "none"
+        return (f"VerificationResult(passed={self.passed}, values={len(self.nodes)}, "
+                f"failed={int((~self.nodes['passed'].astype(bool)).sum())}, root_causes=[{roots}])")
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if hasattr(value, "item") and not isinstance(value, (list, tuple)):
+        try:
+            value = value.item()
+        except (ValueError, AttributeError):
+            return str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value if isinstance(value, (bool, int, str)) else str(value)
