@@ -47,6 +47,8 @@ class NodeInfo:
     out_dtypes: tuple[torch.dtype | None, ...] = ()
     out_shapes: tuple[tuple[int | str | None, ...] | None, ...] = ()
     meta_vals: tuple[Any, ...] = ()
+    # Indices of the outputs some FX user reads (through getitem); None when unknown or all.
+    used_outputs: frozenset[int] | None = None
 
 
 @dataclass
@@ -235,6 +237,11 @@ class GraphBuilder:
     def out_dtype(self) -> torch.dtype | None:
         """dtype of the current FX node's (first) output, from its meta."""
         return self.current.out_dtypes[0] if self.current and self.current.out_dtypes else None
+
+    def output_used(self, index: int) -> bool:
+        """Whether output ``index`` of the current FX node is read; translations may return None for unread ones."""
+        used = self.current.used_outputs if self.current else None
+        return used is None or index in used
 
     @property
     def out_shape(self) -> tuple | None:

@@ -81,6 +81,18 @@ def _val_shape(val: Any) -> tuple | None:
     return None
 
 
+def _used_outputs(node: torch.fx.Node) -> frozenset[int] | None:
+    """Indices read through getitem by a multi-output node's users; None when any user takes the whole."""
+    if not isinstance(node.meta.get("val"), (list, tuple)):
+        return None
+    used = set()
+    for user in node.users:
+        if user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return None
+        used.add(user.args[1])
+    return frozenset(used)
+
+
 def node_metadata(node: torch.fx.Node) -> dict[str, str]:
     """metadata_props as torch.onnx writes them, so tools that read those (Model Explorer) work."""
     stack = node.meta.get("nn_module_stack")
@@ -182,7 +194,7 @@ class Translator:
         vals = _meta_vals(node)
         b = self.builder
         b.current = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
-                             tuple(self._rename_dims(_val_shape(v)) for v in vals), vals)
+                             tuple(self._rename_dims(_val_shape(v)) for v in vals), vals, _used_outputs(node))
         b.node_metadata = node_metadata(node)
         first_node = len(b.nodes)
         try:
