@@ -33,6 +33,20 @@ KEPT_OPS: tuple = (
     aten.native_group_norm.default,
     aten._softmax.default,
     aten._log_softmax.default,
+    aten.matmul.default,
+    aten.rms_norm.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+    aten.mish.default,
+    aten.celu.default,
+    aten.selu.default,
+    aten._prelu_kernel.default,
+    aten.reflection_pad1d.default,
+    aten.reflection_pad2d.default,
+    aten.reflection_pad3d.default,
+    aten.replication_pad1d.default,
+    aten.replication_pad2d.default,
+    aten.replication_pad3d.default,
 )
 
 
