@@ -1,0 +1,83 @@
+"""Models shared by the benchmarks: built locally with random weights (nothing downloaded)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class DeepMLP(nn.Module):
+    """A 12-block transformer-style MLP (pre-norm, GELU, residual)."""
+
+    def __init__(self, width: int = 256, blocks: int = 12) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+            for _ in range(blocks))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return x
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin: int, mid: int, stride: int) -> None:
+        super().__init__()
+        cout = mid * 4
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, mid, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.down(x))
+
+
+class ResNet50(nn.Module):
+    """ResNet-50's architecture (3-4-6-3 bottlenecks), written out since torchvision does not import here."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                   nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for mid, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(count):
+                layers.append(Bottleneck(cin, mid, stride if i == 0 else 1))
+                cin = mid * 4
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def _bert() -> tuple[nn.Module, tuple]:
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                        vocab_size=1000)
+    model = BertModel(config).eval()
+    ids = torch.randint(0, 1000, (2, 64))
+    return model, (ids, torch.ones_like(ids))
+
+
+def _gpt2() -> tuple[nn.Module, tuple]:
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(n_embd=256, n_layer=4, n_head=4, vocab_size=1000, n_positions=128, use_cache=False)
+    model = GPT2Model(config).eval()
+    return model, (torch.randint(0, 1000, (2, 64)),)
+
+
+MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
+    "mlp12": lambda: (DeepMLP().eval(), (torch.randn(8, 256),)),
+    "resnet50": lambda: (ResNet50().eval(), (torch.randn(1, 3, 224, 224),)),
+    "bert-small": _bert,
+    "gpt2-small": _gpt2,
+}
