@@ -1,0 +1,269 @@
+"""Tensor creation: full, *_like, empty (as zeros), arange, scalar_tensor, random tensors.
+
+Sizes may be symbolic (0-d int64 Values mixed with ints in the list).
+``empty`` tensors are zero-filled (their content is unspecified in PyTorch).
+Random ops use ONNX Runtime's generators: same distributions, different
+numbers from PyTorch's, so they never match eager element for element.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+from onnx import helper
+
+from onnxsight.exporter import _dtypes
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+
+aten = torch.ops.aten
+
+
+def _fill_value(b: GraphBuilder, value: Any, dtype: torch.dtype) -> Value:
+    """0-d Value holding ``value`` (a Python scalar or a symbolic 0-d Value) converted as torch does."""
+    if isinstance(value, Value):
+        return b.cast(value, dtype)
+    return b.const(torch.tensor(value).to(dtype))
+
+
+def _full(b: GraphBuilder, shape: Value, value: Any, dtype: torch.dtype) -> Value:
+    return b.op("Expand", _fill_value(b, value, dtype), shape, dtype=dtype, shape=b.out_shape)
+
+
+def _dtype(b: GraphBuilder, dtype: torch.dtype | None, like: Value | None = None) -> torch.dtype:
+    """The node's output dtype from its meta, else the argument, else ``like``'s, else the default."""
+    return b.out_dtype or dtype or (like.dtype if like is not None else None) or torch.get_default_dtype()
+
+
+@translation(aten.full.default)
+def aten_full(b: GraphBuilder, size: Sequence[int | Value], fill_value: Any, *, dtype: torch.dtype | None = None,
+              layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), fill_value, _dtype(b, dtype))
+
+
+@translation(aten.zeros.default, aten.empty.memory_format)
+def aten_zeros(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dtype | None = None, layout: Any = None,
+               device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 0, _dtype(b, dtype))
+
+
+@translation(aten.ones.default)
+def aten_ones(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dtype | None = None, layout: Any = None,
+              device: Any = None, pin_memory: bool | None = None) -> Value:
+    """ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 1, _dtype(b, dtype))
+
+
+@translation(aten.empty_strided.default, aten.empty_permuted.default)
+def aten_empty_strided(b: GraphBuilder, size: Sequence[int | Value], stride_or_layout: Sequence[int], *,
+                       dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+                       pin_memory: bool | None = None) -> Value:
+    """empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 0, _dtype(b, dtype))
+
+
+@translation(aten.full_like.default)
+def aten_full_like(b: GraphBuilder, self: Value, fill_value: Any, *, dtype: torch.dtype | None = None,
+                   layout: Any = None, device: Any = None, pin_memory: bool | None = None,
+                   memory_format: Any = None) -> Value:
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _full(b, b.shape_of(self), fill_value, _dtype(b, dtype, self))
+
+
+@translation(aten.zeros_like.default, aten.empty_like.default)
+def aten_zeros_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None, layout: Any = None,
+                    device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _full(b, b.shape_of(self), 0, _dtype(b, dtype, self))
+
+
+@translation(aten.ones_like.default)
+def aten_ones_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None, layout: Any = None,
+                   device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _full(b, b.shape_of(self), 1, _dtype(b, dtype, self))
+
+
+@translation(aten.fill.Scalar, aten.fill.Tensor)
+def aten_fill(b: GraphBuilder, self: Value, value: Any) -> Value:
+    """fill.Scalar(Tensor self, Scalar value) -> Tensor"""
+    dtype = _dtype(b, None, self)
+    if isinstance(value, Value) and value.rank:  # fill.Tensor takes a 0-d tensor; make sure it is 0-d
+        value = b.op("Reshape", value, b.const([], torch.int64))
+    return _full(b, b.shape_of(self), value, dtype)
+
+
+@translation(aten.new_full.default)
+def aten_new_full(b: GraphBuilder, self: Value, size: Sequence[int | Value], fill_value: Any, *,
+                  dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+                  pin_memory: bool | None = None) -> Value:
+    """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), fill_value, _dtype(b, dtype, self))
+
+
+@translation(aten.new_zeros.default, aten.new_empty.default)
+def aten_new_zeros(b: GraphBuilder, self: Value, size: Sequence[int | Value], *, dtype: torch.dtype | None = None,
+                   layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
+    """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 0, _dtype(b, dtype, self))
+
+
+@translation(aten.new_ones.default)
+def aten_new_ones(b: GraphBuilder, self: Value, size: Sequence[int | Value], *, dtype: torch.dtype | None = None,
+                  layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
+    """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 1, _dtype(b, dtype, self))
+
+
+@translation(aten.new_empty_strided.default)
+def aten_new_empty_strided(b: GraphBuilder, self: Value, size: Sequence[int | Value], stride: Sequence[int], *,
+                           dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+                           pin_memory: bool | None = None) -> Value:
+    """new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None,
+    Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _full(b, b.int_list(size), 0, _dtype(b, dtype, self))
+
+
+@translation(aten.scalar_tensor.default)
+def aten_scalar_tensor(b: GraphBuilder, s: Any, *, dtype: torch.dtype | None = None, layout: Any = None,
+                       device: Any = None, pin_memory: bool | None = None) -> Value:
+    """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    dtype = _dtype(b, dtype)
+    if isinstance(s, Value):
+        return b.op("Reshape", b.cast(s, dtype), b.const([], torch.int64), dtype=dtype, shape=())
+    return b.op("Identity", _fill_value(b, s, dtype))
+
+
+# -- arange ----------------------------------------------------------------------------------------
+def _is_int(x: Any) -> bool:
+    if isinstance(x, Value):
+        return x.dtype is not None and not x.dtype.is_floating_point
+    return isinstance(x, int)
+
+
+def _f64(b: GraphBuilder, x: Any) -> Value:
+    return b.cast(x, torch.float64) if isinstance(x, Value) else b.const(float(x), torch.float64)
+
+
+@translation(aten.arange.start_step)
+def aten_arange_start_step(b: GraphBuilder, start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = None,
+                           layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
+    """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    out = b.out_dtype or dtype or torch.int64
+    if all(_is_int(x) for x in (start, end, step)):
+        ints = [b.cast(x, torch.int64) if isinstance(x, Value) else b.const(x, torch.int64) for x in (start, end, step)]
+        return b.cast(b.op("Range", *ints, dtype=torch.int64), out)
+    # NOTE: PyTorch computes element i as start + i * step in double and casts; ONNX Range adds step
+    # repeatedly in the output dtype, which drifts for float32. Count in int64, scale in double.
+    if not any(isinstance(x, Value) for x in (start, end, step)):
+        count: Value = b.const(max(0, math.ceil((float(end) - float(start)) / float(step))), torch.int64)
+    else:
+        span = b.op("Div", b.op("Sub", _f64(b, end), _f64(b, start)), _f64(b, step))
+        count = b.op("Max", b.cast(b.op("Ceil", span), torch.int64), b.const(0, torch.int64))
+    index = b.op("Range", b.const(0, torch.int64), count, b.const(1, torch.int64), dtype=torch.int64)
+    values = b.op("Add", _f64(b, start), b.op("Mul", b.cast(index, torch.float64), _f64(b, step)))
+    return b.cast(values, out)
+
+
+@translation(aten.arange.start)
+def aten_arange_start(b: GraphBuilder, start: Any, end: Any, *, dtype: torch.dtype | None = None, layout: Any = None,
+                      device: Any = None, pin_memory: bool | None = None) -> Value:
+    """arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return aten_arange_start_step(b, start, end, 1, dtype=dtype)
+
+
+@translation(aten.arange.default)
+def aten_arange(b: GraphBuilder, end: Any, *, dtype: torch.dtype | None = None, layout: Any = None,
+                device: Any = None, pin_memory: bool | None = None) -> Value:
+    """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    return aten_arange_start_step(b, 0, end, 1, dtype=dtype)
+
+
+# -- random: same distributions as PyTorch, never the same numbers --------------------------------
+def _random_like(b: GraphBuilder, op_type: str, like: Value, dtype: torch.dtype, **attrs: Any) -> Value:
+    out = b.op(op_type, like, dtype=dtype, shape=like.shape, **attrs)
+    # The ONNX attribute is named ``dtype`` like b.op's annotation keyword, so it is set on the node here.
+    b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(dtype)))
+    return out
+
+
+@translation(aten.rand.default)
+def aten_rand(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dtype | None = None, layout: Any = None,
+              device: Any = None, pin_memory: bool | None = None) -> Value:
+    """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    dtype = _dtype(b, dtype)
+    return _random_like(b, "RandomUniformLike", _full(b, b.int_list(size), 0, dtype), dtype)
+
+
+@translation(aten.randn.default)
+def aten_randn(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dtype | None = None, layout: Any = None,
+               device: Any = None, pin_memory: bool | None = None) -> Value:
+    """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    dtype = _dtype(b, dtype)
+    return _random_like(b, "RandomNormalLike", _full(b, b.int_list(size), 0, dtype), dtype)
+
+
+@translation(aten.rand_like.default)
+def aten_rand_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None, layout: Any = None,
+                   device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _random_like(b, "RandomUniformLike", self, _dtype(b, dtype, self))
+
+
+@translation(aten.randn_like.default)
+def aten_randn_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None, layout: Any = None,
+                    device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return _random_like(b, "RandomNormalLike", self, _dtype(b, dtype, self))
+
+
+@translation(aten.randint.low)
+def aten_randint_low(b: GraphBuilder, low: int, high: int, size: Sequence[int | Value], *,
+                     dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+                     pin_memory: bool | None = None) -> Value:
+    """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    zeros = _full(b, b.int_list(size), 0, torch.float64)
+    uniform = _random_like(b, "RandomUniformLike", zeros, torch.float64, low=float(low), high=float(high))
+    return b.cast(b.op("Floor", uniform), _dtype(b, dtype or torch.int64))
+
+
+@translation(aten.randint.default)
+def aten_randint(b: GraphBuilder, high: int, size: Sequence[int | Value], *, dtype: torch.dtype | None = None,
+                 layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
+    """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    return aten_randint_low(b, 0, high, size, dtype=dtype)
+
+
+@translation(aten.randperm.default)
+def aten_randperm(b: GraphBuilder, n: int | Value, *, dtype: torch.dtype | None = None, layout: Any = None,
+                  device: Any = None, pin_memory: bool | None = None) -> Value:
+    """randperm(SymInt n, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None) -> Tensor"""
+    count = b.int_list([n])
+    keys = _random_like(b, "RandomUniformLike", _full(b, count, 0, torch.float32), torch.float32)
+    _, order = b.op("TopK", keys, count, outputs=2)
+    return b.cast(b.op("Identity", order, dtype=torch.int64), _dtype(b, dtype or torch.int64))

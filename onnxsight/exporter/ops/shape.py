@@ -1,0 +1,281 @@
+"""Shape and view ops: view, permute, expand, squeeze, cat, split, slice, select, flip, repeat, pads, copies.
+
+Views become copies in ONNX (values are immutable), so clone/alias/detach and
+friends are Identity. Sizes may mix Python ints and symbolic 0-d int64 Values;
+they go through ``b.int_list``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+
+aten = torch.ops.aten
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def norm_dim(dim: int, rank: int | None) -> int:
+    """``dim`` made non-negative for a tensor of ``rank`` (0-d tensors accept dims 0 and -1)."""
+    if dim >= 0:
+        return dim
+    if rank is None:
+        raise ValueError(f"negative dim {dim} on a tensor of unknown rank")
+    return dim + max(rank, 1)
+
+
+def axes(b: GraphBuilder, dims: Sequence[int]) -> Value:
+    """A 1-D int64 constant of axes (for Squeeze/Unsqueeze/Slice inputs)."""
+    return b.const(list(dims), torch.int64)
+
+
+@translation(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default,
+             aten._reshape_alias_copy.default)
+def aten_view(b: GraphBuilder, self: Value, size: Sequence[int | Value], stride: Sequence[int] | None = None) -> Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    # NOTE: allowzero=1 because a 0 in a PyTorch size means an empty dim, not "copy the input's dim".
+    return b.op("Reshape", self, b.int_list(size), allowzero=1, shape=b.out_shape)
+
+
+@translation(aten.permute.default, aten.permute_copy.default)
+def aten_permute(b: GraphBuilder, self: Value, dims: Sequence[int]) -> Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    rank = b.rank_of(self)
+    perm = [norm_dim(d, rank) for d in dims]
+    if rank == 0 or perm == list(range(rank)):
+        return b.op("Identity", self)
+    return b.op("Transpose", self, perm=perm)
+
+
+@translation(aten.transpose.int, aten.transpose_copy.int)
+def aten_transpose(b: GraphBuilder, self: Value, dim0: int, dim1: int) -> Value:
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    rank = b.rank_of(self)
+    perm = list(range(rank))
+    if rank:
+        d0, d1 = norm_dim(dim0, rank), norm_dim(dim1, rank)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    return aten_permute(b, self, perm)
+
+
+@translation(aten.t.default, aten.t_copy.default)
+def aten_t(b: GraphBuilder, self: Value) -> Value:
+    """t(Tensor(a) self) -> Tensor(a)"""
+    return aten_transpose(b, self, 0, 1) if b.rank_of(self) == 2 else b.op("Identity", self)
+
+
+@translation(aten.expand.default, aten.expand_copy.default)
+def aten_expand(b: GraphBuilder, self: Value, size: Sequence[int | Value], *, implicit: bool = False) -> Value:
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    # NOTE: -1 keeps the input's dim; ONNX Expand broadcasts, so a 1 there does the same.
+    sizes = [1 if isinstance(s, int) and s == -1 else s for s in size]
+    return b.op("Expand", self, b.int_list(sizes), shape=b.out_shape)
+
+
+@translation(aten.squeeze.dims, aten.squeeze_copy.dims)
+def aten_squeeze_dims(b: GraphBuilder, self: Value, dim: Sequence[int]) -> Value:
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    rank = b.rank_of(self)
+    assert self.shape is not None
+    # PyTorch leaves dims that are not 1 alone; ONNX Squeeze would fail on them.
+    picked = sorted({norm_dim(d, rank) for d in dim if rank and self.shape[norm_dim(d, rank)] == 1})
+    if not picked:
+        return b.op("Identity", self)
+    return b.op("Squeeze", self, axes(b, picked))
+
+
+@translation(aten.squeeze.dim, aten.squeeze_copy.dim)
+def aten_squeeze_dim(b: GraphBuilder, self: Value, dim: int) -> Value:
+    """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
+    return aten_squeeze_dims(b, self, [dim])
+
+
+@translation(aten.squeeze.default, aten.squeeze_copy.default)
+def aten_squeeze(b: GraphBuilder, self: Value) -> Value:
+    """squeeze(Tensor(a) self) -> Tensor(a)"""
+    return aten_squeeze_dims(b, self, list(range(b.rank_of(self))))
+
+
+@translation(aten.unsqueeze.default, aten.unsqueeze_copy.default)
+def aten_unsqueeze(b: GraphBuilder, self: Value, dim: int) -> Value:
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return b.op("Unsqueeze", self, axes(b, [norm_dim(dim, b.rank_of(self) + 1)]))
+
+
+@translation(aten.cat.default, aten.concat.default, aten.concatenate.default)
+def aten_cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = b.out_dtype or tensors[0].dtype
+    # Legacy behaviour: 1-D empty tensors are skipped whatever the other tensors' rank.
+    kept = [t for t in tensors if not (t.shape is not None and tuple(t.shape) == (0,))] or list(tensors[:1])
+    rank = b.rank_of(kept[0])
+    parts = [b.cast(t, dtype) for t in kept]
+    if len(parts) == 1:
+        return b.op("Identity", parts[0])
+    return b.op("Concat", *parts, axis=norm_dim(dim, rank), dtype=dtype)
+
+
+@translation(aten.stack.default)
+def aten_stack(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    dim = norm_dim(dim, b.rank_of(tensors[0]) + 1)
+    return aten_cat(b, [b.op("Unsqueeze", t, axes(b, [dim])) for t in tensors], dim)
+
+
+@translation(aten.split_with_sizes.default, aten.split_with_sizes_copy.default, aten.split.sizes)
+def aten_split_with_sizes(b: GraphBuilder, self: Value, split_sizes: Sequence[int | Value],
+                          dim: int = 0) -> tuple[Value, ...]:
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
+    dim = norm_dim(dim, b.rank_of(self))
+    if len(split_sizes) == 1:
+        return (b.op("Identity", self),)
+    return tuple(b.op("Split", self, b.int_list(split_sizes), axis=dim, outputs=len(split_sizes)))
+
+
+@translation(aten.split.Tensor, aten.split_copy.Tensor)
+def aten_split(b: GraphBuilder, self: Value, split_size: int | Value, dim: int = 0) -> tuple[Value, ...]:
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    dim = norm_dim(dim, b.rank_of(self))
+    count = len(b.current.meta_vals) if b.current else 1
+    assert self.shape is not None
+    size = self.shape[dim]
+    if isinstance(size, int) and isinstance(split_size, int):
+        sizes: list[int | Value] = [min(split_size, size - i * split_size) for i in range(count)]
+    else:  # symbolic: every chunk is split_size but the last, which takes the rest
+        taken = b.op("Mul", b.cast(b.scalar(split_size, torch.int64), torch.int64), b.const(count - 1, torch.int64))
+        rest = b.op("Sub", b.op("Squeeze", b.shape_of(self, dim, dim + 1)), taken, dtype=torch.int64)
+        sizes = [split_size] * (count - 1) + [rest]
+    return aten_split_with_sizes(b, self, sizes, dim)
+
+
+@translation(aten.unbind.int, aten.unbind_copy.int)
+def aten_unbind(b: GraphBuilder, self: Value, dim: int = 0) -> tuple[Value, ...]:
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    dim = norm_dim(dim, b.rank_of(self))
+    count = len(b.current.meta_vals) if b.current else 1
+    parts = aten_split_with_sizes(b, self, [1] * count, dim)
+    return tuple(b.op("Squeeze", p, axes(b, [dim])) for p in parts)
+
+
+@translation(aten.slice.Tensor, aten.slice_copy.Tensor)
+def aten_slice(b: GraphBuilder, self: Value, dim: int = 0, start: int | Value | None = None,
+               end: int | Value | None = None, step: int | Value = 1) -> Value:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    if isinstance(end, int):
+        end = min(end, INT64_MAX)
+    if start == 0 and isinstance(end, int) and end == INT64_MAX and step == 1:
+        return b.op("Identity", self)
+    dim = norm_dim(dim, b.rank_of(self))
+    return b.op("Slice", self, b.int_list([start]), b.int_list([end]), axes(b, [dim]), b.int_list([step]),
+                shape=b.out_shape)
+
+
+@translation(aten.narrow.default, aten.narrow_copy.default)
+def aten_narrow(b: GraphBuilder, self: Value, dim: int, start: int | Value, length: int | Value) -> Value:
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    dim = norm_dim(dim, b.rank_of(self))
+    assert self.shape is not None
+    if isinstance(start, int) and start < 0:
+        size = self.shape[dim]
+        start = start + size if isinstance(size, int) else b.op("Add", b.const(start, torch.int64), b.op(
+            "Squeeze", b.shape_of(self, dim, dim + 1)))
+    if isinstance(start, int) and isinstance(length, int):
+        end: int | Value = start + length
+    else:
+        end = b.op("Add", b.cast(b.scalar(start, torch.int64), torch.int64),
+                   b.cast(b.scalar(length, torch.int64), torch.int64))
+    return aten_slice(b, self, dim, start, end)
+
+
+@translation(aten.select.int, aten.select_copy.int)
+def aten_select(b: GraphBuilder, self: Value, dim: int, index: int | Value) -> Value:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    dim = norm_dim(dim, b.rank_of(self))
+    return b.op("Gather", self, b.cast(b.scalar(index, torch.int64), torch.int64), axis=dim)
+
+
+@translation(aten.flip.default)
+def aten_flip(b: GraphBuilder, self: Value, dims: Sequence[int]) -> Value:
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    rank = b.rank_of(self)
+    picked = sorted({norm_dim(d, rank) for d in dims}) if rank else []
+    if not picked:
+        return b.op("Identity", self)
+    n = len(picked)
+    return b.op("Slice", self, b.const([-1] * n, torch.int64), b.const([INT64_MIN] * n, torch.int64),
+                axes(b, picked), b.const([-1] * n, torch.int64))
+
+
+@translation(aten.roll.default)
+def aten_roll(b: GraphBuilder, self: Value, shifts: Sequence[int], dims: Sequence[int] = ()) -> Value:
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    if not dims:
+        flat = b.op("Reshape", self, b.const([-1], torch.int64))
+        return b.op("Reshape", aten_roll(b, flat, shifts, [0]), b.shape_of(self))
+    out = self
+    for shift, dim in zip(shifts, dims):
+        dim = norm_dim(dim, b.rank_of(self))
+        size = b.op("Squeeze", b.shape_of(self, dim, dim + 1))
+        # rolled = cat(x[-s:], x[:-s]) with s = shift mod size (Python mod keeps it non-negative)
+        cut = b.op("Sub", size, b.op("Mod", b.cast(b.scalar(shift, torch.int64), torch.int64), size))
+        head = b.op("Slice", out, b.op("Unsqueeze", cut, axes(b, [0])), b.const([INT64_MAX], torch.int64),
+                    axes(b, [dim]))
+        tail = b.op("Slice", out, b.const([0], torch.int64), b.op("Unsqueeze", cut, axes(b, [0])), axes(b, [dim]))
+        out = b.op("Concat", head, tail, axis=dim)
+    return out
+
+
+@translation(aten.repeat.default)
+def aten_repeat(b: GraphBuilder, self: Value, repeats: Sequence[int | Value]) -> Value:
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    extra = len(repeats) - b.rank_of(self)
+    if extra > 0:
+        self = b.op("Unsqueeze", self, axes(b, range(extra)))
+    return b.op("Tile", self, b.int_list(repeats))
+
+
+@translation(aten.clone.default, aten.alias.default, aten.alias_copy.default, aten.detach.default,
+             aten.detach_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default, aten.lift.default,
+             aten.contiguous.default)
+def aten_clone(b: GraphBuilder, self: Value, *, memory_format: torch.memory_format | None = None) -> Value:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    return b.op("Identity", self)
+
+
+@translation(aten._to_copy.default)
+def aten_to_copy(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None, layout: object = None,
+                 device: object = None, pin_memory: bool | None = None, non_blocking: bool = False,
+                 memory_format: torch.memory_format | None = None) -> Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
+    if dtype is None or dtype == self.dtype:
+        return b.op("Identity", self)
+    return b.cast(self, dtype)
+
+
+@translation(aten.copy.default)
+def aten_copy(b: GraphBuilder, self: Value, src: Value, non_blocking: bool = False) -> Value:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
+    assert self.dtype is not None
+    return b.op("Expand", b.cast(src, self.dtype), b.shape_of(self), dtype=self.dtype)
+
+
+@translation(aten.constant_pad_nd.default)
+def aten_constant_pad_nd(b: GraphBuilder, self: Value, pad: Sequence[int | Value], value: float = 0) -> Value:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    rank = b.rank_of(self)
+    begins: list[int | Value] = [0] * rank
+    ends: list[int | Value] = [0] * rank
+    # PyTorch's pad runs from the last dim backwards: (last_begin, last_end, prev_begin, prev_end, ...).
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    assert self.dtype is not None
+    fill = b.const(bool(value) if self.dtype == torch.bool else value, self.dtype)
+    return b.op("Pad", self, b.int_list(begins + ends), fill, mode="constant")
