@@ -18,6 +18,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.elementwise_math",
     "onnxsight.exporter.ops.elementwise_logic",
     "onnxsight.exporter.ops.reduction",
+    "onnxsight.exporter.ops.reduction_stats",
     "onnxsight.exporter.ops.shape",
     "onnxsight.exporter.ops.indexing",
     "onnxsight.exporter.ops.creation",
