@@ -154,5 +154,5 @@ def import_or_unavailable(module: str, suite: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001  (torchvision built for CUDA raises RuntimeError, not ImportError)
-        raise SuiteUnavailable(f"suite {suite} skipped: {module} does not import here "
+        raise SuiteUnavailable(f"{module} does not import here, so the {suite} suite cannot run "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc

@@ -52,8 +52,8 @@ def distilbert() -> tuple:
 
 def gpt2() -> tuple:
     from transformers import GPT2Config, GPT2LMHeadModel
-    config = GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=POSITIONS, bos_token_id=1, eos_token_id=2,
-                        use_cache=False)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=POSITIONS,
+                        bos_token_id=1, eos_token_id=2, use_cache=False)
     ids, mask = _text_inputs()
     return _eval(GPT2LMHeadModel(config)), (), {"input_ids": ids, "attention_mask": mask}
 

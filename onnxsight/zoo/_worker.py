@@ -1,0 +1,222 @@
+"""The worker: runs one model in its own process and writes its ModelResult.
+
+``python -m onnxsight.zoo._worker TASK.json``. The parent supervises this
+process (timeout, memory, signals); the worker writes the stage it enters to
+``stage`` before entering it, so a crash still tells which stage it was in.
+Stages: build -> eager -> export -> save -> run (ONNX Runtime vs eager) ->
+verify (per-node verification engine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from collections import Counter
+from typing import Any
+
+from onnxsight.zoo._result import ERROR, FAILED, OOM, PASSED, ModelResult
+from onnxsight.zoo._spec import load_suite
+
+OP_RULE_PREFIX = "OPS"
+
+
+def _mark(model_dir: str, stage: str) -> None:
+    with open(os.path.join(model_dir, "stage"), "w", encoding="utf-8") as handle:
+        handle.write(stage)
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _normalize(built: Any) -> tuple[Any, tuple, dict]:
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise TypeError("build() must return (model, args) or (model, args, kwargs)")
+    model, args = built[0], built[1]
+    kwargs = built[2] if len(built) == 3 else {}
+    return model, args if isinstance(args, tuple) else (args,), dict(kwargs or {})
+
+
+def op_counts(graph: Any) -> Counter:
+    """ONNX op types in a graph and its subgraphs (If/Loop/Scan bodies)."""
+    counts: Counter = Counter()
+    for node in graph.node:
+        counts[node.op_type if not node.domain else f"{node.domain}::{node.op_type}"] += 1
+        for attr in node.attribute:
+            if attr.g is not None and attr.g.node:
+                counts.update(op_counts(attr.g))
+            for sub in attr.graphs:
+                counts.update(op_counts(sub))
+    return counts
+
+
+def _output_diff(expected: Any, actual: list) -> tuple[float, int]:
+    """Max abs difference over all tensor outputs (inf on shape/count disagreement), and outputs compared."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    reference = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    if len(reference) != len(actual):
+        return float("inf"), 0
+    worst = 0.0
+    for ref, got in zip(reference, actual):
+        ref = torch.view_as_real(ref) if ref.is_complex() else ref
+        if tuple(ref.shape) != tuple(got.shape):
+            return float("inf"), len(reference)
+        if ref.numel():
+            diff = (ref.detach().double() - got.double()).abs()
+            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+    return worst, len(reference)
+
+
+def _export_stages(record: Any) -> list[dict[str, Any]]:
+    return [{"name": s.name, "status": s.status, "seconds": s.seconds, "detail": s.detail}
+            for s in getattr(record, "stages", [])]
+
+
+def _first_error(diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for diag in diagnostics:
+        if diag["level"] == "error":
+            loc = diag.get("location") or {}
+            return {"rule": diag["rule"], "message": diag["message"], "file": loc.get("file"), "line": loc.get("line")}
+    return None
+
+
+def _root_cause(verification: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first ACC002 root cause (value, op, source line), else the first error diagnostic."""
+    for diag in diagnostics:
+        if diag["rule"] == "ACC002":
+            loc = diag.get("location") or {}
+            fields = diag.get("fields", {})
+            return {"rule": "ACC002", "message": diag["message"], "value": fields.get("value"),
+                    "op": fields.get("target"), "file": loc.get("file"), "line": loc.get("line")}
+    return _first_error(diagnostics)
+
+
+def _verify(result: ModelResult, prog: Any, model_args: tuple, kwargs: dict, task: dict, spec: Any) -> bool | None:
+    """Run onnxsight.verify; None when the verification engine is not available in this build."""
+    try:
+        from onnxsight import verification
+        verify = verification.verify
+    except (ImportError, AttributeError):
+        result.verification = {"available": False}
+        return None
+    options: dict[str, Any] = {"per_node": bool(task.get("per_node")), "providers": tuple(task["providers"])}
+    if spec.tolerance is not None:
+        options["tolerance"] = spec.tolerance
+    outcome = verify(prog, model_args, kwargs, **options)
+    summary = outcome.to_dict() if hasattr(outcome, "to_dict") else {"passed": bool(outcome.passed)}
+    roots = getattr(outcome, "root_causes", None)
+    if "root_causes" not in summary and roots is not None and hasattr(roots, "head"):
+        summary["root_causes"] = roots.head(5).to_dict("records")
+    for bulky in ("nodes", "diagnostics"):  # the per-node table stays out; diagnostics are kept once, below
+        summary.pop(bulky, None)
+    result.verification = summary
+    result.diagnostics.extend(d.to_dict() for d in getattr(outcome, "diagnostics", []))
+    return bool(outcome.passed)
+
+
+def run_model(task: dict[str, Any]) -> ModelResult:
+    """Build, export, run and verify one model, recording everything; never raises for a model's failure."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    import onnxsight
+
+    model_dir = task["model_dir"]
+    suite = load_suite(task["suite"])
+    spec = suite.spec(task["model"])
+    result = ModelResult(name=spec.name, suite=suite.name, status=ERROR, tags=list(spec.tags),
+                         source=task.get("source", {}))
+    clock = time.perf_counter()
+
+    def enter(stage: str) -> float:
+        result.stage = stage
+        _mark(model_dir, stage)
+        return time.perf_counter()
+
+    def clone(tree: Any) -> Any:
+        return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
+
+    try:
+        start = enter("build")
+        model, args, kwargs = _normalize(spec.build())
+        result.timings["build"] = time.perf_counter() - start
+        start = enter("eager")
+        with torch.no_grad():
+            expected = model(*clone(args), **clone(kwargs))
+        result.timings["eager"] = time.perf_counter() - start
+        start = enter("export")
+        try:
+            prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
+                                    dynamic_shapes=spec.dynamic_shapes)
+        except onnxsight.ExportError as exc:
+            result.timings["export"] = time.perf_counter() - start
+            result.status = FAILED
+            result.export_stages = _export_stages(getattr(exc, "record", None))
+            result.diagnostics = [d.to_dict() for d in exc.diagnostics]
+            result.failing_ops = sorted({str(d["fields"]["op"]) for d in result.diagnostics
+                                         if d["rule"].startswith(OP_RULE_PREFIX) and "op" in d["fields"]})
+            result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            result.root_cause = _first_error(result.diagnostics)
+            return result
+        result.timings["export"] = time.perf_counter() - start
+        result.export_stages = _export_stages(prog.record)
+        result.diagnostics = [d.to_dict() for d in prog.diagnostics]
+        start = enter("save")
+        path = os.path.join(model_dir, "model.onnx")
+        files = prog.save(path)
+        result.onnx_bytes = sum(os.path.getsize(f) for f in files)
+        counts = op_counts(prog.model_proto.graph)
+        result.op_counts, result.node_count = dict(counts.most_common()), sum(counts.values())
+        result.timings["save"] = time.perf_counter() - start
+        start = enter("run")
+        result.status = FAILED  # until the outputs are shown to match
+        actual = prog(*args, providers=tuple(task["providers"]), **kwargs)
+        result.max_abs_diff, result.outputs_compared = _output_diff(expected, actual)
+        result.timings["run"] = time.perf_counter() - start
+        start = enter("verify")
+        verdict = _verify(result, prog, args, kwargs, task, spec)
+        result.timings["verify"] = time.perf_counter() - start
+        if verdict is None:  # no verification engine: fall back on torch's per-dtype default tolerances
+            try:
+                for ref, got in zip([t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)], actual):
+                    torch.testing.assert_close(got, torch.view_as_real(ref) if ref.is_complex() else ref,
+                                               check_dtype=False)
+                verdict = result.outputs_compared > 0
+            except AssertionError as exc:
+                result.error = str(exc).strip().splitlines()[0]
+                verdict = False
+        result.status = PASSED if verdict else FAILED
+        result.root_cause = None if verdict else _root_cause(result.verification, result.diagnostics)
+        enter("done")
+    except MemoryError:
+        result.status, result.error = OOM, f"MemoryError in stage {result.stage}"
+    except Exception as exc:  # noqa: BLE001  (a model's own failure is a result, not a crash of the job)
+        if result.stage in ("build", "eager"):
+            result.status = ERROR
+        else:
+            result.status = FAILED
+        result.error = f"{type(exc).__name__}: {str(exc)[:2000]}"
+        result.stderr_tail = traceback.format_exc()[-4000:]
+    finally:
+        result.seconds = time.perf_counter() - clock
+        result.peak_mb = _peak_mb()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0], encoding="utf-8") as handle:
+        task = json.load(handle)
+    result = run_model(task)
+    result.write(os.path.join(task["model_dir"], "result.json"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
