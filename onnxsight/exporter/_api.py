@@ -13,6 +13,7 @@ from torch.utils import _pytree as pytree
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
+from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
 from onnxsight.exporter._decompose import decompose
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
@@ -122,6 +123,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             _fail(errors.DecompositionError, "decomposition to core ATen failed", ctx, record)
         record.exported_program = decomposed
     with record.stage("translate") as stage:
+        analyze_program(decomposed, ctx, inputs=input_leaves(model, args, kwargs))
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names,
                                        output_names=output_names,
                                        dim_names=symbol_names(decomposed, wanted_names))
@@ -173,11 +175,8 @@ def _resolve_overload(target: Any) -> Any:
 
 def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProgram, args: tuple, kwargs: dict,
                input_names: Sequence[str] | None, output_names: Sequence[str] | None) -> None:
-    """Diagnostics about inputs and outputs: baked scalars, unused inputs, flattened/dropped outputs."""
+    """Diagnostics about inputs and outputs: unused inputs, flattened/dropped outputs (baked scalars: _analysis)."""
     graph = program._translated.graph
-    for path, leaf in input_leaves(model, args, kwargs):
-        if isinstance(leaf, (bool, int, float, str)):
-            ctx.emit(rules.PYTHON_SCALAR_BAKED, input=path, type=type(leaf).__name__, value=repr(leaf))
     used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
     _collect_subgraph_inputs(graph, used)
     for value in graph.input:
