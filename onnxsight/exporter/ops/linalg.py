@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm, linear, matmul."""
+"""Matrix products: mm, bmm, matmul, linear and the fused add-products (addmm, addmv, addbmm, baddbmm)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,87 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops._nn_common import reduce
 
 aten = torch.ops.aten
 
-
-@translation(aten.linear.default)
-def aten_linear(b: GraphBuilder, input: Value, weight: Value, bias: Value | None = None) -> Value:
-    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
-    if input.rank == 2 and weight.rank == 2:
-        return b.op("Gemm", input, weight, bias, transB=1)
-    out = b.op("MatMul", input, b.op("Transpose", weight, perm=[1, 0]))
-    return out if bias is None else b.op("Add", out, bias)
+# Gemm runs in ONNX Runtime for these only; other dtypes use MatMul + Mul + Add.
+_GEMM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-@translation(aten.addmm.default)
-def aten_addmm(b: GraphBuilder, self: Value, mat1: Value, mat2: Value, beta: float = 1, alpha: float = 1) -> Value:
-    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    return b.op("Gemm", mat1, mat2, self, alpha=float(alpha), beta=float(beta))
+def _scaled_add(b: GraphBuilder, self: Value, product: Value, beta: float, alpha: float) -> Value:
+    """``beta * self + alpha * product``, skipping unit factors; ``beta == 0`` ignores self (NaNs included)."""
+    if alpha != 1:
+        product = b.op("Mul", product, b.scalar(alpha, product))
+    if beta == 0:
+        return product
+    if beta != 1:
+        self = b.op("Mul", self, b.scalar(beta, self))
+    return b.op("Add", self, product, dtype=product.dtype)
 
 
 @translation(aten.mm.default)
 def aten_mm(b: GraphBuilder, self: Value, mat2: Value) -> Value:
     """mm(Tensor self, Tensor mat2) -> Tensor"""
     return b.op("MatMul", self, mat2)
+
+
+@translation(aten.bmm.default)
+def aten_bmm(b: GraphBuilder, self: Value, mat2: Value) -> Value:
+    """bmm(Tensor self, Tensor mat2) -> Tensor"""
+    return b.op("MatMul", self, mat2)
+
+
+@translation(aten.matmul.default)
+def aten_matmul(b: GraphBuilder, self: Value, other: Value) -> Value:
+    """matmul(Tensor self, Tensor other) -> Tensor
+
+    ONNX MatMul has numpy's matmul semantics, which are torch.matmul's
+    (1-D promotion and batch broadcasting included).
+    """
+    return b.op("MatMul", self, other)
+
+
+@translation(aten.linear.default)
+def aten_linear(b: GraphBuilder, input: Value, weight: Value, bias: Value | None = None) -> Value:
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    if input.rank == 2 and weight.rank == 2 and input.dtype in _GEMM_DTYPES:
+        return b.op("Gemm", input, weight, bias, transB=1)
+    if weight.rank == 1:
+        out = b.op("MatMul", input, weight)
+    else:
+        out = b.op("MatMul", input, b.op("Transpose", weight, perm=[1, 0]))
+    return out if bias is None else b.op("Add", out, bias)
+
+
+@translation(aten.addmm.default)
+def aten_addmm(b: GraphBuilder, self: Value, mat1: Value, mat2: Value, *, beta: float = 1,
+               alpha: float = 1) -> Value:
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    if mat1.dtype in _GEMM_DTYPES:
+        # Gemm computes beta * C even when beta is 0, so C is left out then (torch ignores self).
+        c = None if beta == 0 else self
+        return b.op("Gemm", mat1, mat2, c, alpha=float(alpha), beta=float(beta) if c is not None else None)
+    return _scaled_add(b, self, b.op("MatMul", mat1, mat2), beta, alpha)
+
+
+@translation(aten.addmv.default)
+def aten_addmv(b: GraphBuilder, self: Value, mat: Value, vec: Value, *, beta: float = 1,
+               alpha: float = 1) -> Value:
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return _scaled_add(b, self, b.op("MatMul", mat, vec), beta, alpha)
+
+
+@translation(aten.baddbmm.default)
+def aten_baddbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float = 1,
+                 alpha: float = 1) -> Value:
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return _scaled_add(b, self, b.op("MatMul", batch1, batch2), beta, alpha)
+
+
+@translation(aten.addbmm.default)
+def aten_addbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float = 1,
+                alpha: float = 1) -> Value:
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    total = reduce(b, "ReduceSum", b.op("MatMul", batch1, batch2), [0], keepdims=False)
+    return _scaled_add(b, self, total, beta, alpha)

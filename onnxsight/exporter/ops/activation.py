@@ -1,0 +1,180 @@
+"""Activations (gelu, silu, hardtanh, elu family, hardswish, mish, prelu), softmax and dropout.
+
+sigmoid, tanh and relu belong to the elementwise family.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+
+aten = torch.ops.aten
+
+
+# -- gelu ------------------------------------------------------------------------------------------
+def _gelu_formula(b: GraphBuilder, x: Value, approximate: str) -> Value:
+    half = b.op("Mul", x, b.scalar(0.5, x))
+    if approximate == "tanh":
+        # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+        cube = b.op("Mul", b.op("Mul", x, x), x)
+        inner = b.op("Add", x, b.op("Mul", cube, b.scalar(0.044715, x)))
+        core = b.op("Tanh", b.op("Mul", inner, b.scalar(math.sqrt(2 / math.pi), x)))
+    else:
+        # 0.5 * x * (1 + erf(x / sqrt(2)))
+        core = b.op("Erf", b.op("Mul", x, b.scalar(1 / math.sqrt(2), x)))
+    return b.op("Mul", half, b.op("Add", core, b.scalar(1.0, x)))
+
+
+@translation(aten.gelu.default, until=19)
+def aten_gelu(b: GraphBuilder, self: Value, *, approximate: str = "none") -> Value:
+    """gelu(Tensor self, *, str approximate='none') -> Tensor"""
+    return _gelu_formula(b, self, approximate)
+
+
+@translation(aten.gelu.default, since=20)
+def aten_gelu_20(b: GraphBuilder, self: Value, *, approximate: str = "none") -> Value:
+    """gelu(Tensor self, *, str approximate='none') -> Tensor"""
+    return b.op("Gelu", self, approximate=approximate)
+
+
+# -- pointwise activations ---------------------------------------------------------------------------
+@translation(aten.silu.default)
+def aten_silu(b: GraphBuilder, self: Value) -> Value:
+    """silu(Tensor self) -> Tensor"""
+    return b.op("Mul", self, b.op("Sigmoid", self))
+
+
+@translation(aten.hardtanh.default)
+def aten_hardtanh(b: GraphBuilder, self: Value, min_val: float = -1, max_val: float = 1) -> Value:
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    return b.op("Clip", self, b.scalar(min_val, self), b.scalar(max_val, self))
+
+
+@translation(aten.leaky_relu.default)
+def aten_leaky_relu(b: GraphBuilder, self: Value, negative_slope: float = 0.01) -> Value:
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    return b.op("LeakyRelu", self, alpha=float(negative_slope))
+
+
+@translation(aten.elu.default)
+def aten_elu(b: GraphBuilder, self: Value, alpha: float = 1, scale: float = 1, input_scale: float = 1) -> Value:
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    if input_scale == 1:
+        # scale * elu_alpha(x) is exactly ONNX Selu(alpha, gamma=scale).
+        if scale == 1:
+            return b.op("Elu", self, alpha=float(alpha))
+        return b.op("Selu", self, alpha=float(alpha), gamma=float(scale))
+    # scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))
+    negative = b.op("Mul", b.op("Sub", b.op("Exp", b.op("Mul", self, b.scalar(input_scale, self))),
+                                b.scalar(1.0, self)), b.scalar(alpha, self))
+    positive = b.op("Greater", self, b.scalar(0.0, self), dtype=torch.bool)
+    return b.op("Mul", b.op("Where", positive, self, negative, dtype=self.dtype), b.scalar(scale, self))
+
+
+@translation(aten.selu.default)
+def aten_selu(b: GraphBuilder, self: Value) -> Value:
+    """selu(Tensor self) -> Tensor"""
+    return b.op("Selu", self, alpha=1.6732632423543772, gamma=1.0507009873554805)
+
+
+@translation(aten.celu.default)
+def aten_celu(b: GraphBuilder, self: Value, alpha: float = 1.0) -> Value:
+    """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
+    return b.op("Celu", self, alpha=float(alpha))
+
+
+@translation(aten.hardswish.default)
+def aten_hardswish(b: GraphBuilder, self: Value) -> Value:
+    """hardswish(Tensor self) -> Tensor"""
+    return b.op("HardSwish", self)
+
+
+@translation(aten.hardsigmoid.default)
+def aten_hardsigmoid(b: GraphBuilder, self: Value) -> Value:
+    """hardsigmoid(Tensor self) -> Tensor"""
+    return b.op("HardSigmoid", self, alpha=1 / 6, beta=0.5)
+
+
+@translation(aten.mish.default, until=17)
+def aten_mish(b: GraphBuilder, self: Value) -> Value:
+    """mish(Tensor self) -> Tensor"""
+    return b.op("Mul", self, b.op("Tanh", b.op("Softplus", self)))
+
+
+@translation(aten.mish.default, since=18)
+def aten_mish_18(b: GraphBuilder, self: Value) -> Value:
+    """mish(Tensor self) -> Tensor"""
+    return b.op("Mish", self)
+
+
+@translation(aten._prelu_kernel.default)
+def aten_prelu_kernel(b: GraphBuilder, self: Value, weight: Value) -> Value:
+    """_prelu_kernel(Tensor self, Tensor weight) -> Tensor
+
+    torch.prelu has already reshaped ``weight`` to broadcast against ``self``.
+    """
+    return b.op("PRelu", self, weight)
+
+
+# -- softmax -----------------------------------------------------------------------------------------
+def _softmax(b: GraphBuilder, op_type: str, x: Value, dim: int, dtype: torch.dtype | None) -> Value:
+    if dtype is not None:
+        x = b.cast(x, dtype)
+    if x.rank == 0:  # ONNX Softmax needs an axis to work on; a 0-d softmax is over one element.
+        flat = b.op("Reshape", x, b.const([1], torch.int64), shape=(1,))
+        return b.op("Reshape", b.op(op_type, flat, axis=0), b.const([], torch.int64), shape=())
+    return b.op(op_type, x, axis=dim)
+
+
+@translation(aten.softmax.int)
+def aten_softmax(b: GraphBuilder, self: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
+    """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    return _softmax(b, "Softmax", self, dim, dtype)
+
+
+@translation(aten._softmax.default)
+def aten__softmax(b: GraphBuilder, self: Value, dim: int, half_to_float: bool) -> Value:
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    return _softmax(b, "Softmax", self, dim, torch.float32 if half_to_float else None)
+
+
+@translation(aten.log_softmax.int)
+def aten_log_softmax(b: GraphBuilder, self: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
+    """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    return _softmax(b, "LogSoftmax", self, dim, dtype)
+
+
+@translation(aten._log_softmax.default)
+def aten__log_softmax(b: GraphBuilder, self: Value, dim: int, half_to_float: bool) -> Value:
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    return _softmax(b, "LogSoftmax", self, dim, torch.float32 if half_to_float else None)
+
+
+# -- dropout -----------------------------------------------------------------------------------------
+@translation(aten.native_dropout.default)
+def aten_native_dropout(b: GraphBuilder, input: Value, p: float, train: bool | None) -> tuple[Value, Value | None]:
+    """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+
+    Identity (and an all-true mask) in inference; ONNX Dropout in training mode otherwise.
+    """
+    if not train or p == 0:
+        mask = None
+        if b.output_used(1):
+            mask = b.op("Expand", b.const(True, torch.bool), b.shape_of(input), dtype=torch.bool)
+        return input, mask
+    ratio = b.scalar(float(p), input)
+    out, mask = b.op("Dropout", input, ratio, b.const(True, torch.bool), outputs=2)
+    mask.dtype = torch.bool
+    return out, mask
+
+
+@translation(aten.dropout.default)
+def aten_dropout(b: GraphBuilder, input: Value, p: float, train: bool) -> Value:
+    """dropout(Tensor input, float p, bool train) -> Tensor"""
+    if not train or p == 0:
+        return input
+    return b.op("Dropout", input, b.scalar(float(p), input), b.const(True, torch.bool))

@@ -1,0 +1,108 @@
+"""scaled_dot_product_attention: ONNX Attention from opset 23, MatMul/Softmax before (or where it cannot)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops._nn_common import dim, reduce
+
+aten = torch.ops.aten
+
+
+def _heads(x: Value) -> int | None:
+    head = x.shape[-3] if x.shape is not None and len(x.shape) >= 3 else None
+    return head if isinstance(head, int) else None
+
+
+def _repeat_kv(b: GraphBuilder, x: Value, heads: int) -> Value:
+    """torch's ``x.repeat_interleave(heads // kv_heads, dim=-3)`` for grouped-query attention."""
+    kv_heads = _heads(x)
+    if kv_heads is None:
+        raise NotImplementedError(f"enable_gqa needs static head counts, key/value shape is {x.shape}")
+    if kv_heads == heads:
+        return x
+    rank = b.rank_of(x)
+    grown = b.op("Unsqueeze", x, b.const([rank - 2], torch.int64))
+    reps = [1] * (rank + 1)
+    reps[rank - 2] = heads // kv_heads
+    grown = b.op("Expand", grown, b.const(reps, torch.int64))
+    shape = b.op("Concat", b.shape_of(x, end=-3), b.const([heads], torch.int64), b.shape_of(x, start=-2), axis=0,
+                 dtype=torch.int64)
+    return b.op("Reshape", grown, shape)
+
+
+def _root_scale(b: GraphBuilder, query: Value, scale: float | None) -> Value:
+    """sqrt(scale), applied to Q and K each so Q @ K^T does not overflow in half precision."""
+    if scale is not None:
+        return b.scalar(math.sqrt(scale), query)
+    width = query.shape[-1] if query.shape is not None else None
+    if isinstance(width, int):
+        return b.scalar(width ** -0.25, query)
+    size = b.cast(dim(b, query, -1), query.dtype)
+    return b.op("Pow", size, b.scalar(-0.25, query))
+
+
+def _causal_bias(b: GraphBuilder, query: Value, key: Value, dtype: torch.dtype | None) -> Value:
+    """(L, S) additive mask: 0 on and below the diagonal (top-left aligned, as torch), -inf above."""
+    shape = b.op("Concat", dim(b, query, -2), dim(b, key, -2), axis=0, dtype=torch.int64)
+    blocked = b.op("Expand", b.const(-math.inf, torch.float32), shape)
+    return b.cast(b.op("Trilu", blocked, b.const(1, torch.int64), upper=1), dtype or torch.float32)
+
+
+def _mask_bias(b: GraphBuilder, mask: Value, dtype: torch.dtype | None) -> Value:
+    if mask.dtype == torch.bool:
+        return b.op("Where", mask, b.scalar(0.0, dtype), b.scalar(-math.inf, dtype), dtype=dtype)
+    return b.cast(mask, dtype) if dtype is not None else mask
+
+
+def _sdpa_formula(b: GraphBuilder, query: Value, key: Value, value: Value, attn_mask: Value | None,
+                  dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool) -> Value:
+    """softmax(Q K^T * scale + mask) V, with torch's zeros for rows whose every score is masked."""
+    if enable_gqa and _heads(query) is not None:
+        key, value = _repeat_kv(b, key, _heads(query)), _repeat_kv(b, value, _heads(query))
+    rank = b.rank_of(key)
+    root = _root_scale(b, query, scale)
+    key_t = b.op("Transpose", key, perm=list(range(rank - 2)) + [rank - 1, rank - 2])
+    scores = b.op("MatMul", b.op("Mul", query, root), b.op("Mul", key_t, root))
+    if is_causal:
+        scores = b.op("Add", scores, _causal_bias(b, query, key, query.dtype))
+    if attn_mask is not None:
+        scores = b.op("Add", scores, _mask_bias(b, attn_mask, query.dtype))
+    weights = b.op("Softmax", scores, axis=-1)
+    if attn_mask is not None:
+        # NOTE: torch (_safe_softmax) gives 0 where a whole row is -inf; Softmax gives NaN there.
+        dead = b.op("Equal", reduce(b, "ReduceMax", scores, [-1]), b.scalar(-math.inf, scores), dtype=torch.bool)
+        weights = b.op("Where", dead, b.scalar(0.0, weights), weights, dtype=weights.dtype)
+    if dropout_p > 0:
+        weights = b.op("Dropout", weights, b.scalar(float(dropout_p), weights), b.const(True, torch.bool))
+    return b.op("MatMul", weights, value)
+
+
+@translation(aten.scaled_dot_product_attention.default, until=22)
+def aten_scaled_dot_product_attention(b: GraphBuilder, query: Value, key: Value, value: Value,
+                                      attn_mask: Value | None = None, dropout_p: float = 0.0,
+                                      is_causal: bool = False, *, scale: float | None = None,
+                                      enable_gqa: bool = False) -> Value:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
+    float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    return _sdpa_formula(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+@translation(aten.scaled_dot_product_attention.default, since=23)
+def aten_scaled_dot_product_attention_23(b: GraphBuilder, query: Value, key: Value, value: Value,
+                                         attn_mask: Value | None = None, dropout_p: float = 0.0,
+                                         is_causal: bool = False, *, scale: float | None = None,
+                                         enable_gqa: bool = False) -> Value:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
+    float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    ONNX Attention takes 4-D (B, H, L, E) inputs and has no dropout; other cases use the formula.
+    """
+    if dropout_p > 0 or not (query.rank == key.rank == value.rank == 4):
+        return _sdpa_formula(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return b.op("Attention", query, key, value, attn_mask, is_causal=int(is_causal),
+                scale=None if scale is None else float(scale))

@@ -1,0 +1,88 @@
+"""Convolution, reflection/replication padding and pixel (un)shuffle."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops._nn_common import expand_ints
+
+aten = torch.ops.aten
+
+
+@translation(aten.convolution.default)
+def aten_convolution(b: GraphBuilder, input: Value, weight: Value, bias: Value | None, stride: Sequence[int],
+                     padding: Sequence[int], dilation: Sequence[int], transposed: bool,
+                     output_padding: Sequence[int], groups: int) -> Value:
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
+    SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    spatial = b.rank_of(weight) - 2
+    pads = expand_ints(padding, spatial)
+    attrs = dict(strides=expand_ints(stride, spatial), pads=pads + pads, dilations=expand_ints(dilation, spatial),
+                 group=int(groups))
+    if weight.shape is not None and all(isinstance(d, int) for d in weight.shape[2:]):
+        attrs["kernel_shape"] = list(weight.shape[2:])
+    if not transposed:
+        return b.op("Conv", input, weight, bias, **attrs)
+    extra = expand_ints(output_padding, spatial)
+    return b.op("ConvTranspose", input, weight, bias, output_padding=extra if any(extra) else None, **attrs)
+
+
+# -- padding -----------------------------------------------------------------------------------------
+def _pad(b: GraphBuilder, x: Value, padding: Sequence[int | Value], mode: str) -> Value:
+    """torch's pad list (last axis first, begin/end pairs) as ONNX Pad's (all axes, begins then ends)."""
+    rank = b.rank_of(x)
+    pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
+    lead = [0] * (rank - len(pairs))
+    pads = b.int_list(lead + [p[0] for p in pairs] + lead + [p[1] for p in pairs])
+    return b.op("Pad", x, pads, mode=mode)
+
+
+@translation(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default)
+def aten_reflection_pad(b: GraphBuilder, self: Value, padding: Sequence[int]) -> Value:
+    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor  (and the 1d/3d overloads)"""
+    return _pad(b, self, padding, "reflect")
+
+
+@translation(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default)
+def aten_replication_pad(b: GraphBuilder, self: Value, padding: Sequence[int]) -> Value:
+    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor  (and the 1d/3d overloads)"""
+    return _pad(b, self, padding, "edge")
+
+
+# -- pixel shuffle -------------------------------------------------------------------------------------
+def _as_4d(b: GraphBuilder, x: Value, op_type: str, **attrs: object) -> Value:
+    """Apply a 4-D-only op to (*, C, H, W): flatten the leading axes into one and restore them after."""
+    if x.rank == 4:
+        return b.op(op_type, x, **attrs)
+    flat_shape = b.op("Concat", b.const([-1], torch.int64), b.shape_of(x, start=-3), axis=0, dtype=torch.int64)
+    out = b.op(op_type, b.op("Reshape", x, flat_shape), **attrs)
+    shape = b.op("Concat", b.shape_of(x, end=-3), b.shape_of(out, start=-3), axis=0, dtype=torch.int64)
+    return b.op("Reshape", out, shape)
+
+
+@translation(aten.pixel_shuffle.default)
+def aten_pixel_shuffle(b: GraphBuilder, self: Value, upscale_factor: int) -> Value:
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    return _as_4d(b, self, "DepthToSpace", blocksize=int(upscale_factor), mode="CRD")
+
+
+@translation(aten.pixel_unshuffle.default)
+def aten_pixel_unshuffle(b: GraphBuilder, self: Value, downscale_factor: int) -> Value:
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
+
+    ONNX SpaceToDepth orders output channels block-major ((bh, bw), c); torch
+    orders them channel-major (c, (bh, bw)), so a Gather on the channel axis
+    reorders them (which needs the channel count).
+    """
+    factor = int(downscale_factor)
+    channels = self.shape[-3] if self.shape is not None else None
+    if not isinstance(channels, int):
+        raise NotImplementedError(f"pixel_unshuffle needs a static channel count, got shape {self.shape}")
+    blocks = factor * factor
+    order = [k * channels + c for c in range(channels) for k in range(blocks)]
+    out = _as_4d(b, self, "SpaceToDepth", blocksize=factor)
+    return b.op("Gather", out, b.const(order, torch.int64), axis=-3)

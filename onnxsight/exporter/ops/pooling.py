@@ -1,0 +1,187 @@
+"""Pooling: max/avg pooling with their ATen options, adaptive average and max pooling."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops._nn_common import add_batch, drop_batch, expand_ints, reduce, unbatched
+
+aten = torch.ops.aten
+
+
+def _plane_indices(b: GraphBuilder, x: Value, flat: Value, spatial: int) -> Value:
+    """ONNX MaxPool's indices count over the whole tensor; torch's within each (n, c) plane."""
+    dims = x.shape[-spatial:] if x.shape is not None else ()
+    if len(dims) == spatial and all(isinstance(d, int) for d in dims):
+        plane = b.const(math.prod(dims), torch.int64)
+    else:
+        plane = reduce(b, "ReduceProd", b.shape_of(x, start=-spatial), [0], keepdims=False)
+    return b.op("Mod", flat, plane, dtype=torch.int64)
+
+
+def _max_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> tuple[Value, Value | None]:
+    batchless = unbatched(x, spatial)
+    if batchless:
+        x = add_batch(b, x)
+    kernel = expand_ints(kernel, spatial)
+    pads = expand_ints(padding, spatial)
+    attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
+                 dilations=expand_ints(dilation, spatial), ceil_mode=int(ceil_mode))
+    indices = None
+    if b.output_used(1):
+        values, flat = b.op("MaxPool", x, outputs=2, **attrs)
+        flat.dtype = torch.int64
+        indices = _plane_indices(b, x, flat, spatial)
+    else:
+        values = b.op("MaxPool", x, **attrs)
+    if batchless:
+        values = drop_batch(b, values)
+        indices = None if indices is None else drop_batch(b, indices)
+    return values, indices
+
+
+@translation(aten.max_pool2d_with_indices.default)
+def aten_max_pool2d_with_indices(b: GraphBuilder, self: Value, kernel_size: Sequence[int],
+                                 stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+                                 dilation: Sequence[int] = (1,), ceil_mode: bool = False
+                                 ) -> tuple[Value, Value | None]:
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+    int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool(b, self, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@translation(aten.max_pool3d_with_indices.default)
+def aten_max_pool3d_with_indices(b: GraphBuilder, self: Value, kernel_size: Sequence[int],
+                                 stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+                                 dilation: Sequence[int] = (1,), ceil_mode: bool = False
+                                 ) -> tuple[Value, Value | None]:
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
+    int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool(b, self, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _avg_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool,
+              divisor_override: int | None) -> Value:
+    batchless = unbatched(x, spatial)
+    if batchless:
+        x = add_batch(b, x)
+    kernel = expand_ints(kernel, spatial)
+    pads = expand_ints(padding, spatial)
+    attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
+                 ceil_mode=int(ceil_mode))
+    if divisor_override:
+        if ceil_mode:
+            raise NotImplementedError("avg_pool with divisor_override and ceil_mode=True has no ONNX form: the "
+                                      "windows that overhang the input would not be divided by the override")
+        # The window sum is the padded mean times the kernel size; divide it by the override instead.
+        out = b.op("AveragePool", x, count_include_pad=1, **attrs)
+        out = b.op("Mul", out, b.scalar(math.prod(kernel) / divisor_override, out))
+    else:
+        out = b.op("AveragePool", x, count_include_pad=int(count_include_pad), **attrs)
+    return drop_batch(b, out) if batchless else out
+
+
+@translation(aten.avg_pool2d.default)
+def aten_avg_pool2d(b: GraphBuilder, self: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                    padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+                    divisor_override: int | None = None) -> Value:
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False,
+    bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(b, self, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@translation(aten.avg_pool3d.default)
+def aten_avg_pool3d(b: GraphBuilder, self: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                    padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+                    divisor_override: int | None = None) -> Value:
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
+    bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(b, self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+# -- adaptive pooling ----------------------------------------------------------------------------------
+def _static_spatial(x: Value, spatial: int, op: str) -> list[int]:
+    dims = list(x.shape[-spatial:]) if x.shape is not None else []
+    if len(dims) != spatial or not all(isinstance(d, int) for d in dims):
+        raise NotImplementedError(f"{op} needs static spatial sizes unless the output size is 1, got {x.shape}")
+    return dims
+
+
+def _averaging_matrix(size_in: int, size_out: int) -> np.ndarray:
+    """(in, out) matrix whose column o averages torch's adaptive window o: [floor(o*in/out), ceil((o+1)*in/out))."""
+    matrix = np.zeros((size_in, size_out), dtype=np.float64)
+    for o in range(size_out):
+        start, end = (o * size_in) // size_out, -((-(o + 1) * size_in) // size_out)
+        matrix[start:end, o] = 1.0 / (end - start)
+    return matrix
+
+
+def _adaptive_avg(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial: int, op: str) -> Value:
+    out = expand_ints(output_size, spatial)
+    if all(o == 1 for o in out):
+        if unbatched(x, spatial):
+            return drop_batch(b, b.op("GlobalAveragePool", add_batch(b, x)))
+        return b.op("GlobalAveragePool", x)
+    dims = _static_spatial(x, spatial, op)
+    if all(d % o == 0 for d, o in zip(dims, out)):
+        kernel = [d // o for d, o in zip(dims, out)]
+        return _avg_pool(b, x, spatial, kernel, kernel, [0], False, True, None)
+    # NOTE: windows overlap or differ in size when the input is not a multiple of the
+    # output; the average over a box is separable, so one (in, out) averaging matrix
+    # per spatial axis, applied with MatMul, reproduces torch exactly.
+    rank = b.rank_of(x)
+    for offset, (size_in, size_out) in enumerate(zip(dims, out)):
+        axis = rank - spatial + offset
+        matrix = b.const(torch.from_numpy(_averaging_matrix(size_in, size_out)), x.dtype)
+        if axis == rank - 1:
+            x = b.op("MatMul", x, matrix)
+        else:
+            perm = list(range(rank))
+            perm[axis], perm[-1] = perm[-1], perm[axis]
+            x = b.op("Transpose", b.op("MatMul", b.op("Transpose", x, perm=perm), matrix), perm=perm)
+    return x
+
+
+@translation(aten._adaptive_avg_pool2d.default)
+def aten_adaptive_avg_pool2d(b: GraphBuilder, self: Value, output_size: Sequence[int]) -> Value:
+    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    return _adaptive_avg(b, self, output_size, 2, "adaptive_avg_pool2d")
+
+
+@translation(aten._adaptive_avg_pool3d.default)
+def aten_adaptive_avg_pool3d(b: GraphBuilder, self: Value, output_size: Sequence[int]) -> Value:
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    return _adaptive_avg(b, self, output_size, 3, "adaptive_avg_pool3d")
+
+
+def _adaptive_max(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial: int,
+                  op: str) -> tuple[Value, Value | None]:
+    out = expand_ints(output_size, spatial)
+    dims = _static_spatial(x, spatial, op)
+    if not all(d % o == 0 for d, o in zip(dims, out)):
+        raise NotImplementedError(f"{op} from {dims} to {out}: ONNX MaxPool cannot express windows of varying "
+                                  "size; only output sizes that divide the input are supported")
+    kernel = [d // o for d, o in zip(dims, out)]
+    return _max_pool(b, x, spatial, kernel, kernel, [0], [1], False)
+
+
+@translation(aten.adaptive_max_pool2d.default)
+def aten_adaptive_max_pool2d(b: GraphBuilder, self: Value, output_size: Sequence[int]
+                             ) -> tuple[Value, Value | None]:
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max(b, self, output_size, 2, "adaptive_max_pool2d")
+
+
+@translation(aten.adaptive_max_pool3d.default)
+def aten_adaptive_max_pool3d(b: GraphBuilder, self: Value, output_size: Sequence[int]
+                             ) -> tuple[Value, Value | None]:
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max(b, self, output_size, 3, "adaptive_max_pool3d")
