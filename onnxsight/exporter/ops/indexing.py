@@ -14,7 +14,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
-from onnxsight.exporter.ops.shape import axes, norm_dim
+from onnxsight.exporter.ops.shape import axes, diagonal_layout, norm_dim
 
 aten = torch.ops.aten
 
@@ -291,3 +291,59 @@ def aten_masked_scatter(b: GraphBuilder, self: Value, mask: Value, source: Value
     flat = b.op("Reshape", b.cast(source, self.dtype), b.const([-1], torch.int64))
     updates = b.op("Slice", flat, b.const([0], torch.int64), count)
     return b.op("ScatterND", data, coords, updates)
+
+
+# -- scatters into views: slice_scatter, select_scatter, diagonal_scatter ---------------------------
+def _clamped(b: GraphBuilder, value: int | Value, size: Value) -> Value:
+    """A slice bound made non-negative and clamped to [0, size] at run time (Python slice rules)."""
+    v = b.cast(b.scalar(value, torch.int64), torch.int64)
+    v = b.op("Where", b.op("Less", v, b.const(0, torch.int64)), b.op("Add", v, size), v)
+    return b.op("Min", b.op("Max", v, b.const(0, torch.int64)), size)
+
+
+@translation(aten.slice_scatter.default)
+def aten_slice_scatter(b: GraphBuilder, self: Value, src: Value, dim: int = 0, start: int | Value | None = None,
+                       end: int | Value | None = None, step: int | Value = 1) -> Value:
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
+    SymInt step=1) -> Tensor"""
+    rank = b.rank_of(self)
+    dim = norm_dim(dim, rank)
+    assert self.shape is not None and self.dtype is not None
+    size = self.shape[dim]
+    start = 0 if start is None else start
+    end = 2**63 - 1 if end is None else end
+    if all(isinstance(v, int) for v in (size, start, end, step)):
+        positions: Value = b.const(list(range(size))[start:end:step], torch.int64)  # type: ignore[misc]
+    else:
+        length = b.op("Squeeze", b.shape_of(self, dim, dim + 1), axes(b, [0]), dtype=torch.int64)
+        positions = b.op("Range", _clamped(b, start, length), _clamped(b, end, length),
+                         b.cast(b.scalar(step, torch.int64), torch.int64), dtype=torch.int64)
+    view = [1] * rank
+    view[dim] = -1
+    index = b.op("Expand", b.op("Reshape", positions, b.const(view, torch.int64)), b.shape_of(src))
+    return b.op("ScatterElements", self, index, b.cast(src, self.dtype), axis=dim)
+
+
+@translation(aten.select_scatter.default)
+def aten_select_scatter(b: GraphBuilder, self: Value, src: Value, dim: int, index: int | Value) -> Value:
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    dim = norm_dim(dim, b.rank_of(self))
+    length = b.op("Squeeze", b.shape_of(self, dim, dim + 1), axes(b, [0]), dtype=torch.int64)
+    position = b.op("Mod", b.cast(b.scalar(index, torch.int64), torch.int64), length)
+    start = b.op("Unsqueeze", position, axes(b, [0]))
+    return aten_slice_scatter(b, self, b.op("Unsqueeze", src, axes(b, [dim])), dim, start,
+                              b.op("Add", start, b.const(1, torch.int64)))
+
+
+@translation(aten.diagonal_scatter.default)
+def aten_diagonal_scatter(b: GraphBuilder, self: Value, src: Value, offset: int = 0, dim1: int = 0,
+                          dim2: int = 1) -> Value:
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    assert self.dtype is not None
+    perm, moved, flat, positions = diagonal_layout(b, self, offset, dim1, dim2)
+    index = b.op("Expand", b.const(positions, torch.int64), b.shape_of(src))
+    scattered = b.op("ScatterElements", flat, index, b.cast(src, self.dtype), axis=-1)
+    out = b.op("Reshape", scattered, b.shape_of(moved))
+    if perm == list(range(len(perm))):
+        return out
+    return b.op("Transpose", out, perm=[perm.index(i) for i in range(len(perm))])

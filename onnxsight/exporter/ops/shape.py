@@ -7,6 +7,7 @@ they go through ``b.int_list``.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -279,3 +280,73 @@ def aten_constant_pad_nd(b: GraphBuilder, self: Value, pad: Sequence[int | Value
     assert self.dtype is not None
     fill = b.const(bool(value) if self.dtype == torch.bool else value, self.dtype)
     return b.op("Pad", self, b.int_list(begins + ends), fill, mode="constant")
+
+
+# -- views that pick elements: diagonal, unfold, as_strided ------------------------------------------
+def diagonal_layout(b: GraphBuilder, self: Value, offset: int, dim1: int, dim2: int
+                    ) -> tuple[list[int], Value, Value, list[int]]:
+    """(perm moving dim1, dim2 last; ``self`` so transposed; it flattened over those two dims;
+    flat positions of the diagonal)."""
+    rank = b.rank_of(self)
+    d1, d2 = norm_dim(dim1, rank), norm_dim(dim2, rank)
+    assert self.shape is not None
+    n1, n2 = self.shape[d1], self.shape[d2]
+    if not isinstance(n1, int) or not isinstance(n2, int):
+        raise NotImplementedError(f"diagonal over symbolic dims ({n1}, {n2}) is not supported")
+    perm = [d for d in range(rank) if d not in (d1, d2)] + [d1, d2]
+    moved = self if perm == list(range(rank)) else b.op("Transpose", self, perm=perm)
+    flat_shape = b.op("Concat", b.shape_of(moved, 0, rank - 2), b.const([n1 * n2], torch.int64), axis=0)
+    flat = b.op("Reshape", moved, flat_shape)
+    if offset >= 0:
+        start, length = offset, max(0, min(n1, n2 - offset))
+    else:
+        start, length = -offset * n2, max(0, min(n1 + offset, n2))
+    return perm, moved, flat, [start + i * (n2 + 1) for i in range(length)]
+
+
+@translation(aten.diagonal.default, aten.diagonal_copy.default)
+def aten_diagonal(b: GraphBuilder, self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    _, _, flat, positions = diagonal_layout(b, self, offset, dim1, dim2)
+    return b.op("Gather", flat, b.const(positions, torch.int64), axis=b.rank_of(self) - 2)
+
+
+@translation(aten.unfold.default, aten.unfold_copy.default)
+def aten_unfold(b: GraphBuilder, self: Value, dimension: int, size: int, step: int) -> Value:
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
+    rank = b.rank_of(self)
+    if rank == 0:
+        return b.op("Unsqueeze", self, axes(b, [0]))
+    dim = norm_dim(dimension, rank)
+    assert self.shape is not None
+    length = self.shape[dim]
+    if not isinstance(length, int):
+        raise NotImplementedError(f"unfold over a symbolic dim ({length}) is not supported")
+    windows = (length - size) // step + 1
+    index = b.const([[i * step + j for j in range(size)] for i in range(windows)], torch.int64)
+    picked = b.op("Gather", self, index, axis=dim)  # dims: before, windows, size, after
+    perm = list(range(dim + 1)) + list(range(dim + 2, rank + 1)) + [dim + 1]
+    return b.op("Transpose", picked, perm=perm)
+
+
+@translation(aten.as_strided.default, aten.as_strided_copy.default)
+def aten_as_strided(b: GraphBuilder, self: Value, size: Sequence[int | Value], stride: Sequence[int | Value],
+                    storage_offset: int | Value | None = None) -> Value:
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
+    # NOTE: ONNX values have no storage; ``self`` is taken as contiguous, its storage its own elements.
+    offset = storage_offset or 0
+    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
+        raise NotImplementedError("as_strided with symbolic sizes, strides or offset is not supported: "
+                                  f"size={list(size)}, stride={list(stride)}, storage_offset={storage_offset}")
+    flat = b.op("Reshape", self, b.const([-1], torch.int64))
+    contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]
+    if all(st == c for st, c, n in zip(stride, contiguous, size) if n != 1):
+        count = math.prod(size)
+        part = b.op("Slice", flat, b.const([offset], torch.int64), b.const([offset + count], torch.int64))
+        return b.op("Reshape", part, b.const(list(size), torch.int64), allowzero=1)
+    positions = torch.full(tuple(size), offset, dtype=torch.int64)
+    for dim, (n, st) in enumerate(zip(size, stride)):
+        view = [1] * len(size)
+        view[dim] = n
+        positions = positions + (torch.arange(n, dtype=torch.int64) * st).reshape(view)
+    return b.op("Gather", flat, b.const(positions), axis=0)
