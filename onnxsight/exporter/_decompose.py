@@ -47,6 +47,8 @@ KEPT_OPS: tuple = (
     aten.replication_pad1d.default,
     aten.replication_pad2d.default,
     aten.replication_pad3d.default,
+    aten.tril.default,
+    aten.triu.default,
 )
 
 
