@@ -12,8 +12,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from onnxsight.verification._graph import FED_SUFFIX, GraphIndex, build_model, chunk_inputs, elem_type_of
-from onnxsight.verification._runners import OrtRunner
+from onnxsight.verification._runners import OrtRunner, VerificationError
 from onnxsight.verification._tolerance import dtype_name
+
+
+class OrtFailure(RuntimeError):
+    """ONNX Runtime failed creating a session (``phase="session"``) or running it (``"run"``)."""
+
+    def __init__(self, phase: str, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.phase = phase
 
 
 class ChunkExecutor:
@@ -55,11 +63,19 @@ class ChunkExecutor:
                 value = reference[original]
             feeds[name] = value
             declared.append((name, self._elem_type(original, value)))
-        model = build_model(self.index, nodes, declared, outputs)
-        self.runner.load(model)
+        model = build_model(self.index, nodes, declared, outputs, renames=renames)
+        try:
+            self.runner.load(model)
+        except VerificationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine reports it as ORT001
+            raise OrtFailure("session", exc) from exc
         self.sessions += 1
         self.last_nodes = nodes
-        results = self.runner.infer(feeds)
+        try:
+            results = self.runner.infer(feeds)
+        except Exception as exc:  # noqa: BLE001 - the engine reports it as ORT002
+            raise OrtFailure("run", exc) from exc
         self.types.update(self.runner.output_types)
         for name in keep:
             self.env[name] = results[name]

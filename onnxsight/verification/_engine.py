@@ -23,7 +23,7 @@ import numpy as np
 
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._bundle import ReproCase, capture_repro
-from onnxsight.verification._chunks import ChunkExecutor
+from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, to_numpy
 from onnxsight.verification._root_cause import RootCauseTracker
@@ -141,8 +141,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
             reference = _pending_inputs(pending, paired, torch_runner) if isolated else {}
             try:
                 results = executor.run([p.value for p in pending], reference)
-            except Exception as exc:  # noqa: BLE001 - reported as ORT001/ORT002
-                out.error = _report_ort_error(exc, ort_runner, ctx)
+            except OrtFailure as exc:  # reported as ORT001/ORT002
+                out.error = report_ort_error(exc, ort_runner, ctx)
                 results = None
             out.chunks += 1
             if results is not None:
@@ -233,14 +233,11 @@ def _target(node: Any) -> str:
     return op_display(node.target)
 
 
-def _report_ort_error(exc: Exception, runner: OrtRunner, ctx: DiagnosticContext) -> str:
+def report_ort_error(exc: OrtFailure, runner: OrtRunner, ctx: DiagnosticContext) -> str:
+    """Emit ORT001 (session) or ORT002 (run) for a chunk that failed; return the error text."""
     from onnxsight import rules
-    from onnxsight.verification._runners import VerificationError
 
-    if isinstance(exc, VerificationError):
-        raise exc
-    text = f"{type(exc).__name__}: {exc}"[:800]
-    rule = rules.ORT_RUN_FAILED if "run" in type(exc).__name__.lower() or "RUNTIME_EXCEPTION" in str(exc) \
-        else rules.ORT_SESSION_FAILED
+    text = str(exc)[:800]
+    rule = rules.ORT_SESSION_FAILED if exc.phase == "session" else rules.ORT_RUN_FAILED
     ctx.emit(rule, providers=", ".join(runner.providers), error=text)
     return text

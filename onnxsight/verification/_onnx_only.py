@@ -20,8 +20,9 @@ import onnx
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, load_model
 from onnxsight.verification._bundle import capture_repro
-from onnxsight.verification._chunks import ChunkExecutor
+from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._diagnose import emit_diagnostics
+from onnxsight.verification._engine import report_ort_error
 from onnxsight.verification._graph import GraphIndex, elem_type_name
 from onnxsight.verification._metrics import compare
 from onnxsight.verification._result import VerificationResult
@@ -113,9 +114,8 @@ def verify_onnx(path_or_proto: onnx.ModelProto | str | os.PathLike,
         position += len(chunk)
         try:
             expected, actual = ref.run(chunk), tgt.run(chunk)
-        except Exception as exc:  # noqa: BLE001 - reported as ORT001/ORT002
-            from onnxsight.verification._engine import _report_ort_error
-            error = _report_ort_error(exc, tgt_runner, ctx)
+        except OrtFailure as exc:  # reported as ORT001/ORT002
+            error = report_ort_error(exc, tgt_runner, ctx)
             break
         used = 0
         for value in chunk:
