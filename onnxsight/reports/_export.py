@@ -404,11 +404,13 @@ def verification_summary(result: Any) -> dict[str, Any] | None:
         row["index"] = index
     failing = [r for r in nodes if r.get("passed") is False]
     worst = sorted(failing or nodes, key=lambda r: -_number(r.get("max_abs_diff")))[:WORST_NODES]
+    info = dict(getattr(result, "info", None) or {})
     summary: dict[str, Any] = {
         "passed": bool(getattr(result, "passed", False)),
-        "mode": str(getattr(result, "mode", "") or ""),
-        "providers": [str(p) for p in (getattr(result, "providers", None) or [])],
-        "reference": str(getattr(result, "reference", "") or ""),
+        "mode": str(info.get("mode") or getattr(result, "mode", "") or ""),
+        "providers": [str(p) for p in (info.get("providers") or getattr(result, "providers", None) or [])],
+        "reference": str(info.get("reference") or getattr(result, "reference", "") or ""),
+        "error": str(info["error"]) if info.get("error") else "",
         "outputs": outputs, "root_causes": roots, "worst_nodes": worst,
         "nodes_compared": len(nodes), "nodes_failed": len(failing),
         "nodes": _downsample(nodes),

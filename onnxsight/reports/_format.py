@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from onnxsight.reports._record import STAGE_ORDER, RunRecord
 
+REQUIRED_STAGES = ("arguments", "capture", "decompose", "translate", "check")
 LEVEL_ORDER = {"error": 0, "warning": 1, "note": 2}
 
 
@@ -66,17 +67,12 @@ def where(location: Mapping[str, Any] | None) -> str:
 
 
 def stage_rows(run: RunRecord) -> list[dict[str, Any]]:
-    """Every stage in run order; the ones the run never reached are listed as ``not run``."""
+    """Every stage in run order; export stages the run never reached are listed as ``not run``."""
     seen = {stage["name"] for stage in run.stages}
     rows = [dict(stage) for stage in run.stages]
-    if run.kind != "export":
-        return rows
-    failed = any(stage.get("status") == "failed" for stage in run.stages)
-    for name in STAGE_ORDER:
-        if name not in seen and not failed and name in ("onnxruntime", "accuracy", "save"):
-            continue  # optional stages a successful run did not ask for
-        if name not in seen:
-            rows.append({"name": name, "status": "not run", "seconds": None, "detail": ""})
+    if run.kind == "export":
+        rows += [{"name": name, "status": "not run", "seconds": None, "detail": ""}
+                 for name in REQUIRED_STAGES if name not in seen]
     order = {name: index for index, name in enumerate(STAGE_ORDER)}
     return sorted(rows, key=lambda r: order.get(r["name"], len(order)))
 
@@ -100,10 +96,13 @@ def headline(run: RunRecord) -> str:
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['note']} note(s)"
     if run.error:
         return f"{run.status} at stage {run.error.get('stage')}: {run.error.get('summary')} ({tally})"
-    if run.verification is not None:
-        verdict = "passed" if run.verification.get("passed") else "failed"
-        return f"{run.status}; verification {verdict} ({tally})"
-    return f"{run.status} ({tally})"
+    v = run.verification
+    if v is not None:
+        verdict = (f"verified: all {v.get('nodes_compared', 0)} compared values within tolerance" if v.get("passed")
+                   else f"verification failed: {v.get('nodes_failed', 0)} of {v.get('nodes_compared', 0)} values "
+                        f"out of tolerance, {len(v.get('root_causes') or [])} root cause(s)")
+        return f"{verdict} ({tally})"
+    return f"{'exported' if run.status == 'ok' else run.status} ({tally})"
 
 
 def total_seconds(run: RunRecord) -> float:

@@ -1,0 +1,450 @@
+"""The ``onnxsight`` command line: a thin layer over the library.
+
+Exit codes (stable, for CI): 0 success, 1 verification failed, 2 export failed
+(or verification could not run), 3 usage error (bad arguments, missing file,
+unknown rule). Results go to stdout; progress and diagnostics to stderr,
+coloured only on a terminal (and never with ``NO_COLOR`` set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import os
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, NoReturn, Sequence, TextIO
+
+EXIT_OK, EXIT_VERIFY, EXIT_EXPORT, EXIT_USAGE = 0, 1, 2, 3
+EXIT_CODES = "exit codes: 0 success, 1 verification failed, 2 export failed, 3 usage error"
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs: exit code 3."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with exit code 3 for usage errors (argparse's own is 2, our export failure)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class Console:
+    """Where the command line writes: results to stdout, progress and findings to stderr."""
+
+    COLORS = {"error": "31;1", "warning": "33", "note": "34", "ok": "32", "failed": "31;1", "dim": "2"}
+
+    def __init__(self, *, quiet: bool = False, verbose: bool = False, color: bool | None = None,
+                 out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out, self.err = out or sys.stdout, err or sys.stderr
+        self.quiet, self.verbose = quiet, verbose
+        if color is None:
+            color = bool(getattr(self.err, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+        self.color = color
+
+    def paint(self, text: str, style: str) -> str:
+        return f"\033[{self.COLORS[style]}m{text}\033[0m" if self.color and style in self.COLORS else text
+
+    def result(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.err, flush=True)
+
+    def error(self, text: str) -> None:
+        print(self.paint("error: ", "error") + text, file=self.err, flush=True)
+
+    @contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        """Progress of one long step: ``label ...`` then ``label: done in 1.2 s`` (or failed)."""
+        self.info(self.paint(f"{label} ...", "dim"))
+        start = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self.info(f"{label}: {self.paint('failed', 'failed')} after {time.perf_counter() - start:.1f} s")
+            raise
+        self.info(f"{label}: {self.paint('done', 'ok')} in {time.perf_counter() - start:.1f} s")
+
+    def diagnostics(self, diagnostics: Sequence[Any]) -> None:
+        """Errors and warnings (notes too with --verbose), one line each."""
+        for diagnostic in diagnostics:
+            level = diagnostic.level.value
+            if self.quiet and level != "error" or level == "note" and not self.verbose:
+                continue
+            where = f"{diagnostic.location}: " if diagnostic.location else ""
+            print(f"{where}{self.paint(level, level)} {diagnostic.rule.code} [{diagnostic.rule.name}] "
+                  f"{diagnostic.message}", file=self.err, flush=True)
+
+
+# -- loading the user's model ---------------------------------------------------------------------------
+
+def split_target(spec: str) -> tuple[str, str]:
+    """``FILE.py[:FUNCTION]`` -> (file, function); the function defaults to ``build``."""
+    path, sep, function = spec.rpartition(":")
+    if sep and path.endswith(".py") and function.isidentifier():
+        return path, function
+    return spec, "build"
+
+
+def load_model(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """Run ``FUNCTION()`` from ``FILE.py``: it returns ``(model, args)`` or ``(model, args, kwargs)``."""
+    path, function = split_target(spec)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file")
+    name = f"onnxsight_user_{abs(hash(os.path.abspath(path)))}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UsageError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
+        raise UsageError(f"{path} raised {type(exc).__name__} on import: {exc}") from exc
+    finally:
+        sys.path.pop(0)
+    build = getattr(module, function, None)
+    if not callable(build):
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise UsageError(f"{path} has no function {function!r}; it defines: {', '.join(found) or 'nothing callable'}")
+    try:
+        built = build()
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"{path}:{function}() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise UsageError(f"{path}:{function}() must return (model, args) or (model, args, kwargs), "
+                         f"got {type(built).__name__}")
+    model, args, *rest = built
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    return model, args, dict(rest[0] or {}) if rest else {}
+
+
+def batch_dynamic_shapes(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``--dynamic-batch``: dimension 0 of every tensor input is the dynamic ``batch`` dim."""
+    import inspect
+
+    import torch
+    from torch.utils import _pytree as pytree
+
+    batch = torch.export.Dim("batch")
+    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    return {name: pytree.tree_map(lambda v: {0: batch} if isinstance(v, torch.Tensor) and v.dim() else None, value)
+            for name, value in bound.items()}
+
+
+# -- commands --------------------------------------------------------------------------------------------
+
+def cmd_export(options: argparse.Namespace, console: Console) -> int:
+    import onnxsight
+
+    with console.step(f"loading {options.model}"):
+        model, args, kwargs = load_model(options.model)
+    name = type(model).__name__
+    dynamic = batch_dynamic_shapes(model, args, kwargs) if options.dynamic_batch else None
+    try:
+        with console.step(f"exporting {name}" + (" and verifying" if options.verify else "")):
+            program = onnxsight.export(model, args, options.output, kwargs=kwargs, opset_version=options.opset,
+                                       dynamic_shapes=dynamic, verify=options.verify)
+    except onnxsight.ExportError as exc:
+        console.diagnostics(exc.diagnostics)
+        _finish(options, console, error=exc, inputs=(model, args, kwargs), record=exc.record,
+                diagnostics=exc.diagnostics)
+        console.error(exc.summary)
+        return EXIT_EXPORT
+    console.diagnostics(program.diagnostics)
+    console.result(os.path.abspath(options.output))
+    result = getattr(program, "verification", None)
+    _finish(options, console, program=program, inputs=(model, args, kwargs), record=program.record,
+            diagnostics=program.diagnostics)
+    return _verdict(result, console)
+
+
+def cmd_verify(options: argparse.Namespace, console: Console) -> int:
+    if split_target(options.model)[0].endswith(".py"):
+        return _verify_python(options, console)
+    if options.mode != "propagated":
+        raise UsageError("--mode isolated needs the PyTorch model: pass FILE.py[:FUNCTION]")
+    import onnxsight
+    from onnxsight.verification import VerificationError
+
+    if not os.path.isfile(options.model):
+        raise UsageError(f"{options.model}: no such file")
+    target = options.target or "CUDAExecutionProvider"
+    try:
+        with console.step(f"verifying {os.path.basename(options.model)} on {target} against {options.reference}"):
+            result = onnxsight.verify_onnx(options.model, reference=options.reference, target=target,
+                                           per_node=options.per_node)
+    except VerificationError as exc:
+        console.diagnostics(exc.diagnostics)
+        console.error(str(exc))
+        return EXIT_EXPORT
+    console.diagnostics(result.diagnostics)
+    import onnx
+
+    name = os.path.splitext(os.path.basename(options.model))[0]
+    _finish(options, console, verification=result, diagnostics=result.diagnostics, kind="verify", model_name=name,
+            onnx_model=onnx.load(options.model, load_external_data=False))
+    return _verdict(result, console)
+
+
+def _verify_python(options: argparse.Namespace, console: Console) -> int:
+    import onnxsight
+    from onnxsight.verification import VerificationError
+
+    with console.step(f"loading {options.model}"):
+        model, args, kwargs = load_model(options.model)
+    try:
+        with console.step(f"exporting {type(model).__name__}"):
+            program = onnxsight.export(model, args, kwargs=kwargs)
+    except onnxsight.ExportError as exc:
+        console.diagnostics(exc.diagnostics)
+        _finish(options, console, error=exc, inputs=(model, args, kwargs), record=exc.record,
+                diagnostics=exc.diagnostics)
+        console.error(exc.summary)
+        return EXIT_EXPORT
+    providers = (options.target,) if options.target else ("CPUExecutionProvider",)
+    try:
+        with console.step(f"verifying against PyTorch ({options.mode} mode, {', '.join(providers)})"):
+            result = onnxsight.verify(program, args, kwargs, mode=options.mode, per_node=options.per_node,
+                                      providers=providers)
+    except VerificationError as exc:
+        console.diagnostics(exc.diagnostics)
+        console.error(str(exc))
+        return EXIT_EXPORT
+    program.verification = result
+    diagnostics = list(program.diagnostics) + list(result.diagnostics)
+    console.diagnostics(result.diagnostics)
+    _finish(options, console, program=program, inputs=(model, args, kwargs), record=program.record,
+            diagnostics=diagnostics, verification=result)
+    return _verdict(result, console)
+
+
+def _verdict(result: Any, console: Console) -> int:
+    if result is None:
+        return EXIT_OK
+    if result.passed:
+        console.info(console.paint("verification passed", "ok"))
+        return EXIT_OK
+    roots = result.root_causes
+    console.info(console.paint("verification failed", "failed") + f": {len(roots)} root cause(s)")
+    for _, row in roots.head(5).iterrows():
+        where = f" at {row['file']}:{row['line']}" if row.get("file") else ""
+        console.info(f"  {row['value']} ({row['target']} -> {row['onnx_op']}): max abs diff {row['max_abs_diff']}"
+                     f"{where}")
+    return EXIT_VERIFY
+
+
+def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Sequence[Any], **record_args: Any) -> None:
+    """Write the reports (--report), the SARIF (--sarif) and the CI summary (--summary) asked for."""
+    from onnxsight.reports import markdown
+    from onnxsight.reports._export import build_run_record, write_reports
+
+    wants = getattr(options, "report", None) or getattr(options, "summary", None) or getattr(options, "sarif", None)
+    if not wants:
+        return
+    record = record_args.pop("record", None)
+    run = build_run_record(record=record, diagnostics=diagnostics, **record_args)
+    if getattr(options, "report", None):
+        paths = write_reports(run, options.report, diagnostics=diagnostics, export_record=record)
+        for path in paths:
+            if not path.endswith("_run.json"):
+                console.result(path)
+    if getattr(options, "sarif", None):
+        from onnxsight.reports._export import _write_sarif_atomic
+
+        console.result(_write_sarif_atomic(diagnostics, os.path.abspath(options.sarif), record))
+    if getattr(options, "summary", None):
+        with open(options.summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown.render_summary(run) + "\n")
+
+
+def cmd_report(options: argparse.Namespace, console: Console) -> int:
+    from onnxsight.reports._export import rerender
+
+    path = options.path
+    if os.path.isdir(path):
+        records = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith("_run.json"))
+        if not records:
+            raise UsageError(f"{path}: no run records (*_run.json) in this folder")
+    elif os.path.isfile(path):
+        records = [path]
+    else:
+        raise UsageError(f"{path}: no such file or folder")
+    for record in records:
+        try:
+            written = rerender(record)
+        except ValueError as exc:
+            raise UsageError(f"{record}: {exc}") from exc
+        for output in written:
+            if not output.endswith("_run.json"):
+                console.result(output)
+    return EXIT_OK
+
+
+def cmd_rules(options: argparse.Namespace, console: Console) -> int:
+    from onnxsight import rules
+
+    if options.code is None:
+        for rule in rules.CATALOG.values():
+            removed = " (removed)" if rule.removed else ""
+            console.result(f"{rule.code}  {rule.level.value:<7}  {rule.name}{removed}")
+        return EXIT_OK
+    try:
+        rule = rules.get(options.code)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    try:
+        from onnxsight.rules.docs import render_text
+    except ImportError:  # NOTE: fallback until onnxsight/rules/docs.py is available everywhere
+        console.result(f"{rule.code} {rule.name} ({rule.level.value})\n{rule.message}\nFix: {rule.fix}")
+        return EXIT_OK
+    console.result(render_text(rule))
+    return EXIT_OK
+
+
+COMMANDS = {"export": cmd_export, "verify": cmd_verify, "report": cmd_report, "rules": cmd_rules}
+
+
+# -- the parser ----------------------------------------------------------------------------------------
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines) + f"\n\n{EXIT_CODES}"
+
+
+def _common() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    group = common.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", help="print only results and errors")
+    group.add_argument("-v", "--verbose", action="store_true", help="also print notes and onnxsight's log")
+    common.add_argument("--no-color", action="store_true", help="never colour the output (also: NO_COLOR=1)")
+    return common
+
+
+def _outputs() -> argparse.ArgumentParser:
+    outputs = _Parser(add_help=False)
+    outputs.add_argument("--report", metavar="DIR", help="write markdown, HTML, SARIF and the run record into DIR")
+    outputs.add_argument("--summary", metavar="FILE",
+                         help='append a markdown summary for a CI job summary (e.g. "$GITHUB_STEP_SUMMARY")')
+    return outputs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``onnxsight`` parser with every subcommand (``zoo`` from onnxsight.zoo.cli when present)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="onnxsight", formatter_class=formatter,
+                     description="Export PyTorch models to ONNX and learn exactly what went wrong, and where.",
+                     epilog=_examples("onnxsight export model.py -o model.onnx --report reports/",
+                                      "onnxsight verify model.py:build_small --mode isolated",
+                                      "onnxsight rules OPS002"))
+    from onnxsight import __version__
+
+    parser.add_argument("--version", action="version", version=f"onnxsight {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{export,verify,report,rules,zoo}")
+    sub.required = True
+    common, outputs = _common(), _outputs()
+
+    p = sub.add_parser("export", parents=[common, outputs], formatter_class=formatter,
+                       help="export a model defined in a Python file",
+                       description="Export FUNCTION()'s model (FUNCTION returns (model, args) or "
+                                   "(model, args, kwargs); default: build) to ONNX.",
+                       epilog=_examples("onnxsight export model.py -o model.onnx",
+                                        "onnxsight export zoo.py:resnet -o r.onnx --opset 20 --dynamic-batch",
+                                        "onnxsight export model.py -o m.onnx --verify --report out/ "
+                                        '--summary "$GITHUB_STEP_SUMMARY"'))
+    p.add_argument("model", metavar="FILE.py[:FUNCTION]")
+    p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="the ONNX file to write")
+    p.add_argument("--opset", type=int, default=None, metavar="N", help="ONNX opset (default 18; 17..23)")
+    p.add_argument("--dynamic-batch", action="store_true",
+                   help="make dimension 0 of every tensor input a dynamic 'batch' dim (example batch > 1)")
+    p.add_argument("--verify", action="store_true", help="verify the export against PyTorch, value by value")
+
+    p = sub.add_parser("verify", parents=[common, outputs], formatter_class=formatter,
+                       help="compare ONNX with PyTorch, or one ONNX model on two providers",
+                       description="With FILE.py[:FUNCTION]: export and compare every value with PyTorch. "
+                                   "With model.onnx: compare the model on --target against --reference.",
+                       epilog=_examples("onnxsight verify model.py --mode isolated",
+                                        "onnxsight verify model.onnx --target CUDAExecutionProvider --per-node",
+                                        "onnxsight verify model.onnx --sarif verify.sarif --report out/"))
+    p.add_argument("model", metavar="model.onnx | FILE.py[:FUNCTION]")
+    p.add_argument("--reference", default="CPUExecutionProvider", metavar="PROVIDER",
+                   help="reference provider for model.onnx (default CPUExecutionProvider)")
+    p.add_argument("--target", default=None, metavar="PROVIDER",
+                   help="provider under test (model.onnx: default CUDAExecutionProvider; "
+                        "FILE.py: default CPUExecutionProvider)")
+    p.add_argument("--per-node", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare every intermediate value, not only the outputs (default: on)")
+    p.add_argument("--mode", choices=("propagated", "isolated"), default="propagated",
+                   help="isolated: feed each node PyTorch's own inputs (FILE.py only)")
+    p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
+
+    p = sub.add_parser("report", parents=[common], formatter_class=formatter,
+                       help="re-render reports from a saved run record",
+                       description="Render markdown, HTML and SARIF again from a run record (*_run.json), "
+                                   "next to it; a folder re-renders every record in it.",
+                       epilog=_examples("onnxsight report reports/TinyMLP_20250101-120000_run.json",
+                                        "onnxsight report reports/"))
+    p.add_argument("path", metavar="PATH", help="a *_run.json file or a folder of them")
+
+    p = sub.add_parser("rules", parents=[common], formatter_class=formatter,
+                       help="list the diagnostic rules, or explain one",
+                       description="Without CODE: every rule with its level. With CODE: its documentation.",
+                       epilog=_examples("onnxsight rules", "onnxsight rules OPS001"))
+    p.add_argument("code", nargs="?", metavar="CODE", help="rule code (OPS001) or name")
+    _add_zoo(sub)
+    return parser
+
+
+def _add_zoo(sub: Any) -> None:
+    try:
+        from onnxsight.zoo.cli import register
+    except ImportError:  # the zoo package is optional in a partial install
+        p = sub.add_parser("zoo", help="the model-zoo verification job (not available in this install)")
+        p.set_defaults(func=lambda _options: _zoo_missing())
+        return
+    register(sub)
+
+
+def _zoo_missing() -> int:
+    print("onnxsight zoo is not available in this install", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    try:
+        options = parser.parse_args(argv)
+    except SystemExit as exc:  # --help / --version (0) or a usage error (3)
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    if options.command == "zoo" or options.command not in COMMANDS:
+        return int(options.func(options) or 0)
+    console = Console(quiet=options.quiet, verbose=options.verbose, color=False if options.no_color else None)
+    _configure_logging(console)
+    try:
+        return COMMANDS[options.command](options, console)
+    except UsageError as exc:
+        console.error(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
+
+
+def _configure_logging(console: Console) -> None:
+    """onnxsight logs each diagnostic as it is found: shown live with --verbose, otherwise summarised."""
+    logger = logging.getLogger("onnxsight")
+    if console.verbose:
+        handler = logging.StreamHandler(console.err)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    else:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        logger.setLevel(logging.CRITICAL)
