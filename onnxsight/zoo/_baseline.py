@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, Location
+from onnxsight.reports.sarif import RESULT_HASH  # machine- and line-independent result hash
 from onnxsight.zoo._result import PASSED, ModelResult, as_float
 
 NEWLY_FAILING, NEWLY_PASSING = "newly-failing", "newly-passing"
@@ -98,8 +99,13 @@ def _add_regression_diagnostics(result: ModelResult, changes: Iterable[dict[str,
 
 
 # -- SARIF baselineState --------------------------------------------------------------------------
+
+
 def _key(result: dict[str, Any]) -> tuple:
     props = result.get("properties") or {}
+    fingerprint = (result.get("partialFingerprints") or {}).get(RESULT_HASH)
+    if fingerprint:
+        return props.get("model"), result.get("ruleId"), fingerprint
     locations = result.get("locations") or [{}]
     physical = locations[0].get("physicalLocation") or {}
     uri = (physical.get("artifactLocation") or {}).get("uri")
