@@ -85,7 +85,9 @@ def capture_repro(index: GraphIndex, value: str, stop: set[str], expected: np.nd
         inputs.append((name, np.asarray(array)))
     declared = [(n, index.elem_types.get(n) or elem_type_of(dtype_name(a.dtype))) for n, a in inputs]
     model = build_model(index, nodes, declared, [value], name=f"repro_{value}")
-    out_type = index.elem_types.get(value)
-    if out_type:
-        model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info(value, out_type, None))
+    # Concrete shapes: the bundle is one test case, and onnx.checker wants typed inputs/outputs.
+    for info, (name, array), (_, elem_type) in zip(model.graph.input, inputs, declared):
+        info.CopyFrom(onnx.helper.make_tensor_value_info(name, elem_type, list(array.shape)))
+    out_type = index.elem_types.get(value) or elem_type_of(dtype_name(np.asarray(expected).dtype))
+    model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info(value, out_type, list(np.shape(expected))))
     return ReproCase(value, model, tuple(inputs), np.asarray(expected))

@@ -29,11 +29,27 @@ def _user_placeholders(program: Any) -> list[Any]:
     return [n for n in ep.graph_module.graph.nodes if n.op == "placeholder" and n.name in user]
 
 
-def _symbol_sizes(program: Any, sizes: Mapping[str, int] | None, generator: Any) -> dict[str, int]:
-    """A size per dynamic-dimension symbol: ``sizes`` when given, else the example's size + 1 within range."""
+def _dim_param_symbols(program: Any) -> dict[str, str]:
+    """ONNX dim names of the graph inputs (``batch``) -> the program's symbols (``s0``)."""
     import torch
 
-    chosen: dict[str, int] = dict(sizes or {})
+    names: dict[str, str] = {}
+    graph_inputs = program.model_proto.graph.input
+    for node, info in zip(_user_placeholders(program), graph_inputs):
+        val = node.meta.get("val")
+        for dim, proto in zip(getattr(val, "shape", ()), info.type.tensor_type.shape.dim):
+            if isinstance(dim, torch.SymInt) and proto.dim_param:
+                names[proto.dim_param] = str(dim.node.expr)
+    return names
+
+
+def _symbol_sizes(program: Any, sizes: Mapping[str, int] | None, generator: Any) -> dict[str, int]:
+    """A size per dynamic-dimension symbol: ``sizes`` (by symbol or ONNX dim name) when given,
+    else a size other than the example's, within the program's range constraints."""
+    import torch
+
+    aliases = _dim_param_symbols(program) if sizes else {}
+    chosen: dict[str, int] = {aliases.get(k, k): int(v) for k, v in (sizes or {}).items()}
     ranges = program.exported_program.range_constraints
     for node in _user_placeholders(program):
         val = node.meta.get("val")
@@ -58,7 +74,8 @@ def random_inputs(program: Any, *, seed: int = 0, dim_sizes: Mapping[str, int] |
 
     Floating inputs are standard normal; integer inputs lie in ``[0, size of the smallest dim)``
     (a safe index range); bool inputs are fair coin flips. ``dim_sizes`` fixes symbol sizes
-    (``{"s0": 7}``); other dynamic dimensions get a size other than the example's.
+    by symbol or by ONNX dimension name (``{"batch": 7}``); other dynamic dimensions get a
+    size other than the example's.
     """
     import torch
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -52,21 +53,26 @@ class Gated(nn.Module):
         a, b = self.proj(x).split(6, dim=-1)
         gate = torch.sigmoid(b)
         mixed = a * gate - torch.exp(-a.abs())
-        return torch.cat([mixed, torch.log1p(gate)], dim=-1).sum(dim=-1, keepdim=True) if False else \
-            torch.cat([mixed, torch.log1p(gate)], dim=-1)
-
-
-def _seeded(model: nn.Module) -> nn.Module:
-    return model.eval()
+        return torch.cat([mixed, torch.log1p(gate)], dim=-1)
 
 
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
-    "mlp": lambda: (_seeded(MLP()), (torch.randn(5, 8), torch.randn(5, 4))),
-    "attention": lambda: (_seeded(Attention()), (torch.randn(8, 8),)),
-    "gated": lambda: (_seeded(Gated()), (torch.randn(4, 6),)),
+    "mlp": lambda: (MLP().eval(), (torch.randn(5, 8), torch.randn(5, 4))),
+    "attention": lambda: (Attention().eval(), (torch.randn(8, 8),)),
+    "gated": lambda: (Gated().eval(), (torch.randn(4, 6),)),
 }
 
 
 def build(name: str, seed: int = 0) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(seed)
     return MODELS[name]()
+
+
+@functools.lru_cache(maxsize=None)
+def exported(name: str, dtype: torch.dtype = torch.float32) -> Any:
+    """The onnxsight export of model ``name`` (cached: exporting dominates test time)."""
+    import onnxsight
+
+    model, args = build(name)
+    model = model.to(dtype)
+    return onnxsight.export(model, tuple(a.to(dtype) for a in args))

@@ -1,0 +1,108 @@
+"""Tolerance, metrics and root-cause analysis on their own (no model, no runtime)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from onnxsight.verification import Tolerance, compare
+from onnxsight.verification._root_cause import analyse
+
+
+@pytest.mark.parametrize(("dtype", "atol", "rtol"), [
+    ("float32", 1e-4, 1e-4), ("float16", 1e-3, 1e-2), ("bfloat16", 1e-2, 4e-2), ("float64", 1e-7, 1e-7),
+    ("torch.float16", 1e-3, 1e-2), ("tensor(float)", 1e-4, 1e-4), ("tensor(bfloat16)", 1e-2, 4e-2),
+])
+def test_per_dtype_defaults(dtype: str, atol: float, rtol: float) -> None:
+    bounds = Tolerance().for_value("v", dtype)
+    assert (bounds.atol, bounds.rtol, bounds.exact) == (atol, rtol, False)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool", "uint8"])
+def test_integers_and_bool_are_exact(dtype: str) -> None:
+    bounds = Tolerance().for_value("v", dtype)
+    assert (bounds.atol, bounds.rtol, bounds.exact) == (0.0, 0.0, True)
+
+
+def test_overrides_by_name_and_glob_win_over_dtype() -> None:
+    tol = Tolerance(dtypes={"float32": (1.0, 0.0)}, overrides={"exact_one": (0.5, 0.0), "layers.*": (0.25, 0.0)})
+    assert tol.for_value("exact_one", "float32").atol == 0.5
+    assert tol.for_value("layers.3.mul", "float16").atol == 0.25
+    assert tol.for_value("other", "float32").atol == 1.0
+    assert tol.with_overrides({"other": (2.0, 0.0)}).for_value("other", "float32").atol == 2.0
+
+
+def _cmp(expected, actual, dtype="float32", **kw):
+    e, a = np.asarray(expected, dtype=dtype), np.asarray(actual, dtype=dtype)
+    return compare(e, a, Tolerance(**kw).for_value("v", dtype))
+
+
+@pytest.mark.parametrize(("expected", "actual", "passed"), [
+    ([1.0, 2.0], [1.0, 2.0], True),
+    ([1.0, 2.0], [1.0, 2.00001], True),
+    ([1.0, 2.0], [1.0, 2.02], False),
+    ([0.0, 1e-6], [1e-5, 0.0], True),           # within atol near zero
+    ([np.nan, 1.0], [np.nan, 1.0], True),       # NaN where the reference has NaN
+    ([np.inf, 1.0], [np.inf, 1.0], True),
+    ([np.inf, 1.0], [-np.inf, 1.0], False),
+    ([1.0, 1.0], [np.nan, 1.0], False),
+])
+def test_compare_verdicts(expected, actual, passed) -> None:
+    assert _cmp(expected, actual).passed is passed
+
+
+def test_relative_difference_is_guarded_near_zero() -> None:
+    metrics = _cmp([0.0, 1.0], [1e-9, 1.0])
+    assert metrics.passed and math.isfinite(metrics.max_rel_diff) and metrics.max_rel_diff < 1e-4
+
+
+def test_metrics_values() -> None:
+    metrics = _cmp([1.0, 2.0, 4.0, 0.0], [1.0, 2.2, 4.0, 0.0])
+    assert metrics.max_abs_diff == pytest.approx(0.2, rel=1e-5)
+    assert metrics.max_rel_diff == pytest.approx(0.1, rel=1e-5)
+    assert metrics.mismatch_fraction == 0.25
+    assert 0.99 < metrics.cosine < 1.0
+
+
+def test_nan_inf_introduced_shape_and_dtype_disagreements() -> None:
+    metrics = _cmp([1.0, 2.0], [np.inf, np.nan])
+    assert (metrics.nan_inf_mismatch, metrics.nonfinite_introduced, metrics.passed) == (2, 2, False)
+    shape = compare(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), Tolerance().for_value("v", "float32"))
+    assert shape.shape_mismatch and not shape.passed
+    dtype = compare(np.zeros(3, np.float32), np.zeros(3, np.float16), Tolerance().for_value("v", "float16"))
+    assert dtype.dtype_mismatch and dtype.passed
+
+
+def test_integer_comparison_is_exact() -> None:
+    assert not _cmp([1, 2, 3], [1, 2, 4], dtype="int64").passed
+    assert _cmp([1, 2, 3], [1, 2, 3], dtype="int64").passed
+
+
+def test_mismatch_fraction_allowance() -> None:
+    assert not _cmp([1.0] * 10, [1.0] * 9 + [2.0]).passed
+    assert _cmp([1.0] * 10, [1.0] * 9 + [2.0], max_mismatch_fraction=0.1).passed
+
+
+@pytest.mark.parametrize(("rows", "roots", "propagated"), [
+    # a -> b -> c, a fails: a is the root, b and c follow from it
+    ([("a", False, ()), ("b", False, ("a",)), ("c", False, ("b",))], ["a"], {"b": ("a",), "c": ("a",)}),
+    # b fails with a matching input: b is the root
+    ([("a", True, ()), ("b", False, ("a",)), ("c", False, ("b",))], ["b"], {"c": ("b",)}),
+    # two independent roots joined downstream
+    ([("a", False, ()), ("b", False, ()), ("c", False, ("a", "b"))], ["a", "b"], {"c": ("a", "b")}),
+    # a matching value stops propagation: d's input c matched, so d is a root of its own
+    ([("a", False, ()), ("c", True, ("a",)), ("d", False, ("c",))], ["a", "d"], {}),
+    # all match
+    ([("a", True, ()), ("b", True, ("a",))], [], {}),
+])
+def test_root_cause_table(rows, roots, propagated) -> None:
+    verdicts = analyse(rows)
+    assert [v for v, verdict in verdicts.items() if verdict.root_cause] == roots
+    assert {v: verdict.propagated_from for v, verdict in verdicts.items() if verdict.propagated_from} == propagated
+
+
+def test_isolated_analysis_makes_every_mismatch_a_root() -> None:
+    verdicts = analyse([("a", False, ()), ("b", False, ("a",))], independent=True)
+    assert all(v.root_cause for v in verdicts.values())
