@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Iterable, Mapping
 
 from onnxsight.diagnostics._diagnostic import Diagnostic
@@ -16,18 +17,30 @@ _LOG_LEVELS = {Level.ERROR: logging.ERROR, Level.WARNING: logging.WARNING, Level
 
 def module_path(node: Any) -> str | None:
     """The ``nn_module_stack`` of an FX node as a dotted path (``encoder.layer.0.attn``)."""
-    stack = getattr(node, "meta", {}).get("nn_module_stack") if node is not None else None
-    if not stack:
+    meta = getattr(node, "meta", None)
+    stack = meta.get("nn_module_stack") if isinstance(meta, Mapping) else None
+    if not stack or not isinstance(stack, Mapping):
         return None
-    paths = [value[0] if isinstance(value, tuple) else str(value) for value in stack.values()]
+    paths = [str(value[0]) if isinstance(value, tuple) and value else str(value) for value in stack.values()]
     paths = [p for p in paths if p]
     return paths[-1] if paths else None
 
 
 def node_location(node: Any) -> tuple[Location | None, tuple[Location, ...]]:
-    """(user frame, full stack) of an FX node, from its ``stack_trace`` meta."""
-    stack = parse_stack_trace(getattr(node, "meta", {}).get("stack_trace"))
+    """(user frame, full stack) of an FX node, from its ``stack_trace`` meta (never raises)."""
+    meta = getattr(node, "meta", None)
+    stack = parse_stack_trace(meta.get("stack_trace") if isinstance(meta, Mapping) else None)
     return user_frame(stack), stack
+
+
+def as_location(value: Any) -> Location | None:
+    """A Location from a Location, a path (str/PathLike) or None; anything else is dropped."""
+    if value is None or isinstance(value, Location):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        return Location(file=path) if isinstance(path, str) and path else None
+    return None
 
 
 class DiagnosticContext:
@@ -70,8 +83,10 @@ class DiagnosticContext:
             props.setdefault("fx_node", getattr(node, "name", None))
             props.setdefault("target", str(getattr(node, "target", "")))
         diagnostic = Diagnostic(
-            rule=rule, level=level or rule.level, message=rule.format(**fields), fields=fields,
-            location=location or self.fallback_location, related=tuple(related), stack=tuple(stack),
+            rule=rule, level=Level(level or rule.level), message=rule.format(**fields), fields=fields,
+            location=as_location(location) or self.fallback_location,
+            related=tuple(loc for loc in map(as_location, related) if loc is not None),
+            stack=tuple(loc for loc in map(as_location, stack) if loc is not None),
             module_path=module, properties={k: v for k, v in props.items() if v is not None})
         return self._add(diagnostic)
 

@@ -70,6 +70,8 @@ def parse_stack_trace(text: str | None) -> tuple[Location, ...]:
     Lines that are not frames are ignored, so an unexpected format yields fewer
     frames rather than an exception.
     """
+    if isinstance(text, (list, tuple)):
+        text = "\n".join(str(part) for part in text)
     if not text or not isinstance(text, str):
         return ()
     frames: list[Location] = []

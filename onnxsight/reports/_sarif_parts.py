@@ -18,14 +18,14 @@ from typing import Any, Mapping
 import attr
 import sarif_om
 
-from onnxsight.diagnostics import Diagnostic, Location
+from onnxsight.diagnostics import Diagnostic, Location, as_location
 from onnxsight.rules._rule import clean_text
 
 SRCROOT = "SRCROOT"
 MAX_STACK_FRAMES = 40
 # sarif-om omits attributes equal to their defaults; these are written even then.
 _ALWAYS_WRITTEN = frozenset({"level"})
-_VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\d+\.\d+(?:e[-+]?\d+)?")
+_VOLATILE = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")  # addresses, numbers
 
 
 class UriBases:
@@ -75,15 +75,15 @@ def line_of(location: Location) -> int:
 
 def physical_location(location: Location | None, bases: UriBases) -> sarif_om.PhysicalLocation | None:
     """The SARIF physical location of ``location``; None when it is not in a file."""
-    if not is_file_location(location):
+    location = as_location(location)
+    if location is None or not is_file_location(location):
         return None
-    assert location is not None
     try:
         uri, base_id = bases.relative(location.file)
     except (ValueError, OSError):
         return None
     line = line_of(location)
-    snippet = sarif_om.ArtifactContent(text=clean_text(location.code)) if location.code else None
+    snippet = sarif_om.ArtifactContent(text=clean_text(str(location.code))) if location.code else None
     return sarif_om.PhysicalLocation(artifact_location=sarif_om.ArtifactLocation(uri=uri, uri_base_id=base_id),
                                      region=sarif_om.Region(start_line=line, snippet=snippet),
                                      context_region=_context_region(location, line))
@@ -95,8 +95,8 @@ def _context_region(location: Location, line: int) -> sarif_om.Region | None:
         lines = Location(location.file, line).snippet(2)
     except (OSError, ValueError, UnicodeError):
         return None
-    if not lines:
-        return None
+    if not lines or (lines[0][0] == line and lines[-1][0] == line):
+        return None  # must be a proper superset of the region
     text = "\n".join(text for _, text in lines)
     return sarif_om.Region(start_line=lines[0][0], end_line=lines[-1][0],
                            snippet=sarif_om.ArtifactContent(text=clean_text(text)))
@@ -104,7 +104,7 @@ def _context_region(location: Location, line: int) -> sarif_om.Region | None:
 
 def code_flows(diagnostic: Diagnostic, bases: UriBases) -> list[sarif_om.CodeFlow] | None:
     """The Python stack as one thread flow, outermost call first; the user's frame is 'essential'."""
-    frames = list(diagnostic.stack)[-MAX_STACK_FRAMES:]
+    frames = [f for f in map(as_location, diagnostic.stack) if f is not None][-MAX_STACK_FRAMES:]
     if not frames:
         return None
     steps = []
@@ -126,15 +126,15 @@ def logical_locations(diagnostic: Diagnostic) -> list[sarif_om.LogicalLocation] 
     return [sarif_om.LogicalLocation(name=path.rsplit(".", 1)[-1], fully_qualified_name=path, kind="module")]
 
 
-def fingerprint_parts(diagnostic: Diagnostic, uri: str) -> tuple[str, str]:
+def fingerprint_parts(diagnostic: Diagnostic, uri: str, location: Location | None) -> tuple[str, str]:
     """(line key, result key): text that identifies a result across runs and machines.
 
     The line key uses the source line's text rather than its number, so edits
     above it do not change it; the result key adds the module path, the ATen
-    target, the FX node and the message with addresses and decimals removed.
+    target, the FX node and the message with addresses and numbers removed
+    (metrics and timings change between runs; what the result is about does not).
     """
-    location = diagnostic.location
-    line_text = " ".join((location.code or "").split()) if location is not None else ""
+    line_text = " ".join(str(location.code or "").split()) if location is not None else ""
     if location is not None and not line_text:
         line_text = f"line {line_of(location)}"
     props = diagnostic.properties

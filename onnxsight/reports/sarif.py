@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import sarif_om
 
 from onnxsight import __version__, rules
-from onnxsight.diagnostics import Diagnostic, Level, traceback_frames
+from onnxsight.diagnostics import Diagnostic, Level, Location, as_location, caller_location, traceback_frames
 from onnxsight.reports import _sarif_parts as parts
 from onnxsight.rules._rule import Rule, clean_text
 from onnxsight.rules.docs import render_markdown, render_text
@@ -50,7 +50,8 @@ def to_sarif(diagnostics: Iterable[Diagnostic], *, record: Any = None, execution
     """
     diagnostics = [d for d in diagnostics if isinstance(d, Diagnostic)]
     bases = parts.UriBases(os.fspath(source_root) if source_root is not None else os.getcwd())
-    results = _results(diagnostics, bases)
+    fallback = _fallback_location(diagnostics, record)
+    results = _results(diagnostics, bases, fallback)
     if baseline is not None:
         results += _apply_baseline(results, baseline)
     used: list[Rule] = []
@@ -151,25 +152,46 @@ def merge_sarif(logs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 # -- results --------------------------------------------------------------------------------------
-def _results(diagnostics: list[Diagnostic], bases: parts.UriBases) -> list[sarif_om.Result]:
+def _fallback_location(diagnostics: list[Diagnostic], record: Any) -> Location:
+    """Where results without a file location are shown (GitHub requires a location on every result).
+
+    The first file location among the diagnostics, else the user's code calling
+    onnxsight, else a pseudo-file named after the model at the source root.
+    """
+    for diagnostic in diagnostics:
+        location = as_location(diagnostic.location)
+        if parts.is_file_location(location):
+            return Location(location.file, location.line, location.function, location.code)
+    caller = caller_location()
+    if caller is not None:
+        return caller
+    name = clean_text(str(getattr(record, "model_name", "") or "model")).replace("/", "_").strip(". ") or "model"
+    return Location(os.path.join(os.getcwd(), name), 1)
+
+
+def _results(diagnostics: list[Diagnostic], bases: parts.UriBases, fallback: Location) -> list[sarif_om.Result]:
     results = []
     occurrences: Counter[str] = Counter()
     for diagnostic in diagnostics:
-        physical = parts.physical_location(diagnostic.location, bases)
+        location = as_location(diagnostic.location)
+        physical = parts.physical_location(location, bases)
         uri = physical.artifact_location.uri if physical is not None else ""
-        line_key, result_key = parts.fingerprint_parts(diagnostic, uri)
+        line_key, result_key = parts.fingerprint_parts(diagnostic, uri, location)
+        if physical is None:
+            physical = parts.physical_location(fallback, bases)
         line_hash = parts.digest(line_key)
         occurrences[line_hash] += 1
         properties = {k: parts.jsonable(v) for k, v in diagnostic.properties.items()}
         properties["ruleName"] = diagnostic.rule.name
+        if not uri:
+            properties["locationIsFallback"] = True
         if diagnostic.fields:
             properties["fields"] = parts.jsonable(dict(diagnostic.fields))
         results.append(sarif_om.Result(
             rule_id=diagnostic.rule.code, level=diagnostic.level.value,
             message=sarif_om.Message(text=_message_text(diagnostic.message)),
             locations=[sarif_om.Location(physical_location=physical,
-                                         logical_locations=parts.logical_locations(diagnostic))]
-            if physical is not None or diagnostic.module_path else None,
+                                         logical_locations=parts.logical_locations(diagnostic))],
             related_locations=_related(diagnostic, bases),
             code_flows=parts.code_flows(diagnostic, bases),
             partial_fingerprints={LINE_HASH: f"{line_hash}:{occurrences[line_hash]}",
