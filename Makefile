@@ -38,6 +38,14 @@ bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
 
+# Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
+# with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.
+SARIF_DIR ?= artifacts/sarif
+sarif-validate: setup
+	rm -rf $(SARIF_DIR)
+	ONNXSIGHT_SARIF_DIR=$(abspath $(SARIF_DIR)) $(PY) -m pytest -q -n $(JOBS) tests/reports/test_sarif.py tests/rules
+	../shared/sarif/validate_sarif.sh --ghas $(SARIF_DIR)/*.sarif
+
 docs: setup
 	$(PY) -m onnxsight.rules.docs docs/rules
 
