@@ -1,0 +1,55 @@
+"""``onnxsight zoo`` command line: registration, options, report of an existing run folder."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from onnxsight.zoo import ModelResult, ResultsStore, RunOptions
+from onnxsight.zoo._runner import finish
+from onnxsight.zoo.cli import main, register
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onnxsight")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_run_options_parse() -> None:
+    args = _parser().parse_args(["zoo", "run", "--suite", "smoke,tricky", "--suite", "x.py", "--out", "o",
+                                 "--jobs", "3", "--timeout", "60", "--memory-limit", "2048", "--providers",
+                                 "CUDAExecutionProvider", "CPUExecutionProvider", "--per-node", "--baseline", "auto",
+                                 "--executor", "ray", "--ray-address", "ray://head:10001", "--filter", "tag:text",
+                                 "--resume", "--store", "s.sqlite", "--fail-on", "never"])
+    assert args.func.__name__ == "cmd_run"
+    assert (args.jobs, args.timeout, args.memory_limit, args.executor, args.fail_on) == (3, 60.0, 2048.0, "ray",
+                                                                                          "never")
+    assert args.suite == ["smoke,tricky", "x.py"] and args.providers[0] == "CUDAExecutionProvider"
+
+
+def test_bad_fail_on_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as info:
+        _parser().parse_args(["zoo", "run", "--suite", "smoke", "--out", "o", "--fail-on", "sometimes"])
+    assert info.value.code == 2
+
+
+def test_run_without_suite_is_a_usage_error(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "run", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "no suite given" in capsys.readouterr().err
+
+
+def test_report_rewrites_the_dashboard(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "night"
+    out.mkdir()
+    store = ResultsStore(str(tmp_path / "onnxsight-zoo.sqlite"))
+    store.begin_run("night", out_dir=str(out), suites=["s"])
+    results = [ModelResult(name="m", suite="s", status="passed", stage="done")]
+    store.add_results("night", results)
+    finish("night", RunOptions(suites=("s",), out_dir=str(out)), results, store, skipped=[], interrupted=False)
+    (out / "dashboard.html").unlink()
+    assert main(["zoo", "report", str(out)]) == 0
+    assert "dashboard:" in capsys.readouterr().out
+    assert "m</td>" in (out / "dashboard.html").read_text() or "m<div" in (out / "dashboard.html").read_text()
+    assert main(["zoo", "report", str(tmp_path / "empty")]) == 2

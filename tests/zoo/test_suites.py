@@ -1,0 +1,84 @@
+"""Suites load by name or file, unavailable ones skip with a clear message, filters select models."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from onnxsight.zoo import BUILTIN_SUITES, ModelSpec, SuiteUnavailable, load_suite, load_suites
+from onnxsight.zoo.cli import main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TRANSFORMERS_MODELS = {"bert", "distilbert", "gpt2", "t5", "bart", "llama", "mistral", "qwen2",
+                       "llama_kv_cache_decode", "whisper", "vit", "swin", "convnext", "resnet", "mobilenet_v2",
+                       "regnet", "segformer", "detr"}
+TRICKY_MODELS = {"lstm", "gru_bidirectional", "attention", "cond", "index_put_inplace", "cumsum", "topk_sort",
+                 "einsum", "stft", "dict_io", "python_scalars"}
+
+
+def test_builtin_suites_list_their_models() -> None:
+    assert {s.name for s in load_suite("transformers").specs} == {f"hf_{m}" for m in TRANSFORMERS_MODELS}
+    assert {s.name for s in load_suite("tricky").specs} == TRICKY_MODELS
+    assert len(load_suite("smoke").specs) >= 3
+
+
+@pytest.mark.parametrize("name", ["torchvision", "timm"])
+def test_unimportable_suites_are_skipped_with_a_reason(name: str) -> None:
+    pytest.importorskip("onnxsight")
+    try:
+        __import__(name)
+    except Exception:  # noqa: BLE001
+        suite = load_suite(name)
+        assert suite.specs == () and f"{name} does not import here" in suite.skipped
+    else:
+        assert load_suite(name).specs  # where it imports (CUDA machines), the suite runs
+
+
+def test_suite_from_a_file_and_its_source_lines() -> None:
+    suite = load_suite(os.path.join(HERE, "suites", "faulty.py"))
+    assert suite.name == "faulty" and suite.ref.endswith("faulty.py")
+    file, line = suite.spec("aborts").source
+    assert file.endswith("faulty.py") and line > 1
+    with pytest.raises(KeyError, match="has no model 'nope'"):
+        suite.spec("nope")
+
+
+def test_unknown_suite_names_the_builtins(tmp_path) -> None:
+    with pytest.raises(ValueError, match="smoke"):
+        load_suite(str(tmp_path / "missing.py"))
+
+
+def test_suite_raising_unavailable_and_duplicates(tmp_path) -> None:
+    unavailable = tmp_path / "gpu_only.py"
+    unavailable.write_text("from onnxsight.zoo import SuiteUnavailable\n"
+                           "def suite():\n    raise SuiteUnavailable('needs CUDA')\n")
+    assert load_suite(str(unavailable)).skipped == "needs CUDA"
+    duplicated = tmp_path / "dup.py"
+    duplicated.write_text("from onnxsight.zoo import ModelSpec\n"
+                          "def suite():\n    return [ModelSpec('a', print), ModelSpec('a', print)]\n")
+    with pytest.raises(ValueError, match="duplicate model names: a"):
+        load_suite(str(duplicated))
+
+
+@pytest.mark.parametrize("pattern, selected", [
+    (None, True), ("bert", True), ("hf_*", True), ("gpt*", False), ("tag:text", True), ("tag:vision", False),
+    ("gpt2,bert", True),
+])
+def test_filter(pattern: str | None, selected: bool) -> None:
+    spec = ModelSpec("hf_bert", print, tags=("text", "encoder"))
+    assert spec.matches(pattern) is selected
+
+
+def test_comma_separated_suites() -> None:
+    assert [s.name for s in load_suites("smoke, tricky")] == ["smoke", "tricky"]
+    assert set(BUILTIN_SUITES) == {"smoke", "tricky", "transformers", "torchvision", "timm"}
+    assert issubclass(SuiteUnavailable, Exception)
+
+
+def test_cli_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "list", "--suite", "tricky,smoke", "--filter", "tag:rnn"]) == 0
+    out = capsys.readouterr().out
+    assert "tricky: 2 models" in out and "lstm" in out and "gru_bidirectional" in out and "smoke: 0 models" in out
+    assert main(["zoo", "list", "--suite", "no_such_suite"]) == 2
