@@ -18,6 +18,7 @@ from onnxsight.exporter._capture import capture
 from onnxsight.exporter._decompose import decompose
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
+from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
@@ -149,11 +150,18 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
 
 
 def _checkable(program: ONNXProgram) -> onnx.ModelProto:
-    """The model as the checker should see it: embedded weights, or external references when large."""
+    """The model as the checker should see it, without copying large weights.
+
+    Small models: the embedded model (built once; reused by save() and the
+    runtime). Large ones: the same graph with each initializer declared as a
+    typed graph input instead, which the checker validates identically.
+    """
     if program.weights_size <= EXTERNAL_DATA_THRESHOLD:
-        return program.model_proto  # built once; reused by save() and the runtime
-    external = {name: ("weights.data", 0, 0) for name in program.initializers}
-    return assemble(program._translated, with_data=False, external=external)
+        return program.model_proto
+    model = assemble(program._translated, with_data=False)
+    for name, tensor in program.initializers.items():
+        model.graph.input.append(value_info(Value(name, tensor.dtype, tuple(tensor.shape))))
+    return model
 
 
 def _resolve_overload(target: Any) -> Any:
