@@ -28,7 +28,21 @@ def aten_convolution(b: GraphBuilder, input: Value, weight: Value, bias: Value |
     if not transposed:
         return b.op("Conv", input, weight, bias, **attrs)
     extra = expand_ints(output_padding, spatial)
-    return b.op("ConvTranspose", input, weight, bias, output_padding=extra if any(extra) else None, **attrs)
+    if not any(extra):
+        return b.op("ConvTranspose", input, weight, bias, **attrs)
+    # NOTE: ONNX Runtime rejects output_padding >= stride, which torch allows when
+    # dilation is larger. output_padding only moves the end crop, so cropping less
+    # at the end (pads_end = padding - output_padding) gives the same result; what
+    # lies beyond the full output (output_padding > padding) is zeros plus the bias.
+    attrs["pads"] = pads + [max(p - e, 0) for p, e in zip(pads, extra)]
+    beyond = [max(e - p, 0) for p, e in zip(pads, extra)]
+    if not any(beyond):
+        return b.op("ConvTranspose", input, weight, bias, **attrs)
+    out = b.op("ConvTranspose", input, weight, None, **attrs)
+    out = b.op("Pad", out, b.const([0] * (spatial + 2) + [0, 0] + beyond, torch.int64))
+    if bias is None:
+        return out
+    return b.op("Add", out, b.op("Unsqueeze", bias, b.const(list(range(1, spatial + 1)), torch.int64)))
 
 
 # -- padding -----------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
@@ -67,6 +68,48 @@ def aten_max_pool3d_with_indices(b: GraphBuilder, self: Value, kernel_size: Sequ
     return _max_pool(b, self, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+def _torch_windows(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) -> list[tuple[int, int, int]]:
+    """torch's pooling windows on one axis: (count inside the input, count with padding, start)."""
+    out = (size + 2 * pad - kernel + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1  # the last window must start inside the input or the left padding
+    windows = []
+    for o in range(out):
+        start = o * stride - pad
+        end = min(start + kernel, size + pad)
+        windows.append((min(end, size) - max(start, 0), end - start, start))
+    return windows
+
+
+def _avg_pool_exact(b: GraphBuilder, x: Value, dims: Sequence[int], kernel: list[int], strides: list[int],
+                    pads: list[int], ceil_mode: bool, count_include_pad: bool,
+                    divisor_override: int | None) -> Value:
+    """AveragePool over the real elements, rescaled to torch's divisor (static spatial sizes).
+
+    # NOTE: torch's divisor differs from ONNX's where a ceil_mode window overhangs
+    # the padded input (it is cut at the padding) and with divisor_override. The
+    # mean over the input elements alone (count_include_pad=0) times a constant
+    # (real count / torch's divisor) per output position reproduces it; the right
+    # pads are set so the window count is torch's without ONNX's ceil_mode.
+    """
+    per_axis = [_torch_windows(d, k, s, p, ceil_mode) for d, k, s, p in zip(dims, kernel, strides, pads)]
+    ends = [(len(w) - 1) * s + k - d - p for w, s, k, d, p in zip(per_axis, strides, kernel, dims, pads)]
+    out = b.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads + [max(e, 0) for e in ends],
+               count_include_pad=0)
+    real = np.ones([len(w) for w in per_axis])
+    padded = np.ones_like(real)
+    for axis, windows in enumerate(per_axis):
+        view = [1] * len(per_axis)
+        view[axis] = len(windows)
+        real = real * np.array([w[0] for w in windows], dtype=np.float64).reshape(view)
+        padded = padded * np.array([w[1] for w in windows], dtype=np.float64).reshape(view)
+    divisor = np.full_like(real, divisor_override) if divisor_override else padded if count_include_pad else real
+    factor = real / divisor
+    if np.allclose(factor, 1.0):
+        return out
+    return b.op("Mul", out, b.const(torch.from_numpy(factor), x.dtype))
+
+
 def _avg_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], stride: Sequence[int],
               padding: Sequence[int], ceil_mode: bool, count_include_pad: bool,
               divisor_override: int | None) -> Value:
@@ -74,18 +117,18 @@ def _avg_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], st
     if batchless:
         x = add_batch(b, x)
     kernel = expand_ints(kernel, spatial)
+    strides = expand_ints(stride, spatial, default=kernel)
     pads = expand_ints(padding, spatial)
-    attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
-                 ceil_mode=int(ceil_mode))
-    if divisor_override:
-        if ceil_mode:
-            raise NotImplementedError("avg_pool with divisor_override and ceil_mode=True has no ONNX form: the "
-                                      "windows that overhang the input would not be divided by the override")
-        # The window sum is the padded mean times the kernel size; divide it by the override instead.
-        out = b.op("AveragePool", x, count_include_pad=1, **attrs)
-        out = b.op("Mul", out, b.scalar(math.prod(kernel) / divisor_override, out))
+    dims = list(x.shape[-spatial:]) if x.shape is not None else []
+    static = len(dims) == spatial and all(isinstance(d, int) for d in dims)
+    if (ceil_mode or divisor_override) and static:
+        out = _avg_pool_exact(b, x, dims, kernel, strides, pads, ceil_mode, count_include_pad, divisor_override)
+    elif divisor_override:
+        raise NotImplementedError(f"avg_pool with divisor_override needs static spatial sizes, got {x.shape}")
     else:
-        out = b.op("AveragePool", x, count_include_pad=int(count_include_pad), **attrs)
+        # Without ceil_mode every window lies inside the padded input, so ONNX's divisor is torch's.
+        out = b.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads + pads,
+                   ceil_mode=int(ceil_mode), count_include_pad=int(count_include_pad))
     return drop_batch(b, out) if batchless else out
 
 
@@ -162,15 +205,46 @@ def aten_adaptive_avg_pool3d(b: GraphBuilder, self: Value, output_size: Sequence
     return _adaptive_avg(b, self, output_size, 3, "adaptive_avg_pool3d")
 
 
+def _adaptive_windows(dims: Sequence[int], out: Sequence[int]) -> np.ndarray:
+    """(P, K) table: for each output cell, the flat in-plane positions of torch's adaptive window.
+
+    Windows are [floor(o*in/out), ceil((o+1)*in/out)) per axis; shorter ones are
+    padded by repeating their last position, which changes neither max nor argmax.
+    """
+    axes = []
+    for size_in, size_out in zip(dims, out):
+        axes.append([range((o * size_in) // size_out, -((-(o + 1) * size_in) // size_out)) for o in range(size_out)])
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+    cells = []
+    for combo in np.ndindex(*out):
+        boxes = [axes[a][o] for a, o in enumerate(combo)]
+        cells.append([sum(p * st for p, st in zip(point, strides)) for point in itertools.product(*boxes)])
+    width = max(len(c) for c in cells)
+    return np.array([c + [c[-1]] * (width - len(c)) for c in cells], dtype=np.int64)
+
+
 def _adaptive_max(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial: int,
                   op: str) -> tuple[Value, Value | None]:
     out = expand_ints(output_size, spatial)
     dims = _static_spatial(x, spatial, op)
-    if not all(d % o == 0 for d, o in zip(dims, out)):
-        raise NotImplementedError(f"{op} from {dims} to {out}: ONNX MaxPool cannot express windows of varying "
-                                  "size; only output sizes that divide the input are supported")
-    kernel = [d // o for d, o in zip(dims, out)]
-    return _max_pool(b, x, spatial, kernel, kernel, [0], [1], False)
+    if all(d % o == 0 for d, o in zip(dims, out)):
+        kernel = [d // o for d, o in zip(dims, out)]
+        return _max_pool(b, x, spatial, kernel, kernel, [0], [1], False)
+    # NOTE: windows of varying size (input not a multiple of the output) have no
+    # MaxPool form: gather every window's elements from the flattened plane into a
+    # (..., P, K) tensor and reduce over K.
+    table = _adaptive_windows(dims, out)
+    flat = b.op("Reshape", x, b.op("Concat", b.shape_of(x, end=-spatial), b.const([-1], torch.int64), axis=0,
+                                   dtype=torch.int64))
+    gathered = b.op("Gather", flat, b.const(torch.from_numpy(table)), axis=-1)
+    out_shape = b.op("Concat", b.shape_of(x, end=-spatial), b.const(out, torch.int64), axis=0, dtype=torch.int64)
+    values = b.op("Reshape", reduce(b, "ReduceMax", gathered, [-1], keepdims=False), out_shape)
+    if not b.output_used(1):
+        return values, None
+    best = b.op("ArgMax", gathered, axis=-1, keepdims=0, dtype=torch.int64)
+    rows = b.const(torch.arange(table.shape[0]) * table.shape[1], torch.int64)
+    positions = b.op("Gather", b.const(torch.from_numpy(table.reshape(-1))), b.op("Add", best, rows), axis=0)
+    return values, b.op("Reshape", positions, out_shape, dtype=torch.int64)
 
 
 @translation(aten.adaptive_max_pool2d.default)
