@@ -40,9 +40,7 @@ def write_export_reports(*, record: Any, diagnostics: Sequence[Any], program: An
     any, ``inputs`` the (model, args, kwargs) given to export(). Never raises
     for a problem in gathering facts: a report about a failure must not fail.
     """
-    verification = getattr(program, "verification", None)
-    run = build_run_record(record=record, diagnostics=diagnostics, program=program, error=error,
-                           inputs=inputs, verification=verification)
+    run = build_run_record(record=record, diagnostics=diagnostics, program=program, error=error, inputs=inputs)
     return write_reports(run, artifacts_dir, diagnostics=diagnostics, export_record=record)
 
 
@@ -54,6 +52,7 @@ def build_run_record(*, record: Any = None, diagnostics: Sequence[Any] = (), pro
     run = RunRecord(model=str(name), created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     kind=kind, opset=getattr(record, "opset", None))
     exported = getattr(program, "exported_program", None) or getattr(record, "exported_program", None)
+    verification = verification if verification is not None else getattr(program, "verification", None)
     model, args, kwargs = inputs if inputs is not None else (None, None, None)
     onnx_model = onnx_model if onnx_model is not None else _model_proto(program)
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -206,7 +205,8 @@ def model_facts(exported: Any, model: Any, args: Any, kwargs: Any, program: Any,
     """Parameters and buffers by dtype, inputs/outputs, op histograms, ONNX size and opset."""
     facts: dict[str, Any] = {"opset": getattr(record, "opset", None)}
     facts.update(_weights_by_dtype(exported, model))
-    facts["inputs"] = _inputs(exported, program, args, kwargs)
+    facts["inputs"] = (_onnx_io(onnx_model, "input") if onnx_model is not None
+                       else _inputs(exported, program, args, kwargs))
     facts["outputs"] = _onnx_io(onnx_model, "output") if onnx_model is not None else _ep_outputs(exported)
     if exported is not None:
         facts["aten_ops"] = dict(Counter(_aten_targets(exported.graph_module)).most_common())
