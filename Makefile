@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup demo test test-ops test-zoo test-all bench sarif-validate docs browser-deps clean
+.PHONY: setup demo test test-ops test-zoo test-ray test-all bench sarif-validate docs browser-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ test-ops: setup
 # The whole development zoo.
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
+
+# The zoo job on a local Ray (installs the optional `ray` extra first).
+test-ray: setup
+	$(PIP) install -q -e ".[ray]"
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_ray.py
 
 test-all: setup
 	ONNXSIGHT_FULL_OPS=1 $(PY) -m pytest -q -n $(JOBS) tests
