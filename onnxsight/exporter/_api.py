@@ -52,7 +52,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
                 files = program.save(f, external_data=external_data)
                 if len(files) > 1:
                     ctx.emit(rules.EXTERNAL_DATA_WRITTEN, count=len(program.initializers),
-                             size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1])
+                             size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1], data_file=files[1])
         if verify:
             _verify(program, args, kwargs, ctx, record)
     except errors.ExportError as exc:
