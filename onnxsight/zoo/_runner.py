@@ -81,6 +81,7 @@ def _safe(name: str) -> str:
 
 def _tasks(suites: Sequence[Suite], options: RunOptions) -> list[dict[str, Any]]:
     cuda = any("CUDA" in p or "Tensorrt" in p for p in options.providers)
+    threads = max(1, (os.cpu_count() or 1) // max(1, options.jobs))  # no oversubscription with --jobs N
     tasks = []
     for suite in suites:
         for spec in suite.specs:
@@ -93,6 +94,7 @@ def _tasks(suites: Sequence[Suite], options: RunOptions) -> list[dict[str, Any]]
                                           _safe(spec.name)),
                 "providers": list(options.providers), "per_node": options.per_node, "opset": options.opset,
                 "source": {"file": file, "line": line} if file else {}, "gpu": cuda or "gpu" in spec.tags,
+                "threads": threads,
             })
     return tasks
 
@@ -118,13 +120,13 @@ def _run_identity(options: RunOptions) -> tuple[str, RunOptions]:
     return run_id, options
 
 
-def _load_baseline(spec: str | None, store: ResultsStore, run_id: str, suites: Sequence[str]
+def _load_baseline(spec: str | None, store: ResultsStore, run_id: str
                    ) -> tuple[str | None, list[ModelResult] | None, dict[str, Any] | None]:
     """(label, records, merged SARIF) of the baseline: a run folder, or ``auto`` (the previous stored run)."""
     if not spec:
         return None, None, None
     if spec == "auto":
-        previous = store.previous_run(run_id, suites) or store.previous_run(run_id)
+        previous = store.previous_run(run_id) or store.previous_run(run_id, same_suites=False)
         if previous is None:
             return None, None, None
         info = store.run_info(previous) or {}
@@ -232,8 +234,7 @@ def finish(run_id: str, options: RunOptions, results: list[ModelResult], store: 
     from onnxsight.zoo._dashboard import write_dashboard
 
     out_dir = options.out_dir
-    suite_names = sorted({r.suite for r in results}) or list(options.suites)
-    label, baseline_records, baseline_log = _load_baseline(options.baseline, store, run_id, suite_names)
+    label, baseline_records, baseline_log = _load_baseline(options.baseline, store, run_id)
     changes = compare(results, baseline_records, options.policy)
     logs = []
     for result in results:

@@ -102,15 +102,15 @@ class ResultsStore:
         frame = self.query("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         return None if frame.empty else frame.iloc[0].to_dict()
 
-    def previous_run(self, run_id: str, suites: Sequence[str] | None = None) -> str | None:
-        """The latest run started before ``run_id`` (with the same suites when given) that recorded results."""
+    def previous_run(self, run_id: str, *, same_suites: bool = True) -> str | None:
+        """The latest run started before ``run_id`` that recorded results (over the same suites by default)."""
         frame = self.runs()
-        frame = frame[frame["models"] > 0]
-        if run_id in set(self.query("SELECT run_id FROM runs")["run_id"]):
-            current = self.run_info(run_id)
-            frame = frame[(frame["started"] < current["started"]) & (frame["run_id"] != run_id)]
-        if suites is not None:
-            frame = frame[frame["suites"] == ",".join(suites)]
+        frame = frame[(frame["models"] > 0) & (frame["run_id"] != run_id)]
+        current = self.run_info(run_id)
+        if current is not None:
+            frame = frame[frame["started"] <= current["started"]]
+            if same_suites:
+                frame = frame[frame["suites"] == current["suites"]]
         return None if frame.empty else str(frame.iloc[-1]["run_id"])
 
     def history(self, limit: int = 30) -> pd.DataFrame:

@@ -99,6 +99,8 @@ def supervise(task: dict[str, Any], *, timeout: float, memory_limit_mb: float | 
         json.dump(task, handle, indent=1)
     log_path = os.path.join(model_dir, "stderr.txt")
     env = dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONUNBUFFERED="1")
+    if task.get("threads"):
+        env.setdefault("OMP_NUM_THREADS", str(task["threads"]))
     limit = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
     started = time.monotonic()
     peak, status, reason = 0, None, ""

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from typing import Any, Sequence
 
 EXIT_USAGE = 2
@@ -72,6 +74,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return zoo
 
 
+def _stop_on_sigterm() -> Any:
+    """CI cancels jobs with SIGTERM: treat it like Ctrl-C (stop cleanly, keep finished results)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from onnxsight.zoo._baseline import RegressionPolicy
     from onnxsight.zoo._runner import RunOptions, run
@@ -84,11 +96,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                          baseline=args.baseline, executor=args.executor, ray_address=args.ray_address,
                          filter=args.filter, resume=args.resume, store=args.store, opset=args.opset,
                          fail_on=args.fail_on, policy=policy)
+    previous = _stop_on_sigterm()
     try:
         outcome = run(options, progress=not args.quiet)
     except (ValueError, RuntimeError) as exc:
         print(f"onnxsight zoo: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     summary_path = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         with open(outcome.paths["summary"], encoding="utf-8") as src, open(summary_path, "a", encoding="utf-8") as dst:
