@@ -19,6 +19,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.elementwise_logic",
     "onnxsight.exporter.ops.reduction",
     "onnxsight.exporter.ops.reduction_stats",
+    "onnxsight.exporter.ops.reduction_scan",
     "onnxsight.exporter.ops.shape",
     "onnxsight.exporter.ops.indexing",
     "onnxsight.exporter.ops.creation",
@@ -69,19 +70,22 @@ class Translation:
     since: int = 1
     until: int | None = None
     custom: bool = False
+    complex: bool = False   # the variant for complex inputs (carried as real pairs, see _builder.Value)
 
     def supports(self, opset: int) -> bool:
         return self.since <= opset and (self.until is None or opset <= self.until)
 
 
-def translation(*targets: Any, since: int = 1, until: int | None = None) -> Callable[[Callable], Callable]:
+def translation(*targets: Any, since: int = 1, until: int | None = None,
+                complex: bool = False) -> Callable[[Callable], Callable]:
     """Mark ``fn`` as the translation of ``targets`` (ATen overloads or ``"ns::op.overload"`` strings).
 
-    Only marks the function; a Registry collects it when built.
+    ``complex=True`` marks the sibling used when an input is complex. Only marks
+    the function; a Registry collects it when built.
     """
     def mark(fn: Callable) -> Callable:
         specs = list(getattr(fn, _ATTR, ()))
-        specs.extend((t, since, until) for t in targets)
+        specs.extend((t, since, until, complex) for t in targets)
         setattr(fn, _ATTR, tuple(specs))
         return fn
     return mark
@@ -94,27 +98,30 @@ class Registry:
         self._table: dict[str, list[Translation]] = {}
 
     def register(self, target: Any, fn: Callable[..., Any], *, since: int = 1, until: int | None = None,
-                 custom: bool = False) -> None:
+                 custom: bool = False, complex: bool = False) -> None:
         key = target_key(target)
         # A user's translation replaces ours for every opset.
         entries = [] if custom else list(self._table.get(key, []))
         for existing in entries:
+            if existing.complex != complex:
+                continue
             if existing.supports(since) or Translation(key, fn, since, until).supports(existing.since):
                 raise ValueError(f"{key}: {fn.__qualname__} overlaps {existing.fn.__qualname__} for opsets "
                                  f"{since}..{until or 'latest'}")
-        entries.append(Translation(key, fn, since, until, custom))
+        entries.append(Translation(key, fn, since, until, custom, complex))
         self._table[key] = sorted(entries, key=lambda t: t.since)
 
     def add_module(self, module: types.ModuleType) -> None:
         """Register every function of ``module`` marked with ``@translation``."""
         for value in vars(module).values():
-            for target, since, until in getattr(value, _ATTR, ()) if callable(value) else ():
+            for target, since, until, complex in getattr(value, _ATTR, ()) if callable(value) else ():
                 if getattr(value, "__module__", None) == module.__name__:
-                    self.register(target, value, since=since, until=until)
+                    self.register(target, value, since=since, until=until, complex=complex)
 
-    def lookup(self, target: Any, opset: int) -> Translation | None:
+    def lookup(self, target: Any, opset: int, *, complex: bool | None = False) -> Translation | None:
+        """The variant for ``opset``: for complex inputs when ``complex``, any variant when None."""
         for entry in reversed(self._table.get(target_key(target), [])):
-            if entry.supports(opset):
+            if entry.supports(opset) and (complex is None or entry.complex == complex):
                 return entry
         return None
 
