@@ -24,7 +24,15 @@ Dim = "int | str | None"
 
 @dataclass(eq=False)
 class Value:
-    """An ONNX value during translation. ``shape`` is None when the rank is unknown."""
+    """An ONNX value during translation. ``shape`` is None when the rank is unknown.
+
+    NOTE: ONNX Runtime runs no complex dtype, so a Value whose ``dtype`` is
+    complex is carried as a real tensor of the matching real dtype with a
+    trailing dimension of 2 (real, imaginary), as ``torch.view_as_real`` lays it
+    out. ``dtype`` and ``shape`` stay PyTorch's (logical) ones; :func:`value_info`
+    writes the real-pair type. Ops with complex inputs use the translations
+    registered with ``complex=True``; any other op on a complex value is a DTY001 error.
+    """
 
     name: str
     dtype: torch.dtype | None = None
@@ -259,8 +267,11 @@ class GraphBuilder:
 
 def value_info(value: Value) -> onnx.ValueInfoProto:
     """ValueInfoProto with dtype and (symbolic) shape; unknown parts left out."""
-    elem = _dtypes.to_onnx(value.dtype) if value.dtype is not None else onnx.TensorProto.UNDEFINED
-    shape = None if value.shape is None else [d if isinstance(d, (int, str)) else None for d in value.shape]
+    dtype, shape = value.dtype, value.shape
+    if dtype is not None and dtype.is_complex:  # carried as (real, imaginary) pairs, see Value
+        dtype, shape = dtype.to_real(), None if shape is None else (*shape, 2)
+    elem = _dtypes.to_onnx(dtype) if dtype is not None else onnx.TensorProto.UNDEFINED
+    shape = None if shape is None else [d if isinstance(d, (int, str)) else None for d in shape]
     return helper.make_tensor_value_info(value.name, elem, shape)
 
 

@@ -122,7 +122,7 @@ def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, ops
                 count += find_unsupported(sub, registry, opset, ctx)
         if node.op != "call_function" or node.target is operator.getitem:
             continue
-        if registry.lookup(node.target, opset) is not None:
+        if registry.lookup(node.target, opset, complex=None) is not None:
             continue
         count += 1
         op = op_display(node.target)
@@ -190,7 +190,15 @@ class Translator:
             if isinstance(value, Value):
                 self.value_names[node.name] = value.name
             return
-        entry = self.registry.lookup(node.target, self.builder.opset)
+        complex_input = _complex_value((self.arg(node.args), self.arg(node.kwargs)))
+        entry = self.registry.lookup(node.target, self.builder.opset, complex=complex_input is not None)
+        if entry is None:  # only complex inputs get here: find_unsupported saw some variant
+            self.env[node.name] = FAILED
+            value = complex_input.name if complex_input is not None else node.name
+            self.ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, node=node,
+                          value=f"{value} (input of {op_display(node.target)})",
+                          dtype=str(complex_input.dtype if complex_input is not None else None))
+            return
         vals = _meta_vals(node)
         b = self.builder
         b.current = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
@@ -272,6 +280,17 @@ class Translator:
         return outputs
 
 
+def _complex_value(args: Any) -> Value | None:
+    """The first complex Value among (nested) translation arguments."""
+    if isinstance(args, Value):
+        return args if args.dtype is not None and args.dtype.is_complex else None
+    if isinstance(args, (list, tuple)):
+        return next((v for v in map(_complex_value, args) if v is not None), None)
+    if isinstance(args, dict):
+        return _complex_value(list(args.values()))
+    return None
+
+
 def _replace_symbol(expr: str, symbol: str, name: str) -> str:
     import re
     return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)
@@ -325,6 +344,9 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
             tr.call_function(node)
         elif node.op == "output":
             output_node = node
+    for value in graph_inputs:  # complex values exist inside the graph only (as real pairs)
+        if value.dtype is not None and value.dtype.is_complex:
+            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, value=f"input {value.name}", dtype=str(value.dtype))
     if ctx.errors:
         return None
     outputs: list[Value] = []
@@ -334,9 +356,13 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
         if spec.kind != gs.OutputKind.USER_OUTPUT:
             continue  # buffer mutations are not model outputs for inference
         value = tr.arg(arg) if isinstance(arg, torch.fx.Node) else None
+        if isinstance(value, Value) and value.dtype is not None and value.dtype.is_complex:
+            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, node=arg, value=f"output {arg.name}", dtype=str(value.dtype))
         if isinstance(value, Value):
             outputs.append(value)
     del user_output_specs
+    if ctx.errors:
+        return None
     # Outputs must be distinct values produced by nodes: inputs/initializers/repeats get an Identity.
     final: list[Value] = []
     seen: set[str] = set()
