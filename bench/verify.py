@@ -1,0 +1,247 @@
+"""Benchmark: per-node verification of every intermediate value, onnxsight vs torch.onnx.
+
+Models: a 12-block transformer-style network (attention + MLP blocks) and a
+ResNet-50-shaped conv net built by hand (torchvision is not required).
+For each model, in the same run, each case in its own process (clean peak memory):
+
+- ``torch + ORT``: one eager PyTorch run plus one ONNX Runtime session and run of the exported model;
+- ``onnxsight``: ``onnxsight.verify(prog)`` (propagated and isolated modes, every intermediate value);
+- ``torch.onnx``: ``torch.onnx.verification.verify_onnx_program(p, compare_intermediates=True)``.
+
+Memory is the peak resident-set growth during the timed section (sampled every 2 ms).
+
+    .venv/bin/python bench/verify.py                 # both models, markdown table
+    .venv/bin/python bench/verify.py --models transformer --skip-torch-onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+# -- models ---------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        weights = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
+        x = x + self.proj((weights @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    def __init__(self, dim: int = 256, heads: int = 4, depth: int = 12) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(Block(dim, heads) for _ in range(depth)))
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.blocks(x))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, inp: int, mid: int, stride: int) -> None:
+        super().__init__()
+        out = mid * 4
+        self.conv1, self.bn1 = nn.Conv2d(inp, mid, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv2, self.bn2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid)
+        self.conv3, self.bn3 = nn.Conv2d(mid, out, 1, bias=False), nn.BatchNorm2d(out)
+        self.down = None if stride == 1 and inp == out else nn.Sequential(
+            nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        layers, inp = [], 64
+        for mid, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(count):
+                layers.append(Bottleneck(inp, mid, stride if i == 0 else 1))
+                inp = mid * 4
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(inp, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+def _randomise_bn(model: nn.Module) -> nn.Module:
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "transformer": lambda: (Transformer().eval(), (torch.randn(1, 128, 256),)),
+    "resnet50": lambda: (_randomise_bn(ResNet50()), (torch.randn(1, 3, 224, 224),)),
+}
+
+
+# -- measurement ----------------------------------------------------------------------------------
+class PeakRSS:
+    """Peak resident-set growth over a ``with`` block, sampled on a thread."""
+
+    def __init__(self, interval: float = 0.002) -> None:
+        import psutil
+
+        self.process = psutil.Process()
+        self.interval = interval
+        self.peak = self.start = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "PeakRSS":
+        self.start = self.peak = self.process.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.process.memory_info().rss)
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.start) / 1024**2
+
+
+def _child(model_name: str, case: str, budget_mb: int | None) -> dict[str, Any]:
+    """Run one case in this process and return its measurements."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("onnxsight").setLevel(logging.CRITICAL)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    torch.manual_seed(0)
+    model, args = MODELS[model_name]()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    info: dict[str, Any] = {"model": model_name, "case": case}
+    if case == "torch.onnx":
+        program = torch.onnx.export(model, args, dynamo=True, verbose=False)
+        with PeakRSS() as rss:
+            start = time.perf_counter()
+            infos = torch.onnx.verification.verify_onnx_program(program, compare_intermediates=True)
+            info["seconds"] = time.perf_counter() - start
+        info["values"] = len(infos)
+    else:
+        import onnxsight
+
+        prog = onnxsight.export(model, args)
+        info["onnx_nodes"] = len(prog.model_proto.graph.node)
+        if case == "torch+ort":
+            import onnxruntime as ort
+
+            with PeakRSS() as rss, torch.no_grad():
+                start = time.perf_counter()
+                model(*args)
+                info["torch_seconds"] = time.perf_counter() - start
+                start = time.perf_counter()
+                session = ort.InferenceSession(prog.model_proto.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+                session.run(None, {prog.input_names[0]: args[0].numpy()})
+                info["ort_seconds"] = time.perf_counter() - start
+            info["seconds"] = info["torch_seconds"] + info["ort_seconds"]
+        else:
+            mode = "isolated" if case.startswith("isolated") else "propagated"
+            budget = (budget_mb or 256) * 1024**2
+            with PeakRSS() as rss:
+                start = time.perf_counter()
+                result = onnxsight.verify(prog, mode=mode, memory_budget=budget)
+                info["seconds"] = time.perf_counter() - start
+            info.update(values=len(result.nodes), passed=result.passed, sessions=result.info["sessions"],
+                        budget_mb=budget // 1024**2)
+    info["peak_mb"] = rss.growth_mb
+    return info
+
+
+def _run_case(model: str, case: str, budget_mb: int | None = None) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", model, case] + ([str(budget_mb)] if budget_mb else [])
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        return {"model": model, "case": case, "error": (done.stderr or done.stdout)[-800:]}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="transformer,resnet50")
+    parser.add_argument("--skip-torch-onnx", action="store_true")
+    parser.add_argument("--small-budget-mb", type=int, default=32)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.child:
+        budget = int(options.child[2]) if len(options.child) > 2 else None
+        print(json.dumps(_child(options.child[0], options.child[1], budget)))
+        return
+    rows = []
+    for model in options.models.split(","):
+        cases = [("torch+ort", None), ("propagated", None), ("isolated", None),
+                 (f"propagated", options.small_budget_mb)]
+        if not options.skip_torch_onnx:
+            cases.append(("torch.onnx", None))
+        results = [_run_case(model, case, budget) for case, budget in cases]
+        for result in results:
+            print(json.dumps(result), file=sys.stderr)
+        rows.extend(results)
+    print(_table(rows))
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | case | values | sessions | wall time (s) | peak RSS growth (MB) | vs torch.onnx | "
+             "vs torch + ORT |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        base = next((r for r in mine if r["case"] == "torch+ort" and "seconds" in r), None)
+        ref = next((r for r in mine if r["case"] == "torch.onnx" and "seconds" in r), None)
+        for r in mine:
+            if "error" in r:
+                lines.append(f"| {model} | {r['case']} | error: {r['error'].splitlines()[-1][:80]} |||||||")
+                continue
+            case = r["case"] + (f" (budget {r['budget_mb']} MB)" if "budget_mb" in r else "")
+            if r["case"] == "torch+ort":
+                case += f" ({r['torch_seconds']:.2f} + {r['ort_seconds']:.2f} s)"
+            speedup = f"{ref['seconds'] / r['seconds']:.1f}x faster" if ref and r is not ref else ""
+            versus = f"{r['seconds'] / base['seconds']:.2f}x" if base and r is not base else ""
+            lines.append(f"| {model} | {case} | {r.get('values', '')} | {r.get('sessions', '')} | "
+                         f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {speedup} | {versus} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
