@@ -266,6 +266,21 @@ def aten_scatter_reduce_17(b: GraphBuilder, self: Value, dim: int, index: Value,
     return _scatter_reduce(b, self, dim, index, src, reduce, include_self)
 
 
+@translation(aten.repeat_interleave.Tensor)
+def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int | None = None) -> Value:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    Element i repeated repeats[i] times: output position p holds #{i : cumsum(repeats)[i] <= p}.
+    """
+    counts = b.cast(repeats, torch.int64)
+    ends = b.op("CumSum", counts, b.const(0, torch.int64))
+    total = b.op("ReduceSum", counts, b.const([0], torch.int64), keepdims=0)
+    positions = b.op("Range", b.const(0, torch.int64), total, b.const(1, torch.int64), dtype=torch.int64)
+    passed = b.op("LessOrEqual", b.op("Unsqueeze", ends, axes(b, [0])), b.op("Unsqueeze", positions, axes(b, [1])),
+                  dtype=torch.bool)
+    return b.op("ReduceSum", b.cast(passed, torch.int64), b.const([1], torch.int64), keepdims=0)
+
+
 @translation(aten.nonzero.default)
 def aten_nonzero(b: GraphBuilder, self: Value) -> Value:
     """nonzero(Tensor self) -> Tensor"""
@@ -297,7 +312,7 @@ def aten_masked_scatter(b: GraphBuilder, self: Value, mask: Value, source: Value
 def _clamped(b: GraphBuilder, value: int | Value, size: Value) -> Value:
     """A slice bound made non-negative and clamped to [0, size] at run time (Python slice rules)."""
     v = b.cast(b.scalar(value, torch.int64), torch.int64)
-    v = b.op("Where", b.op("Less", v, b.const(0, torch.int64)), b.op("Add", v, size), v)
+    v = b.op("Where", b.op("Less", v, b.const(0, torch.int64), dtype=torch.bool), b.op("Add", v, size), v)
     return b.op("Min", b.op("Max", v, b.const(0, torch.int64)), size)
 
 

@@ -74,6 +74,13 @@ def aten_sym_storage_offset(b: GraphBuilder, self: Value) -> Value:
     return b.const(0, torch.int64)
 
 
+@translation(aten._local_scalar_dense.default)
+def aten_local_scalar_dense(b: GraphBuilder, self: Value) -> Value:
+    """_local_scalar_dense(Tensor self) -> Scalar  (``tensor.item()``)"""
+    out = _out(b, self.dtype or torch.float32)
+    return b.cast(b.op("Reshape", self, b.const([], torch.int64), shape=()), out)
+
+
 # -- arithmetic ------------------------------------------------------------------------------------
 @translation(operator.add)
 def sym_add(b: GraphBuilder, a: Any, c: Any) -> Value:
