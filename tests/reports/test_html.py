@@ -1,0 +1,138 @@
+"""HTML report: self-contained, escaped, readable without JavaScript, CSP by hash, SVG error plot."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from onnxsight.reports import html
+from onnxsight.reports._record import RunRecord
+from tests.reports.conftest import HOSTILE, hostile_record
+
+
+class Collector(HTMLParser):
+    """Tags, attributes and the text of a page, for structural assertions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self._inline: list[str] = []
+        self.inline: dict[str, list[str]] = {"script": [], "style": []}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in self.inline:
+            self._inline = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.inline:
+            self.inline[tag].append("".join(self._inline))
+
+    def handle_data(self, data: str) -> None:
+        self._inline.append(data)
+        self.text.append(data)
+
+
+def parse(text: str) -> Collector:
+    collector = Collector()
+    collector.feed(text)
+    return collector
+
+
+@pytest.fixture
+def page(record: RunRecord) -> str:
+    return html.render(record)
+
+
+def test_escapes_every_model_string(page: str) -> None:
+    doc = parse(page)
+    assert [t for t, _ in doc.tags].count("script") == 1
+    assert "__pwned" not in "".join(doc.inline["script"])
+    assert "<script>__pwned" not in page
+    assert "&lt;script&gt;__pwned=1&lt;/script&gt;" in page
+    text = "".join(doc.text)
+    assert HOSTILE.split("`")[0] in text  # shown to the reader as text
+    assert not any(name.startswith("on") for _, attrs in doc.tags for name in attrs)
+
+
+def test_self_contained_and_csp_by_hash(page: str) -> None:
+    doc = parse(page)
+    for tag, attrs in doc.tags:
+        assert tag not in ("link", "img", "iframe", "object", "embed")
+        assert "src" not in attrs
+        href = attrs.get("href")
+        assert href is None or href.startswith("#")
+    assert not re.search(r"(?:https?:)?//[a-z]", "".join(doc.inline["script"]) + "".join(doc.inline["style"]))
+    csp = next(a["content"] for t, a in doc.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp
+    for kind in ("script", "style"):
+        [body] = doc.inline[kind]
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert f"{kind}-src 'sha256-{digest}'" in csp
+    assert not any("style" in attrs for _, attrs in doc.tags)  # no inline style attributes (CSP)
+
+
+def test_contents_without_javascript(page: str) -> None:
+    doc = parse(page)
+    text = " ".join("".join(doc.text).split())
+    for heading in ("Stages", "Unsupported operators", "Diagnostics", "Verification", "Root causes",
+                    "Error along the graph", "Worst values", "Model", "Parameters and buffers", "Environment",
+                    "Exported program"):
+        assert heading in text, heading
+    assert "not run" in text and "1.50 s" in text
+    ids = {attrs.get("id") for _, attrs in doc.tags}
+    assert {"stages-table", "unsupported-table", "outputs-table", "roots-table", "worst-table", "weights-table",
+            "inputs-table", "aten-ops-table", "environment-table"} <= ids
+    sortable = [a for t, a in doc.tags if t == "table" and "sortable" in (a.get("class") or "")]
+    assert len(sortable) >= 8
+    details = [a for t, a in doc.tags if t == "details"]
+    assert len(details) >= 4
+    program = page[page.index('id="program"'):]
+    assert "<details>" in program and "open" not in program.split("</summary>")[0]
+
+
+def test_diagnostics_grouped_with_snippet_and_fix(page: str) -> None:
+    codes = re.findall(r'<span class="mono">(\w{3}\d{3})</span>', page)
+    assert codes[:3] == ["OPS001", "CAP001", "VAL005"]
+    assert '<span class="hl">   12 | y = &lt;script&gt;' in page
+    assert '<div class="fix">Fix it: &lt;script&gt;' in page
+
+
+def test_error_plot_marks_root_causes_and_handles_non_numbers() -> None:
+    nodes = hostile_record().verification["nodes"]
+    plot = html.error_plot(nodes)
+    assert plot is not None and plot["count"] == len(nodes)
+    assert len(plot["points"].split()) == 5  # the None difference is left out
+    roots = [m for m in plot["marks"] if m["root"]]
+    assert len(roots) == 1 and "root cause" in roots[0]["title"]
+    ys = [float(p.split(",")[1]) for p in plot["points"].split()]
+    assert min(ys) >= 0 and max(ys) <= plot["height"]
+    top = min(ys)
+    assert float(plot["points"].split()[3].split(",")[1]) == top  # "inf" drawn on the top line
+    assert html.error_plot([]) is None
+    assert html.error_plot([{"max_abs_diff": None}]) is None
+    flat = html.error_plot([{"max_abs_diff": 0.0}, {"max_abs_diff": 0.0}])
+    assert flat is not None and all(math.isfinite(float(c)) for p in flat["points"].split() for c in p.split(","))
+
+
+def test_plot_in_page_is_svg_with_titles(page: str) -> None:
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    assert 'class="root"' in svg and "<title>v3&lt;script&gt;" in svg
+    assert "<script" not in svg
+
+
+@pytest.mark.parametrize("value, key", [(1, "1.0"), (2.5, "2.5"), ("inf", "1e308"), (float("-inf"), "-1e308"),
+                                        (True, "1"), (None, ""), ("abc", "abc")])
+def test_sort_key(value: object, key: str) -> None:
+    assert html.sort_key(value) == key
+
+
+def test_minimal_record() -> None:
+    page = html.render(RunRecord(model="m", created="2025-01-01T00:00:00+00:00"))
+    assert "No diagnostics." in page and 'id="verification"' not in page and "<svg" not in page
