@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup demo test test-ops test-zoo test-ray test-all bench sarif-validate docs browser-deps clean
+.PHONY: setup demo test test-ops test-zoo test-ray test-all bench sarif-validate docs browser-deps screenshot clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m onnxsight.demo --out demo-out
 
-test: setup
+test: setup browser-deps
 	$(PY) -m pytest -q -n $(JOBS) -m "not slow" tests
 
 # The full OpInfo op suite (records the coverage number written in README.md).
@@ -53,6 +53,22 @@ sarif-validate: setup
 
 docs: setup
 	$(PY) -m onnxsight.rules.docs docs/rules
+
+# Headless chromium for tests/reports/test_browser.py. Never fails: without root, apt-get or
+# network it says so and the browser tests skip with the same hint.
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "browser-deps: installing chromium with apt-get"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } || \
+	    echo "browser-deps: could not install chromium; the browser tests will be skipped"; \
+	  else echo "browser-deps: chromium is missing (installing it needs root and apt-get); the browser tests will be skipped"; fi; }
+
+# The README's screenshot of the HTML report (docs/img/report.png), taken by the browser test.
+screenshot: setup browser-deps
+	ONNXSIGHT_SCREENSHOT=docs/img/report.png $(PY) -m pytest -q -n 0 tests/reports/test_browser.py -k screenshot
 
 clean:
 	rm -rf $(VENV) demo-out artifacts .pytest_cache
