@@ -34,7 +34,7 @@ def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, 
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:
-        ctx.emit(rules.ARGS_MISMATCH, module=type(model).__name__, signature=str(signature), error=str(exc))
+        ctx.emit(rules.ARGS_MISMATCH, model=type(model).__name__, signature=str(signature), error=str(exc))
     if dynamic_shapes is not None and dynamic_axes is not None:
         ctx.emit(rules.INVALID_ARGUMENT, argument="dynamic_axes",
                  error="give either dynamic_shapes (torch.export style) or dynamic_axes (torch.onnx style), not both")
