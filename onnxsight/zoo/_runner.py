@@ -35,7 +35,7 @@ from onnxsight.zoo._store import ResultsStore, default_store_path
 from onnxsight.zoo._summary import console_table, markdown_summary
 
 FAIL_ON = ("new-errors", "any-error", "never")
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 @dataclass(frozen=True)

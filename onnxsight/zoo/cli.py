@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Sequence
 
-EXIT_USAGE = 2
+EXIT_USAGE = 3  # as in the main command line
 
 
 def _split(values: Sequence[str] | None) -> tuple[str, ...]:
@@ -27,7 +27,7 @@ def _split(values: Sequence[str] | None) -> tuple[str, ...]:
 
 def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="export and verify every model of the suites, each in its own process",
-                       description="Run the zoo job. Exit codes: 0 ok, 1 --fail-on condition met, 2 usage error, "
+                       description="Run the zoo job. Exit codes: 0 ok, 1 --fail-on condition met, 3 usage error, "
                                    "130 interrupted (use --resume).")
     p.add_argument("--suite", action="append", metavar="S[,S2]",
                    help="built-in suite (smoke, tricky, transformers, torchvision, timm) or a .py file defining "
@@ -148,5 +148,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="onnxsight")
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error
+        return EXIT_USAGE if exc.code else 0
     return int(args.func(args))

@@ -36,7 +36,7 @@ def test_bad_fail_on_is_a_usage_error() -> None:
 
 
 def test_run_without_suite_is_a_usage_error(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["zoo", "run", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert main(["zoo", "run", "--out", str(tmp_path / "o"), "--quiet"]) == 3
     assert "no suite given" in capsys.readouterr().err
 
 
@@ -52,4 +52,4 @@ def test_report_rewrites_the_dashboard(tmp_path, capsys: pytest.CaptureFixture[s
     assert main(["zoo", "report", str(out)]) == 0
     assert "dashboard:" in capsys.readouterr().out
     assert "m</td>" in (out / "dashboard.html").read_text() or "m<div" in (out / "dashboard.html").read_text()
-    assert main(["zoo", "report", str(tmp_path / "empty")]) == 2
+    assert main(["zoo", "report", str(tmp_path / "empty")]) == 3

@@ -81,4 +81,4 @@ def test_cli_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["zoo", "list", "--suite", "tricky,smoke", "--filter", "tag:rnn"]) == 0
     out = capsys.readouterr().out
     assert "tricky: 2 models" in out and "lstm" in out and "gru_bidirectional" in out and "smoke: 0 models" in out
-    assert main(["zoo", "list", "--suite", "no_such_suite"]) == 2
+    assert main(["zoo", "list", "--suite", "no_such_suite"]) == 3
