@@ -1,5 +1,6 @@
-"""Statistical and cumulative reductions: var/std (and their _mean forms), logsumexp,
-vector norms, cumsum and cumprod. Dims follow :func:`reduction.normalize_dims`."""
+"""Statistical reductions: var/std (and their _mean forms), logsumexp and vector norms.
+
+Dims follow :func:`reduction.normalize_dims`."""
 
 from __future__ import annotations
 
@@ -118,41 +119,8 @@ def aten_linalg_vector_norm(b: GraphBuilder, self: Value, ord: float = 2, dim: S
     return b.op("Pow", reduce(b, "ReduceSum", powered, axes, keepdim), b.scalar(1.0 / float(ord), x))
 
 
-# -- cumulative ------------------------------------------------------------------------------------
-
-@translation(aten.cumsum.default)
-def aten_cumsum(b: GraphBuilder, self: Value, dim: int, *, dtype: torch.dtype | None = None) -> Value:
-    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
-    if x.rank == 0:
-        return b.op("Identity", x)
-    if x.dtype in (torch.int8, torch.int16, torch.uint8, torch.bool):
-        return b.cast(aten_cumsum(b, b.cast(x, torch.int64), dim), x.dtype)
-    return b.op("CumSum", x, b.const(dim % b.rank_of(x), torch.int64))
-
-
-@translation(aten.cumprod.default)
-def aten_cumprod(b: GraphBuilder, self: Value, dim: int, *, dtype: torch.dtype | None = None) -> Value:
-    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # NOTE: ONNX has no CumProd, and exp(cumsum(log x)) breaks on zeros and
-    # negatives. Instead each output i is the product of x[..., j, ...] over
-    # j <= i: x is repeated along a new axis under a lower-triangular mask
-    # (ones elsewhere) and reduced with ReduceProd. O(n^2) along ``dim``.
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
-    if x.rank == 0:
-        return b.op("Identity", x)
-    rank = b.rank_of(x)
-    axis = dim % rank
-    size = b.op("Reshape", b.shape_of(x, axis, axis + 1), b.const([], torch.int64), dtype=torch.int64, shape=())
-    steps = b.op("Range", b.const(0, torch.int64), size, b.const(1, torch.int64), dtype=torch.int64)
-    rows = b.op("Unsqueeze", steps, b.const([1], torch.int64))  # i: output position
-    cols = b.op("Unsqueeze", steps, b.const([0], torch.int64))  # j: input position
-    mask = b.op("LessOrEqual", cols, rows, dtype=torch.bool)    # [n_i, n_j]
-    trailing = rank - axis - 1
-    if trailing:
-        mask = b.op("Unsqueeze", mask, b.const(list(range(2, 2 + trailing)), torch.int64))
-    spread = b.op("Unsqueeze", x, b.const([axis], torch.int64))  # [..., 1, n_j, ...]
-    wide = x.dtype if x.dtype not in (torch.int8, torch.int16, torch.uint8, torch.bool) else torch.int64
-    spread = b.cast(spread, wide)
-    masked = b.op("Where", mask, spread, b.scalar(1, wide), dtype=wide)
-    return b.cast(reduce(b, "ReduceProd", masked, [axis + 1], False), x.dtype)
+@translation(aten.dist.default)
+def aten_dist(b: GraphBuilder, self: Value, other: Value, p: float = 2) -> Value:
+    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
+    dtype, (x, y) = b.promote(self, other)
+    return aten_linalg_vector_norm(b, b.op("Sub", x, y, dtype=dtype), p)
