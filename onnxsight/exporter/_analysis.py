@@ -113,7 +113,9 @@ def _state_mutations(program: torch.export.ExportedProgram, ctx: DiagnosticConte
 def _node_checks(program: torch.export.ExportedProgram, ctx: DiagnosticContext, _: Any) -> None:
     """Per-node rules, each reported once per (rule, op, source line)."""
     seen: set[tuple[str, str, str]] = set()
-    user_dtypes = {val.dtype for node in program.graph_module.graph.nodes if node.op == "placeholder"
+    user_inputs = set(program.graph_signature.user_inputs)
+    user_dtypes = {val.dtype for node in program.graph_module.graph.nodes
+                   if node.op == "placeholder" and node.name in user_inputs
                    for val in [node.meta.get("val")] if isinstance(val, torch.Tensor)}
 
     def emit(rule: rules.Rule, node: torch.fx.Node, **fields: Any) -> None:

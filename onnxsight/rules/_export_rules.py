@@ -35,7 +35,7 @@ INVALID_MODEL = define(
 
 ARGS_MISMATCH = define(
     "ARG002", "arguments-do-not-match-forward", E,
-    "arguments do not match {module}.forward{signature}: {error}",
+    "arguments do not match {model}.forward{signature}: {error}",
     "Pass args/kwargs that forward() accepts.",
     what="Binds `args` and `kwargs` to the signature of `model.forward` before anything is traced.",
     why="A mismatch would otherwise surface deep inside torch.export as an unrelated-looking "

@@ -56,7 +56,7 @@ UNSUPPORTED_OP = define(
 OP_NEEDS_NEWER_OPSET = define(
     "OPS003", "op-needs-newer-opset", E,
     "operator {op} needs opset {required} or newer; the export targets opset {opset}",
-    "Export with opset_version={required} or newer.",
+    "Export with the opset_version named in the message, or newer.",
     what="Reports an operator whose only translations need a newer ONNX opset than the one "
          "requested.",
     why="The ONNX operator it maps to did not exist (or lacked an attribute) in older opsets.",

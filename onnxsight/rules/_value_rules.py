@@ -221,7 +221,7 @@ SHAPE_INFERENCE_FAILED = define(
 
 EXTERNAL_DATA_WRITTEN = define(
     "ONX003", "external-data-written", N,
-    "{count} tensors ({size}) were written to external data file {location}",
+    "{count} tensors ({size}) were written to external data file {data_file}",
     "Keep the data file next to the model when moving it.",
     what="Notes that weights were saved to a separate data file (automatically above 2 GB, the "
          "protobuf limit, or when `external_data=True`).",
