@@ -11,6 +11,9 @@ numerical problem, found by per-node verification).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import logging
 import os
 import sys
 import time
@@ -158,7 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      epilog="example:\n  python -m onnxsight.demo --out demo-out")
     parser.add_argument("--out", default="demo-out", help="folder for models and reports (default: demo-out)")
     parser.add_argument("--only", action="append", default=None, help="run only this case (repeatable)")
+    parser.add_argument("--verbose", action="store_true", help="show every diagnostic and torch's log as they come")
     options = parser.parse_args(argv)
+    if not options.verbose:  # the reports hold every finding; keep the terminal to the outcomes
+        for name in ("onnxsight", "torch"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     define_custom_op()
     os.makedirs(options.out, exist_ok=True)
     unexpected = 0
@@ -166,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.only and case.name not in options.only:
             continue
         print(f"== {case.name}: exporting and verifying ...", flush=True)
-        result = run_case(case, options.out)
+        with contextlib.redirect_stderr(sys.stderr if options.verbose else io.StringIO()):
+            result = run_case(case, options.out)  # torch prints failed graphs to stderr; the reports keep them
         mark = "as expected" if result["status"] == result["expect"] else f"UNEXPECTED (expected {result['expect']})"
         unexpected += result["status"] != result["expect"]
         print(f"   {result['status']} in {result['seconds']:.1f} s, {mark}")
