@@ -1,0 +1,206 @@
+"""FFTs (stft, torch.fft.*) through ONNX DFT, and the ops that carry their complex results.
+
+Complex values are real tensors with a trailing (real, imaginary) dimension
+of 2 (see :class:`onnxsight.exporter._builder.Value`); ``dtype``/``shape`` of
+a Value stay PyTorch's, so every ``dim`` argument below is a logical dim and
+the translations here add the pair dimension where ONNX needs it. The
+translations registered with ``complex=True`` are the siblings used when an
+input is complex; a complex value reaching any other op is a DTY001 error.
+
+``torch.stft(x, n_fft, return_complex=True)`` decomposes to
+``unfold -> mul(window) -> _fft_r2c -> permute``; ``.abs()``,
+``torch.view_as_real``, ``.real``/``.imag`` (view_as_real + select) and
+scaling by real numbers follow it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import translation
+
+aten = torch.ops.aten
+
+_NORM_NONE, _NORM_SQRT, _NORM_N = 0, 1, 2  # ATen's fft_norm_mode: none, 1/sqrt(n), 1/n
+
+
+def _dim(dim: int, rank: int | None) -> int:
+    """A logical dim made non-negative (the pair dim follows the logical ones)."""
+    if rank is None:
+        raise ValueError("the rank of a complex value must be known")
+    return dim % rank if rank else 0
+
+
+def _pair(dtype: torch.dtype | None) -> torch.dtype:
+    """The complex dtype whose pairs have real dtype ``dtype``."""
+    return {torch.float64: torch.complex128, torch.float16: torch.complex32}.get(dtype, torch.complex64)
+
+
+def _signal_size(b: GraphBuilder, x: Value, dims: Sequence[int], like: Value) -> Value:
+    """Number of elements the transform runs over (product of the sizes of ``dims``), as a scalar like ``like``."""
+    sizes = [x.shape[d] if x.shape is not None else None for d in dims]
+    if all(isinstance(s, int) for s in sizes):
+        return b.scalar(float(math.prod(sizes)), like.dtype.to_real() if like.dtype.is_complex else like.dtype)
+    shape = b.shape_of(x)
+    picked = b.op("Gather", shape, b.const(list(dims), torch.int64), axis=0, dtype=torch.int64)
+    count = b.op("ReduceProd", picked, keepdims=0, dtype=torch.int64, shape=())
+    return b.cast(count, like.dtype.to_real() if like.dtype.is_complex else like.dtype)
+
+
+def _scale(b: GraphBuilder, y: Value, n: Value, power: float) -> Value:
+    """``y * n ** power`` (power in {-1, -0.5, 0.5, 1})."""
+    if power == 0:
+        return y
+    factor = b.op("Sqrt", n) if abs(power) == 0.5 else n
+    return b.op("Div" if power < 0 else "Mul", y, factor, dtype=y.dtype, shape=y.shape)
+
+
+def _dft(b: GraphBuilder, x: Value, axis: int, *, inverse: bool, onesided: bool) -> Value:
+    """One ONNX DFT over physical ``axis`` of a (..., 1 or 2) tensor; axis is an attribute before opset 20."""
+    if b.opset >= 20:
+        return b.op("DFT", x, None, b.const(axis, torch.int64), inverse=int(inverse), onesided=int(onesided))
+    return b.op("DFT", x, axis=axis, inverse=int(inverse), onesided=int(onesided))
+
+
+@translation(aten._fft_r2c.default, since=17)
+def aten_fft_r2c(b: GraphBuilder, self: Value, dim: Sequence[int], normalization: int, onesided: bool) -> Value:
+    """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor  (complex)
+
+    A real-input DFT over the last of ``dim`` (one-sided if asked), then complex
+    DFTs over the others, as PyTorch's r2c does.
+    """
+    if self.dtype is None or not self.dtype.is_floating_point:
+        self = b.cast(self, torch.float32)
+    dims = [_dim(d, self.rank) for d in dim]
+    pairs = b.op("Unsqueeze", self, b.const([-1], torch.int64), dtype=self.dtype)
+    y = _dft(b, pairs, dims[-1], inverse=False, onesided=onesided)
+    for d in reversed(dims[:-1]):
+        y = _dft(b, y, d, inverse=False, onesided=False)
+    y.dtype = _pair(self.dtype)
+    if normalization != _NORM_NONE:
+        y = _scale(b, y, _signal_size(b, self, dims, y), -0.5 if normalization == _NORM_SQRT else -1)
+    return y
+
+
+@translation(aten._fft_c2c.default, since=17, complex=True)
+def aten_fft_c2c(b: GraphBuilder, self: Value, dim: Sequence[int], normalization: int, forward: bool) -> Value:
+    """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
+
+    ONNX's inverse DFT is already scaled by 1/n; the scaling is adjusted to ``normalization``.
+    """
+    dims = [_dim(d, self.rank) for d in dim]
+    y = self
+    for d in dims:
+        y = _dft(b, y, d, inverse=not forward, onesided=False)
+    y.dtype = self.dtype
+    n = _signal_size(b, self, dims, y)
+    wanted = {_NORM_NONE: 0.0, _NORM_SQRT: -0.5, _NORM_N: -1.0}[normalization]
+    return _scale(b, y, n, wanted + (0.0 if forward else 1.0))
+
+
+@translation(aten.view_as_real.default, complex=True)
+def aten_view_as_real(b: GraphBuilder, self: Value) -> Value:
+    """view_as_real(Tensor(a) self) -> Tensor(a)  (the pairs are already real)"""
+    shape = None if self.shape is None else (*self.shape, 2)
+    return b.op("Identity", self, dtype=self.dtype.to_real(), shape=shape)
+
+
+@translation(aten.view_as_complex.default)
+def aten_view_as_complex(b: GraphBuilder, self: Value) -> Value:
+    """view_as_complex(Tensor(a) self) -> Tensor(a)"""
+    shape = None if self.shape is None else self.shape[:-1]
+    return b.op("Identity", self, dtype=_pair(self.dtype), shape=shape)
+
+
+@translation(aten.abs.default, complex=True)
+def aten_abs_complex(b: GraphBuilder, self: Value) -> Value:
+    """abs(Tensor self) -> Tensor  (complex input: the magnitude, a real tensor)"""
+    real = self.dtype.to_real()
+    squares = b.op("Mul", self, self, dtype=real)
+    total = b.op("ReduceSum", squares, b.const([-1], torch.int64), keepdims=0, dtype=real)
+    return b.op("Sqrt", total, dtype=real, shape=self.shape)
+
+
+@translation(aten.mul.Tensor, aten.mul.Scalar, complex=True)
+def aten_mul_complex(b: GraphBuilder, self: Value | float, other: Value | float) -> Value:
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor  (complex times real, or complex times complex)"""
+    if not (isinstance(self, Value) and self.dtype.is_complex):
+        self, other = other, self
+    real = self.dtype.to_real()
+    if not isinstance(other, Value):
+        if isinstance(other, complex):
+            other = b.const([other.real, other.imag], real)
+            return _complex_product(b, self, b.op("Identity", other, dtype=self.dtype, shape=()))
+        return b.op("Mul", self, b.scalar(float(other), real), dtype=self.dtype)
+    if other.dtype.is_complex:
+        return _complex_product(b, self, other)
+    scale = b.op("Unsqueeze", b.cast(other, real), b.const([-1], torch.int64), dtype=real)
+    return b.op("Mul", self, scale, dtype=self.dtype)
+
+
+def _complex_product(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """(a + bi)(c + di) = (ac - bd) + (ad + bc)i on (..., 2) pairs."""
+    real = x.dtype.to_real()
+    a, bi = b.op("Split", x, b.const([1, 1], torch.int64), axis=-1, outputs=2)
+    c, di = b.op("Split", y, b.const([1, 1], torch.int64), axis=-1, outputs=2)
+    re = b.op("Sub", b.op("Mul", a, c, dtype=real), b.op("Mul", bi, di, dtype=real), dtype=real)
+    im = b.op("Add", b.op("Mul", a, di, dtype=real), b.op("Mul", bi, c, dtype=real), dtype=real)
+    return b.op("Concat", re, im, axis=-1, dtype=x.dtype)
+
+
+@translation(aten.permute.default, complex=True)
+def aten_permute_complex(b: GraphBuilder, self: Value, dims: Sequence[int]) -> Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    perm = [_dim(d, self.rank) for d in dims]
+    return b.op("Transpose", self, perm=[*perm, len(perm)], dtype=self.dtype)
+
+
+@translation(aten.squeeze.dims, complex=True)
+def aten_squeeze_dims_complex(b: GraphBuilder, self: Value, dim: Sequence[int]) -> Value:
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)  (only dims of size 1, as PyTorch)"""
+    shape = self.shape or ()
+    axes = [d for d in (_dim(d, self.rank) for d in dim) if shape[d] == 1]
+    if not axes:
+        return b.op("Identity", self, dtype=self.dtype)
+    return b.op("Squeeze", self, b.const(axes, torch.int64), dtype=self.dtype)
+
+
+@translation(aten.unsqueeze.default, complex=True)
+def aten_unsqueeze_complex(b: GraphBuilder, self: Value, dim: int) -> Value:
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    axis = _dim(dim, (self.rank or 0) + 1)
+    return b.op("Unsqueeze", self, b.const([axis], torch.int64), dtype=self.dtype)
+
+
+@translation(aten.view.default, aten._unsafe_view.default, complex=True)
+def aten_view_complex(b: GraphBuilder, self: Value, size: Sequence[int | Value]) -> Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    return b.op("Reshape", self, b.int_list([*size, 2]), dtype=self.dtype)
+
+
+@translation(aten.clone.default, complex=True)
+def aten_clone_complex(b: GraphBuilder, self: Value, *, memory_format: torch.memory_format | None = None) -> Value:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    return b.op("Identity", self, dtype=self.dtype)
+
+
+@translation(aten.select.int, complex=True)
+def aten_select_complex(b: GraphBuilder, self: Value, dim: int, index: int | Value) -> Value:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    position = b.op("Reshape", b.int_list([index]), b.const([], torch.int64), dtype=torch.int64, shape=())
+    return b.op("Gather", self, position, axis=_dim(dim, self.rank), dtype=self.dtype)
+
+
+@translation(aten.slice.Tensor, complex=True)
+def aten_slice_complex(b: GraphBuilder, self: Value, dim: int = 0, start: int | Value | None = None,
+                       end: int | Value | None = None, step: int = 1) -> Value:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    big = 2**63 - 1
+    starts = b.int_list([0 if start is None else start])
+    ends = b.int_list([big if end is None or (isinstance(end, int) and end > big) else end])
+    axes = b.const([_dim(dim, self.rank)], torch.int64)
+    return b.op("Slice", self, starts, ends, axes, b.int_list([step]), dtype=self.dtype)
