@@ -160,6 +160,8 @@ class GraphBuilder:
             else:
                 raise TypeError(f"{op_type} input must be a Value or None, got {type(value).__name__}: {value!r}"
                                 " (use b.const(...) for constants)")
+        while names and names[-1] == "":
+            names.pop()  # trailing optional inputs are left out (ORT 1.31 crashes on LayerNormalization(x, s, ""))
         out_values = tuple(Value(self.fresh(op_type.lower())) for _ in range(outputs))
         attrs = {k: v for k, v in attributes.items() if v is not None}
         node = helper.make_node(op_type, names, [v.name for v in out_values], name=self.fresh(op_type),
