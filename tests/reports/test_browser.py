@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import onnxsight
-from tests.reports.test_export_reports import CustomOp, EvilModule, export_failing, sloppy_relu
+from tests.reports.test_export_reports import CustomOp, EvilModule, export_failing, sloppy
 
 pytestmark = pytest.mark.browser
 
@@ -192,7 +192,11 @@ def test_report_loads_without_errors_or_requests_and_screenshot(browser: Browser
         open_page(browser, bad)
         errors, requests = page_problems(browser, bad)
         assert not errors and not requests
-    paths = sloppy_relu(tmp_path / "report")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[layer for _ in range(6) for layer in (torch.nn.Linear(32, 32), torch.nn.ReLU())])
+    onnxsight.export(model, (torch.randn(4, 32),), report=True, verify=True, artifacts_dir=tmp_path / "report",
+                     custom_translations={torch.ops.aten.relu.default: sloppy})
+    paths = [str(p) for p in (tmp_path / "report").iterdir()]
     page = Path(next(p for p in paths if p.endswith(".html")))
     session = open_page(browser, page)
     errors, requests = page_problems(browser, page)
@@ -207,10 +211,11 @@ def test_report_loads_without_errors_or_requests_and_screenshot(browser: Browser
     evaluate(browser, session, "document.querySelector('#aten-ops-table th:nth-child(2)').click()")
     assert evaluate(browser, session, column) == sorted(ascending, reverse=True)
     assert evaluate(browser, session, "document.querySelectorAll('svg.plot circle.root').length") >= 1
-    evaluate(browser, session, "document.querySelectorAll('details').forEach(d => d.open = false);"
-                               "document.querySelectorAll('details.rule').forEach(d => d.open = true)")
+    # For the README: fold everything but the root-cause diagnostic, so the verification plot shows too.
+    evaluate(browser, session, "document.querySelectorAll('details').forEach(d => d.open ="
+                               " d.classList.contains('rule') && d.textContent.includes('ACC002'))")
     shot = browser.send("Page.captureScreenshot", {"format": "png", "clip": {"x": 0, "y": 0, "width": 1280,
-                                                                             "height": 1500, "scale": 1},
+                                                                             "height": 1900, "scale": 1},
                                                    "captureBeyondViewport": True}, session=session)
     target = Path(os.environ.get("ONNXSIGHT_SCREENSHOT") or tmp_path / "report.png")
     target.parent.mkdir(parents=True, exist_ok=True)
