@@ -64,7 +64,24 @@ def aten_reflection_pad(b: GraphBuilder, self: Value, padding: Sequence[int]) ->
 @translation(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default)
 def aten_replication_pad(b: GraphBuilder, self: Value, padding: Sequence[int]) -> Value:
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor  (and the 1d/3d overloads)"""
-    return _pad(b, self, padding, "edge")
+    if not any(isinstance(p, int) and p < 0 for p in padding):
+        return _pad(b, self, padding, "edge")
+    # NOTE: with a negative pad torch still clamps to the original input's edge
+    # (out[j] = in[clamp(j - pad_begin, 0, size - 1)]); cropping first and padding
+    # the rest, as ONNX Pad does, differs when the crop reaches the far edge.
+    rank = b.rank_of(self)
+    out = self
+    for index in range(0, len(padding), 2):
+        axis = rank - 1 - index // 2
+        begin, end = padding[index], padding[index + 1]
+        size = self.shape[axis] if self.shape is not None else None
+        if not isinstance(size, int) or not isinstance(begin, int) or not isinstance(end, int):
+            raise NotImplementedError(f"replication pad with negative padding needs static sizes, got {self.shape}")
+        if begin == 0 and end == 0:
+            continue
+        source = [min(max(j - begin, 0), size - 1) for j in range(size + begin + end)]
+        out = b.op("Gather", out, b.const(source, torch.int64), axis=axis)
+    return out
 
 
 # -- pixel shuffle -------------------------------------------------------------------------------------
