@@ -14,7 +14,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
-from onnxsight.exporter.ops.shape import axes, diagonal_layout, norm_dim
+from onnxsight.exporter.ops.shape import axes, diagonal_layout, norm_dim, strided_positions
 
 aten = torch.ops.aten
 
@@ -161,6 +161,8 @@ def aten_gather(b: GraphBuilder, self: Value, dim: int, index: Value, *, sparse_
 
 
 def _scatter(b: GraphBuilder, self: Value, dim: int, index: Value, src: Value, reduction: str | None) -> Value:
+    """ScatterElements with PyTorch's rules (0-d tensors, a src larger than index); keeps ``self``'s shape."""
+    rank = b.rank_of(self)
     data, idx, squeeze = _scalar_shaped(b, self, b.cast(index, torch.int64))
     assert self.dtype is not None
     src = b.cast(src, self.dtype)
@@ -168,10 +170,10 @@ def _scatter(b: GraphBuilder, self: Value, dim: int, index: Value, src: Value, r
         src = b.op("Reshape", src, b.const([1], torch.int64))
     elif src.shape is None or index.shape is None or tuple(src.shape) != tuple(index.shape):
         # PyTorch uses the index-shaped corner of a larger src; ONNX wants them the same shape.
-        rank = b.rank_of(idx)
         src = b.op("Slice", src, b.const([0] * rank, torch.int64), b.shape_of(idx), axes(b, range(rank)))
-    out = b.op("ScatterElements", data, idx, src, axis=norm_dim(dim, b.rank_of(data)), reduction=reduction)
-    return b.op("Reshape", out, b.const([], torch.int64)) if squeeze else out
+    out = b.op("ScatterElements", data, idx, src, axis=norm_dim(dim, max(rank, 1)), reduction=reduction,
+               shape=None if squeeze else self.shape)
+    return b.op("Reshape", out, b.const([], torch.int64), shape=()) if squeeze else out
 
 
 @translation(aten.scatter.src)
@@ -229,13 +231,14 @@ def _scatter_reduce(b: GraphBuilder, self: Value, dim: int, index: Value, src: V
     assert self.dtype is not None
     base = self
     if not include_self:
-        fill = b.op("Expand", b.const(_identity(self.dtype, reduce), self.dtype), b.shape_of(index))
+        fill = b.op("Expand", b.const(_identity(self.dtype, reduce), self.dtype), b.shape_of(index),
+                    shape=index.shape)
         base = _scatter(b, self, dim, index, fill, None)
     if reduce != "mean":
         return _scatter(b, base, dim, index, src, _REDUCE[reduce])
     total = _scatter(b, base, dim, index, src, "add")
-    ones = b.op("Expand", b.const(1, self.dtype), b.shape_of(index))
-    start = b.op("Expand", b.const(1 if include_self else 0, self.dtype), b.shape_of(self))
+    ones = b.op("Expand", b.const(1, self.dtype), b.shape_of(index), shape=index.shape)
+    start = b.op("Expand", b.const(1 if include_self else 0, self.dtype), b.shape_of(self), shape=self.shape)
     count = _scatter(b, start, dim, index, ones, "add")
     count = b.op("Max", count, b.const(1, self.dtype))
     mean = b.op("Div", total, count)
@@ -266,6 +269,34 @@ def aten_scatter_reduce_17(b: GraphBuilder, self: Value, dim: int, index: Value,
     return _scatter_reduce(b, self, dim, index, src, reduce, include_self)
 
 
+@translation(aten.index_reduce.default)
+def aten_index_reduce(b: GraphBuilder, self: Value, dim: int, index: Value, source: Value, reduce: str, *,
+                      include_self: bool = True) -> Value:
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
+    bool include_self=True) -> Tensor"""
+    rank = b.rank_of(self)
+    if rank == 0:
+        return _scatter_reduce(b, self, 0, index, source, reduce, include_self)
+    dim = norm_dim(dim, rank)
+    view = [1] * rank
+    view[dim] = -1
+    spread = b.op("Expand", b.op("Reshape", b.cast(index, torch.int64), b.const(view, torch.int64)),
+                  b.shape_of(source), shape=source.shape)
+    return _scatter_reduce(b, self, dim, spread, source, reduce, include_self)
+
+
+@translation(aten.put.default)
+def aten_put(b: GraphBuilder, self: Value, index: Value, source: Value, accumulate: bool = False) -> Value:
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    assert self.dtype is not None
+    flat = b.op("Reshape", self, b.const([-1], torch.int64))
+    where = b.op("Mod", b.op("Reshape", b.cast(index, torch.int64), b.const([-1], torch.int64)),
+                 b.op("Size", self, dtype=torch.int64))
+    values = b.op("Reshape", b.cast(source, self.dtype), b.const([-1], torch.int64))
+    out = b.op("ScatterElements", flat, where, values, axis=0, reduction="add" if accumulate else None)
+    return b.op("Reshape", out, b.shape_of(self))
+
+
 @translation(aten.repeat_interleave.Tensor)
 def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int | None = None) -> Value:
     """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
@@ -284,6 +315,10 @@ def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int 
 @translation(aten.nonzero.default)
 def aten_nonzero(b: GraphBuilder, self: Value) -> Value:
     """nonzero(Tensor self) -> Tensor"""
+    if b.rank_of(self) == 0:  # a 0-d tensor has n hits of 0 coordinates each
+        hits = b.op("NonZero", b.op("Reshape", self, b.const([1], torch.int64)), dtype=torch.int64)
+        return b.op("Slice", b.op("Transpose", hits, perm=[1, 0]), b.const([0], torch.int64),
+                    b.const([0], torch.int64), b.const([1], torch.int64))
     return b.op("Transpose", b.op("NonZero", self, dtype=torch.int64), perm=[1, 0])
 
 
@@ -362,3 +397,15 @@ def aten_diagonal_scatter(b: GraphBuilder, self: Value, src: Value, offset: int 
     if perm == list(range(len(perm))):
         return out
     return b.op("Transpose", out, perm=[perm.index(i) for i in range(len(perm))])
+
+
+@translation(aten.as_strided_scatter.default)
+def aten_as_strided_scatter(b: GraphBuilder, self: Value, src: Value, size: Sequence[int | Value],
+                            stride: Sequence[int | Value], storage_offset: int | Value | None = None) -> Value:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
+    SymInt? storage_offset=None) -> Tensor"""
+    assert self.dtype is not None
+    positions = b.const(strided_positions(size, stride, storage_offset).reshape(-1))
+    flat = b.op("Reshape", self, b.const([-1], torch.int64))
+    values = b.op("Reshape", b.cast(src, self.dtype), b.const([-1], torch.int64))
+    return b.op("Reshape", b.op("ScatterElements", flat, positions, values, axis=0), b.shape_of(self))

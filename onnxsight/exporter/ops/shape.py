@@ -329,24 +329,31 @@ def aten_unfold(b: GraphBuilder, self: Value, dimension: int, size: int, step: i
     return b.op("Transpose", picked, perm=perm)
 
 
+def strided_positions(size: Sequence[int | Value], stride: Sequence[int | Value],
+                      storage_offset: int | Value | None) -> torch.Tensor:
+    """Flat storage position of every element of an ``as_strided`` view (static sizes only)."""
+    offset = storage_offset or 0
+    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
+        raise NotImplementedError("as_strided with symbolic sizes, strides or offset is not supported: "
+                                  f"size={list(size)}, stride={list(stride)}, storage_offset={storage_offset}")
+    positions = torch.full(tuple(size), offset, dtype=torch.int64)  # type: ignore[arg-type]
+    for dim, (n, st) in enumerate(zip(size, stride)):
+        view = [1] * len(size)
+        view[dim] = n  # type: ignore[call-overload]
+        positions = positions + (torch.arange(n, dtype=torch.int64) * st).reshape(view)  # type: ignore[arg-type]
+    return positions
+
+
 @translation(aten.as_strided.default, aten.as_strided_copy.default)
 def aten_as_strided(b: GraphBuilder, self: Value, size: Sequence[int | Value], stride: Sequence[int | Value],
                     storage_offset: int | Value | None = None) -> Value:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
     # NOTE: ONNX values have no storage; ``self`` is taken as contiguous, its storage its own elements.
-    offset = storage_offset or 0
-    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
-        raise NotImplementedError("as_strided with symbolic sizes, strides or offset is not supported: "
-                                  f"size={list(size)}, stride={list(stride)}, storage_offset={storage_offset}")
+    positions = strided_positions(size, stride, storage_offset)
     flat = b.op("Reshape", self, b.const([-1], torch.int64))
-    contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]
+    offset = int(storage_offset or 0)
+    contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]  # type: ignore[arg-type]
     if all(st == c for st, c, n in zip(stride, contiguous, size) if n != 1):
-        count = math.prod(size)
-        part = b.op("Slice", flat, b.const([offset], torch.int64), b.const([offset + count], torch.int64))
+        part = b.op("Slice", flat, b.const([offset], torch.int64), b.const([offset + positions.numel()], torch.int64))
         return b.op("Reshape", part, b.const(list(size), torch.int64), allowzero=1)
-    positions = torch.full(tuple(size), offset, dtype=torch.int64)
-    for dim, (n, st) in enumerate(zip(size, stride)):
-        view = [1] * len(size)
-        view[dim] = n
-        positions = positions + (torch.arange(n, dtype=torch.int64) * st).reshape(view)
     return b.op("Gather", flat, b.const(positions), axis=0)
