@@ -15,7 +15,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
-from onnxsight.exporter._decompose import decompose
+from onnxsight.exporter._decompose import decompose, needs_decomposition
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
@@ -116,9 +116,14 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             record.exported_program = exported
     finally:
         model.train(model_was_training)
-    with record.stage("decompose"):
+    with record.stage("decompose") as stage:
+        reason = needs_decomposition(exported, registry, opset)
+        if reason is None:
+            stage.status, stage.detail = "skipped", "every captured op is functional and has a translation"
+        else:
+            stage.detail = f"decomposed: {reason}"
         try:
-            decomposed = decompose(exported, tuple(keep))
+            decomposed = exported if reason is None else decompose(exported, tuple(keep))
         except Exception as exc:  # noqa: BLE001
             ctx.emit(rules.DECOMPOSITION_FAILED, error_type=type(exc).__name__, error=str(exc)[:500])
             _fail(errors.DecompositionError, "decomposition to core ATen failed", ctx, record)

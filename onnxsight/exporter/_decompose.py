@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import operator
+from typing import Any
+
 import torch
 
 aten = torch.ops.aten
@@ -64,3 +67,28 @@ def decomposition_table(keep: tuple = KEPT_OPS) -> dict:
 def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> torch.export.ExportedProgram:
     """Run decompositions; ops in ``extra_keep`` (custom translations' targets) are kept too."""
     return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
+
+
+def needs_decomposition(program: torch.export.ExportedProgram, registry: Any, opset: int) -> str | None:
+    """Why the captured program must be decomposed, or None when it can be translated as captured.
+
+    NOTE: run_decompositions re-traces the whole program, which is most of an
+    export's time. The captured graph can be translated directly when it is
+    already functional (no op mutates its inputs, no buffer is mutated) and
+    every op in it, in every subgraph, has a translation.
+    """
+    signature = program.graph_signature
+    if any(spec.kind.name in ("BUFFER_MUTATION", "USER_INPUT_MUTATION") for spec in signature.output_specs):
+        return "the program mutates buffers or inputs"
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function" or node.target is operator.getitem:
+                continue
+            schema = getattr(node.target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                return f"{node.target} mutates its input"
+            if registry.lookup(node.target, opset) is None:
+                return f"{node.target} has no direct translation"
+    return None
