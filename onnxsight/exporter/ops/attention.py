@@ -32,7 +32,7 @@ def _repeat_kv(b: GraphBuilder, x: Value, heads: int) -> Value:
     grown = b.op("Expand", grown, b.const(reps, torch.int64))
     shape = b.op("Concat", b.shape_of(x, end=-3), b.const([heads], torch.int64), b.shape_of(x, start=-2), axis=0,
                  dtype=torch.int64)
-    return b.op("Reshape", grown, shape)
+    return b.op("Reshape", grown, shape, shape=(*x.shape[:-3], heads, *x.shape[-2:]))
 
 
 def _root_scale(b: GraphBuilder, query: Value, scale: float | None) -> Value:
