@@ -128,7 +128,7 @@ def test_success_writes_three_reports_and_the_record(tmp_path: Path) -> None:
     run = assert_reports(report_files(tmp_path / "reports"))
     assert run.status == "ok" and run.error is None and run.model == "TinyMLP"
     assert [s["name"] for s in run.stages][:5] == ["arguments", "capture", "decompose", "translate", "check"]
-    assert all(s["status"] == "ok" and s["seconds"] >= 0 for s in run.stages)
+    assert all(s["status"] in ("ok", "skipped") and s["seconds"] >= 0 for s in run.stages)
     assert run.attempts and run.attempts[0]["success"] is True
     facts = run.facts
     assert facts["parameters"]["float32"] == {"tensors": 4, "elements": 8 * 16 + 16 + 16 * 4 + 4,
