@@ -94,7 +94,7 @@ def write_reports(run: RunRecord, artifacts_dir: str | os.PathLike, *, diagnosti
                write_atomic(paths["html"], html.render(run))]
     if diagnostics is None:
         diagnostics = _diagnostics_from_record(run)
-    written.append(_write_sarif_atomic(diagnostics, paths["sarif"], export_record))
+    written.append(write_sarif_atomic(diagnostics, paths["sarif"], export_record))
     written.append(run.save(paths["record"]))
     return written
 
@@ -169,7 +169,7 @@ def _diagnostics_from_record(run: RunRecord) -> list[Any]:
     return out
 
 
-def _write_sarif_atomic(diagnostics: Sequence[Any], path: str, export_record: Any) -> str:
+def write_sarif_atomic(diagnostics: Sequence[Any], path: str, export_record: Any) -> str:
     directory, name = os.path.split(path)
     temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
     try:
