@@ -90,3 +90,19 @@ def aten_addbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, b
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     total = reduce(b, "ReduceSum", b.op("MatMul", batch1, batch2), [0], keepdims=False)
     return _scaled_add(b, self, total, beta, alpha)
+
+
+@translation(aten._trilinear.default)
+def aten_trilinear(b: GraphBuilder, i1: Value, i2: Value, i3: Value, expand1: list[int], expand2: list[int],
+                   expand3: list[int], sumdim: list[int], unroll_dim: int = 1) -> Value:
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim,
+    int unroll_dim=1) -> Tensor
+
+    Each input lacks the axes in its ``expand`` list; the product is summed over
+    ``sumdim``. That is one Einsum with a letter per axis of the full rank.
+    """
+    rank = b.rank_of(i1) + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    terms = ["".join(letters[d] for d in range(rank) if d not in expand) for expand in (expand1, expand2, expand3)]
+    result = "".join(letters[d] for d in range(rank) if d not in sumdim)
+    return b.op("Einsum", i1, i2, i3, equation=f"{','.join(terms)}->{result}")
