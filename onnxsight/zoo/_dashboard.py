@@ -54,6 +54,7 @@ def _row(result: ModelResult) -> dict[str, Any]:
         "export": f"{result.export_seconds:.2f}" if result.export_seconds is not None else "",
         "peak": f"{result.peak_mb:.0f}" if result.peak_mb else "",
         "size": f"{result.onnx_bytes / 1024:.0f}" if result.onnx_bytes else "", "diff": fmt_diff(result.max_abs_diff),
+        "scale": fmt_diff(result.reference_max_abs),
         "problem": problem(result), "link": link, "where": where, "ops": ops, "nodes": result.node_count,
         "stderr": result.stderr_tail[-STDERR_SHOWN:] if result.status != "passed" else "",
     }

@@ -76,7 +76,7 @@ TEMPLATE = """<!DOCTYPE html>
 <td>{{ r.name }}<div class="chips">{% for t in r.tags %}<span>{{ t }}</span>{% endfor %}</div></td>
 <td>{{ r.suite }}</td><td class="s-{{ r.status }}">{{ r.status }}</td><td>{{ r.stage }}</td>
 <td class="num">{{ r.seconds }}</td><td class="num">{{ r.export }}</td><td class="num">{{ r.peak }}</td>
-<td class="num">{{ r.size }}</td><td class="num">{{ r.diff }}</td>
+<td class="num">{{ r.size }}</td><td class="num"{% if r.scale %} title="largest eager output: {{ r.scale }}"{% endif %}>{{ r.diff }}</td>
 <td>{{ r.problem }}{% if r.link %}<br><a href="{{ r.link }}">{{ r.where }}</a>{% elif r.where %}<br>{{ r.where }}{% endif %}
 {% if r.stderr %}<details><summary>stderr</summary><pre>{{ r.stderr }}</pre></details>{% endif %}
 {% if r.ops %}<details><summary>{{ r.nodes }} ONNX nodes</summary>{{ r.ops }}</details>{% endif %}</td></tr>

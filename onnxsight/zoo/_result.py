@@ -38,6 +38,7 @@ class ModelResult:
     node_count: int | None = None
     op_counts: dict[str, int] = field(default_factory=dict)
     max_abs_diff: float | None = None
+    reference_max_abs: float | None = None                          # scale of the eager outputs
     outputs_compared: int = 0
     verification: dict[str, Any] | None = None
     root_cause: dict[str, Any] | None = None

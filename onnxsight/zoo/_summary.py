@@ -93,3 +93,15 @@ def console_table(results: Sequence[ModelResult]) -> str:
     for row in rows:
         out.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
     return "\n".join(line.rstrip() for line in out)
+
+
+def results_table(results: Sequence[ModelResult]) -> str:
+    """The README's dev-zoo table: model, exported, max abs diff vs eager, status, failing op or problem."""
+    lines = ["| model | suite | exported | max abs diff vs eager | max abs eager output | status | failing op / problem |",
+             "|---|---|---|---:|---:|---|---|"]
+    for r in results:
+        exported = "yes" if r.onnx_bytes else "no"
+        lines.append(f"| {_cell(r.name)} | {_cell(r.suite)} | {exported} | {fmt_diff(r.max_abs_diff)} | "
+                     f"{fmt_diff(r.reference_max_abs)} | {r.status} | "
+                     f"{_cell(problem(r)) if r.status != 'passed' else ''} |")
+    return "\n".join(lines) + "\n"

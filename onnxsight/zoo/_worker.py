@@ -54,23 +54,26 @@ def op_counts(graph: Any) -> Counter:
     return counts
 
 
-def _output_diff(expected: Any, actual: list) -> tuple[float, int]:
-    """Max abs difference over all tensor outputs (inf on shape/count disagreement), and outputs compared."""
+def _output_diff(expected: Any, actual: list) -> tuple[float, int, float]:
+    """Max abs difference over all tensor outputs (inf on shape/count disagreement), outputs compared, and the
+    largest eager value (the scale the difference should be read against)."""
     import torch
     from torch.utils import _pytree as pytree
 
     reference = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    scale = max((float(t.detach().abs().double().max()) for t in reference if t.numel() and not t.is_complex()
+                 and t.dtype != torch.bool), default=0.0)
     if len(reference) != len(actual):
-        return float("inf"), 0
+        return float("inf"), 0, scale
     worst = 0.0
     for ref, got in zip(reference, actual):
         ref = torch.view_as_real(ref) if ref.is_complex() else ref
         if tuple(ref.shape) != tuple(got.shape):
-            return float("inf"), len(reference)
+            return float("inf"), len(reference), scale
         if ref.numel():
             diff = (ref.detach().double() - got.double()).abs()
             worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
-    return worst, len(reference)
+    return worst, len(reference), scale
 
 
 def _export_stages(record: Any) -> list[dict[str, Any]]:
@@ -177,7 +180,7 @@ def run_model(task: dict[str, Any]) -> ModelResult:
         start = enter("run")
         result.status = FAILED  # until the outputs are shown to match
         actual = prog(*args, providers=tuple(task["providers"]), **kwargs)
-        result.max_abs_diff, result.outputs_compared = _output_diff(expected, actual)
+        result.max_abs_diff, result.outputs_compared, result.reference_max_abs = _output_diff(expected, actual)
         result.timings["run"] = time.perf_counter() - start
         start = enter("verify")
         verdict = _verify(result, prog, args, kwargs, task, spec)
