@@ -146,10 +146,7 @@ def aten_reciprocal(b: GraphBuilder, self: Value) -> Value:
 @translation(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def aten_pow(b: GraphBuilder, self: Operand, exponent: Operand) -> Value:
     """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor  (also Tensor_Scalar, Scalar)"""
-    dtype = b.out_dtype or b.promote(self, exponent)[0]
-    if dtype == torch.bool:  # bool ** bool: x or not y
-        return b.cast(binary(b, "Pow", self, exponent, dtype=torch.int64), torch.bool)
-    return binary(b, "Pow", self, exponent, dtype=dtype)
+    return binary(b, "Pow", self, exponent, dtype=b.out_dtype)
 
 
 # -- rounding ---------------------------------------------------------------------------------

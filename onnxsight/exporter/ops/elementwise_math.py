@@ -226,12 +226,20 @@ def aten_atan2(b: GraphBuilder, self: Value, other: Value) -> Value:
     """atan2(Tensor self, Tensor other) -> Tensor  (self is y, other is x)"""
     dtype, (y, x) = promoted(b, self, other, dtype=float_dtype(b, self, other))
     zero, pi = b.scalar(0.0, dtype), b.scalar(math.pi, dtype)
-    base = b.op("Atan", b.op("Div", y, x))
-    # x < 0: move atan's (-pi/2, pi/2) to the left half-plane by +-pi.
-    shifted = b.op("Where", b.op("Less", y, zero, dtype=torch.bool), b.op("Sub", base, pi), b.op("Add", base, pi))
+    # Both infinite: inf/inf is NaN, but the angle is that of (sign y, sign x).
+    both_inf = b.op("And", b.op("IsInf", y, dtype=torch.bool), b.op("IsInf", x, dtype=torch.bool))
+    y_finite = b.op("Where", both_inf, b.op("Sign", y), y)
+    x_finite = b.op("Where", both_inf, b.op("Sign", x), x)
+    base = b.op("Atan", b.op("Div", y_finite, x_finite))
+    # x < 0: move atan's (-pi/2, pi/2) to the left half-plane, by -pi when y's sign bit is set (-0.0 too).
+    y_negative = negative_sign_bit(b, y)
+    shifted = b.op("Where", y_negative, b.op("Sub", base, pi), b.op("Add", base, pi))
     result = b.op("Where", b.op("Less", x, zero, dtype=torch.bool), shifted, base)
-    # x == 0: y/x is +-inf or NaN; the answer is sign(y) * pi/2.
+    # x == +-0: y/x is +-inf or NaN. y != 0 gives sign(y) * pi/2; y == +-0 gives +-pi for x = -0, else y.
     on_axis = b.op("Mul", b.op("Sign", y), b.scalar(math.pi / 2, dtype))
+    signed_pi = b.op("Where", y_negative, b.op("Neg", pi), pi)
+    at_origin = b.op("Where", negative_sign_bit(b, x), signed_pi, y)
+    on_axis = b.op("Where", b.op("Equal", y, zero, dtype=torch.bool), at_origin, on_axis)
     return b.op("Where", b.op("Equal", x, zero, dtype=torch.bool), on_axis, result, dtype=dtype)
 
 
@@ -267,3 +275,10 @@ def aten_signbit(b: GraphBuilder, self: Value) -> Value:
     if self.dtype in (torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64):
         return b.op("Not", b.op("Equal", self, self, dtype=torch.bool))
     return b.op("Less", self, b.scalar(0, self), dtype=torch.bool)
+
+
+@translation(aten.ldexp.Tensor)
+def aten_ldexp(b: GraphBuilder, self: Value, other: Value) -> Value:
+    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor  (self * 2**other)"""
+    dtype, (x, exponent) = promoted(b, self, other, dtype=float_dtype(b, self, other))
+    return b.op("Mul", x, b.op("Pow", b.scalar(2.0, dtype), exponent), dtype=dtype)
