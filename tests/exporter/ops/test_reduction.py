@@ -153,3 +153,22 @@ def test_opsets(opset: int) -> None:
                     torch.logsumexp(x, 1), torch.max(x, 2), torch.var(x, 1), torch.linalg.vector_norm(x, 1, dim=0),
                     torch.cumprod(x, 1), torch.cummax(x, 2), torch.any(x > 2, -1), torch.argmin(x))
     assert_matches_eager(fn, X, opset=opset)
+
+
+class _DynamicReductions(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.var(x, dim=1), torch.std_mean(x, dim=(0, 1), correction=0), torch.cumprod(x, 1),
+                torch.cummax(x, 1), torch.logcumsumexp(x, 0), torch.argmax(x, keepdim=True))
+
+
+def test_dynamic_sizes() -> None:
+    """Element counts and triangular masks come from the runtime shape, not the example's."""
+    import onnxsight
+
+    n, m = torch.export.Dim("n"), torch.export.Dim("m")
+    program = onnxsight.export(_DynamicReductions(), (torch.randn(3, 4),), dynamic_shapes=({0: n, 1: m},))
+    x = torch.randn(5, 7)
+    expected = [t for t in torch.utils._pytree.tree_leaves(_DynamicReductions()(x))]
+    for want, got in zip(expected, program(x), strict=True):
+        assert got.shape == want.shape
+        assert torch.allclose(got.to(want.dtype), want, atol=1e-5, rtol=1e-4)
