@@ -1,0 +1,82 @@
+"""Creation ops: OpInfo samples that take a tensor, then arange/full/eye/random by hand.
+
+OpInfo's factory samples (arange, full, zeros, eye, linspace...) have no tensor
+input, so the harness skips them; here they are combined with an input.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import onnxsight
+from tests.exporter.ops.opinfo_harness import assert_op_passes
+from tests.exporter.ops.test_shape import Fn, assert_like_eager
+
+OPS = [
+    "full_like", "zeros_like", "ones_like", "new_full", "new_zeros", "new_ones", "fill", "linspace.tensor_overload",
+    "logspace.tensor_overload", "tril", "triu", "diag", "diag_embed", "diagflat", "block_diag", "kron",
+]
+
+X = torch.randn(2, 3)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_opinfo(name: str) -> None:
+    assert_op_passes(name)
+
+
+@pytest.mark.parametrize("args,dtype", [
+    ((5,), None), ((2, 9), None), ((9, 2, -2), None), ((0.5, 4.0, 0.3), None), ((1, 2.5, 0.25), None),
+    ((-3.0, 3.0, 0.7), torch.float64), ((0, 10, 3), torch.float32), ((0.0, 5.0, 1.0), torch.int64),
+    ((3, 3), None), ((1e-3, 1.0, 1e-3), None),
+], ids=str)
+def test_arange(args: tuple, dtype: torch.dtype | None) -> None:
+    assert_like_eager(lambda x: (torch.arange(*args, dtype=dtype), x + 0), X)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.full((2, 3), 2.5), lambda: torch.full((2, 3), 7, dtype=torch.int32),
+    lambda: torch.full((), True), lambda: torch.zeros(2, 3, dtype=torch.int64), lambda: torch.ones(3),
+    lambda: torch.eye(3), lambda: torch.eye(2, 3, dtype=torch.int64), lambda: torch.linspace(-1, 1, 7),
+    lambda: torch.scalar_tensor(4.0), lambda: torch.scalar_tensor(3, dtype=torch.int64),
+    lambda: torch.empty(0, 3), lambda: torch.full((2, 3), float("-inf")),
+], ids=["full", "full-int", "full-bool", "zeros", "ones", "eye", "eye-int", "linspace", "scalar", "scalar-int",
+        "empty", "full-inf"])
+def test_factories(make) -> None:  # noqa: ANN001 - a lambda building the tensor
+    assert_like_eager(lambda x: (make(), x + 0), X)
+
+
+def test_like_ops_keep_or_change_dtype() -> None:
+    x = torch.arange(6).reshape(2, 3)
+    assert_like_eager(lambda t: (torch.zeros_like(t), torch.ones_like(t, dtype=torch.float16),
+                                 torch.full_like(t, 3.7), t.new_full((4,), 2), t.new_zeros(1, 2),
+                                 torch.empty_like(t).fill_(5)), x)
+
+
+@pytest.mark.parametrize("make,dtype,support", [
+    (lambda x: torch.rand(64, 32), torch.float32, "unit"),
+    (lambda x: torch.randn_like(x), torch.float32, "real"),
+    (lambda x: torch.rand_like(x, dtype=torch.float64), torch.float64, "unit"),
+    (lambda x: torch.randint(2, 9, (64, 4)), torch.int64, "2..8"),
+    (lambda x: torch.randperm(50), torch.int64, "permutation"),
+    (lambda x: torch.bernoulli(torch.full_like(x, 0.5)), torch.float32, "0/1"),
+], ids=["rand", "randn_like", "rand_like", "randint", "randperm", "bernoulli"])
+def test_random_ops_have_the_right_shape_dtype_and_support(make, dtype: torch.dtype,  # noqa: ANN001
+                                                           support: str) -> None:
+    """Random ops never match eager element for element: check shape, dtype and the values' support."""
+    x = torch.randn(64, 32)
+    expected = make(x)
+    (actual,) = onnxsight.export(Fn(make), (x,))(x)
+    assert actual.shape == expected.shape and actual.dtype == dtype
+    values = set(actual.unique().tolist())
+    if support == "unit":
+        assert actual.min() >= 0 and actual.max() < 1 and len(values) > 100
+    elif support == "2..8":
+        assert values <= set(range(2, 9)) and len(values) > 1
+    elif support == "permutation":
+        assert sorted(actual.tolist()) == list(range(50))
+    elif support == "0/1":
+        assert values == {0.0, 1.0}
+    else:
+        assert actual.isfinite().all() and len(values) > 100
