@@ -130,6 +130,49 @@ def aten_bitwise_not(b: GraphBuilder, self: Value) -> Value:
     return _bitwise(b, "BitwiseNot", self)
 
 
+# NOTE: ONNX's BitShift takes unsigned integers only. Shifts are computed on
+# uint64 and cast back (which wraps like PyTorch); an arithmetic right shift of
+# a negative x is ~(~x >> s), with ~x = -x - 1. Shift counts outside
+# [0, bits) give 0 (left), or x >> (bits - 1) (right; 0 for unsigned), as in ATen.
+
+def _shift(b: GraphBuilder, direction: str, self: Operand, other: Operand) -> Value:
+    dtype, (x, count) = promoted(b, self, other, dtype=b.out_dtype)
+    if not _dtypes.is_integer(dtype):
+        raise TypeError(f"shifts need integer tensors, got {dtype}")
+    bits = torch.iinfo(dtype).bits
+    signed = torch.iinfo(dtype).min < 0
+    x, count = b.cast(x, torch.int64), b.cast(count, torch.int64)
+    zero = b.scalar(0, torch.int64)
+    in_range = b.op("And", b.op("GreaterOrEqual", count, zero, dtype=torch.bool),
+                    b.op("Less", count, b.scalar(bits, torch.int64), dtype=torch.bool))
+    saturated = b.scalar(bits - 1 if direction == "RIGHT" and signed else 0, torch.int64)
+    count = b.cast(b.op("Where", in_range, count, saturated), torch.uint64)
+    negative = b.op("Less", x, zero, dtype=torch.bool)
+    complement = b.op("Sub", b.op("Neg", x), b.scalar(1, torch.int64))
+    operand = b.op("Where", negative, complement, x) if direction == "RIGHT" and signed else x
+    shifted = b.cast(b.op("BitShift", b.cast(operand, torch.uint64), count, direction=direction,
+                          dtype=torch.uint64), torch.int64)
+    if direction == "RIGHT" and signed:
+        shifted = b.op("Where", negative, b.op("Sub", b.op("Neg", shifted), b.scalar(1, torch.int64)), shifted)
+    else:
+        shifted = b.op("Where", in_range, shifted, zero)
+    return b.cast(shifted, dtype)
+
+
+@translation(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+             aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor, aten.__lshift__.Scalar)
+def aten_bitwise_left_shift(b: GraphBuilder, self: Operand, other: Operand) -> Value:
+    """bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor  (also __lshift__)"""
+    return _shift(b, "LEFT", self, other)
+
+
+@translation(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+             aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar)
+def aten_bitwise_right_shift(b: GraphBuilder, self: Operand, other: Operand) -> Value:
+    """bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor  (also __rshift__)"""
+    return _shift(b, "RIGHT", self, other)
+
+
 # -- NaN / Inf ------------------------------------------------------------------------------------
 
 def _all_false(b: GraphBuilder, x: Value) -> Value:

@@ -260,3 +260,12 @@ def test_opsets(opset: int) -> None:
     fn = lambda a, b: (torch.remainder(a, b) + torch.atan2(a, b) * torch.clamp(a, -1, 1),  # noqa: E731
                        torch.erfinv(torch.tanh(a) * 0.5), a < b, torch.div(a, b, rounding_mode="floor"))
     assert_matches_eager(fn, FLOAT_NUM, FLOAT_DEN, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8], ids=str)
+def test_shifts_wrap_and_saturate_like_aten(dtype: torch.dtype) -> None:
+    signed = torch.iinfo(dtype).min < 0
+    a = torch.tensor([torch.iinfo(dtype).min, -5, 7, 100, 3, -1] if signed else [200, 5, 7, 100, 3, 255], dtype=dtype)
+    counts = torch.tensor([1, 70, -1, 7, 0, 3] if signed else [1, 70, 255, 7, 0, 3], dtype=dtype)
+    assert_matches_eager(lambda a, b: (a << b, a >> b), a, counts)
+    assert_matches_eager(lambda a: (a << 2, a >> 1, torch.bitwise_right_shift(a, 3)), a)
