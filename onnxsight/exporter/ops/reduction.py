@@ -18,8 +18,6 @@ from onnxsight.exporter._registry import translation
 
 aten = torch.ops.aten
 
-Dims = "int | Sequence[int] | None"
-
 
 def normalize_dims(x: Value, dim: int | Sequence[int] | None) -> list[int] | None:
     """Non-negative, sorted axes to reduce; None for all of them."""
