@@ -16,7 +16,8 @@ import sys
 import time
 import traceback
 from collections import Counter
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from onnxsight.zoo._result import ERROR, FAILED, OOM, PASSED, ModelResult
 from onnxsight.zoo._spec import load_suite
@@ -89,7 +90,7 @@ def _first_error(diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _root_cause(verification: Any, diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _root_cause(diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first ACC002 root cause (value, op, source line), else the first error diagnostic."""
     for diag in diagnostics:
         if diag["rule"] == "ACC002":
@@ -100,27 +101,68 @@ def _root_cause(verification: Any, diagnostics: list[dict[str, Any]]) -> dict[st
     return _first_error(diagnostics)
 
 
-def _verify(result: ModelResult, prog: Any, model_args: tuple, kwargs: dict, task: dict, spec: Any) -> bool | None:
-    """Run onnxsight.verify; None when the verification engine is not available in this build."""
-    try:
-        from onnxsight import verification
-        verify = verification.verify
-    except (ImportError, AttributeError):
-        result.verification = {"available": False}
-        return None
+def _verify(result: ModelResult, prog: Any, model_args: tuple, kwargs: dict, task: dict, spec: Any) -> bool:
+    """Run onnxsight.verify (outputs, or every intermediate value with per_node) and keep its summary."""
+    from onnxsight.verification import verify
+
     options: dict[str, Any] = {"per_node": bool(task.get("per_node")), "providers": tuple(task["providers"])}
     if spec.tolerance is not None:
         options["tolerance"] = spec.tolerance
     outcome = verify(prog, model_args, kwargs, **options)
-    summary = outcome.to_dict() if hasattr(outcome, "to_dict") else {"passed": bool(outcome.passed)}
-    roots = getattr(outcome, "root_causes", None)
-    if "root_causes" not in summary and roots is not None and hasattr(roots, "head"):
+    summary = outcome.to_dict()
+    roots = outcome.root_causes
+    if "root_causes" not in summary and hasattr(roots, "head"):
         summary["root_causes"] = roots.head(5).to_dict("records")
     for bulky in ("nodes", "diagnostics"):  # the per-node table stays out; diagnostics are kept once, below
         summary.pop(bulky, None)
     result.verification = summary
-    result.diagnostics.extend(d.to_dict() for d in getattr(outcome, "diagnostics", []))
+    result.diagnostics.extend(d.to_dict() for d in outcome.diagnostics)
     return bool(outcome.passed)
+
+
+class _Stages:
+    """Marks the stage being entered (for the supervisor, should the process die) and times it."""
+
+    def __init__(self, result: ModelResult, model_dir: str) -> None:
+        self.result, self.model_dir = result, model_dir
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.result.stage = name
+        _mark(self.model_dir, name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.result.timings[name] = time.perf_counter() - start
+
+
+def _export(result: ModelResult, model: Any, args: tuple, kwargs: dict, spec: Any, task: dict) -> Any:
+    """The ONNXProgram, or None with the failure recorded (diagnostics, failing ops, first error)."""
+    import onnxsight
+
+    try:
+        prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
+                                dynamic_shapes=spec.dynamic_shapes)
+    except onnxsight.ExportError as exc:
+        result.status = FAILED
+        result.export_stages = _export_stages(getattr(exc, "record", None))
+        result.diagnostics = [d.to_dict() for d in exc.diagnostics]
+        result.failing_ops = sorted({str(d["fields"]["op"]) for d in result.diagnostics
+                                     if d["rule"].startswith(OP_RULE_PREFIX) and "op" in d["fields"]})
+        result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        result.root_cause = _first_error(result.diagnostics)
+        return None
+    result.export_stages = _export_stages(prog.record)
+    result.diagnostics = [d.to_dict() for d in prog.diagnostics]
+    return prog
+
+
+def _save(result: ModelResult, prog: Any, model_dir: str) -> None:
+    files = prog.save(os.path.join(model_dir, "model.onnx"))
+    result.onnx_bytes = sum(os.path.getsize(f) for f in files)
+    counts = op_counts(prog.model_proto.graph)
+    result.op_counts, result.node_count = dict(counts.most_common()), sum(counts.values())
 
 
 def run_model(task: dict[str, Any]) -> ModelResult:
@@ -128,82 +170,38 @@ def run_model(task: dict[str, Any]) -> ModelResult:
     import torch
     from torch.utils import _pytree as pytree
 
-    import onnxsight
-
-    model_dir = task["model_dir"]
     suite = load_suite(task["suite"])
     spec = suite.spec(task["model"])
     result = ModelResult(name=spec.name, suite=suite.name, status=ERROR, tags=list(spec.tags),
                          source=task.get("source", {}))
+    stage = _Stages(result, task["model_dir"])
     clock = time.perf_counter()
-
-    def enter(stage: str) -> float:
-        result.stage = stage
-        _mark(model_dir, stage)
-        return time.perf_counter()
-
-    def clone(tree: Any) -> Any:
-        return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
-
     try:
-        start = enter("build")
-        model, args, kwargs = _normalize(spec.build())
-        result.timings["build"] = time.perf_counter() - start
-        start = enter("eager")
-        with torch.no_grad():
-            expected = model(*clone(args), **clone(kwargs))
-        result.timings["eager"] = time.perf_counter() - start
-        start = enter("export")
-        try:
-            prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
-                                    dynamic_shapes=spec.dynamic_shapes)
-        except onnxsight.ExportError as exc:
-            result.timings["export"] = time.perf_counter() - start
-            result.status = FAILED
-            result.export_stages = _export_stages(getattr(exc, "record", None))
-            result.diagnostics = [d.to_dict() for d in exc.diagnostics]
-            result.failing_ops = sorted({str(d["fields"]["op"]) for d in result.diagnostics
-                                         if d["rule"].startswith(OP_RULE_PREFIX) and "op" in d["fields"]})
-            result.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            result.root_cause = _first_error(result.diagnostics)
+        with stage("build"):
+            model, args, kwargs = _normalize(spec.build())
+        with stage("eager"), torch.no_grad():
+            clone = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
+            expected = model(*clone[0], **clone[1])  # on copies: in-place models must not change the inputs
+        with stage("export"):
+            prog = _export(result, model, args, kwargs, spec, task)
+        if prog is None:
             return result
-        result.timings["export"] = time.perf_counter() - start
-        result.export_stages = _export_stages(prog.record)
-        result.diagnostics = [d.to_dict() for d in prog.diagnostics]
-        start = enter("save")
-        path = os.path.join(model_dir, "model.onnx")
-        files = prog.save(path)
-        result.onnx_bytes = sum(os.path.getsize(f) for f in files)
-        counts = op_counts(prog.model_proto.graph)
-        result.op_counts, result.node_count = dict(counts.most_common()), sum(counts.values())
-        result.timings["save"] = time.perf_counter() - start
-        start = enter("run")
+        with stage("save"):
+            _save(result, prog, task["model_dir"])
         result.status = FAILED  # until the outputs are shown to match
-        actual = prog(*args, providers=tuple(task["providers"]), **kwargs)
-        result.max_abs_diff, result.outputs_compared, result.reference_max_abs = _output_diff(expected, actual)
-        result.timings["run"] = time.perf_counter() - start
-        start = enter("verify")
-        verdict = _verify(result, prog, args, kwargs, task, spec)
-        result.timings["verify"] = time.perf_counter() - start
-        if verdict is None:  # no verification engine: fall back on torch's per-dtype default tolerances
-            try:
-                for ref, got in zip([t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)], actual):
-                    torch.testing.assert_close(got, torch.view_as_real(ref) if ref.is_complex() else ref,
-                                               check_dtype=False)
-                verdict = result.outputs_compared > 0
-            except AssertionError as exc:
-                result.error = str(exc).strip().splitlines()[0]
-                verdict = False
+        with stage("run"):
+            actual = prog(*args, providers=tuple(task["providers"]), **kwargs)
+            result.max_abs_diff, result.outputs_compared, result.reference_max_abs = _output_diff(expected, actual)
+        with stage("verify"):
+            verdict = _verify(result, prog, args, kwargs, task, spec)
         result.status = PASSED if verdict else FAILED
-        result.root_cause = None if verdict else _root_cause(result.verification, result.diagnostics)
-        enter("done")
+        result.root_cause = None if verdict else _root_cause(result.diagnostics)
+        _mark(task["model_dir"], "done")
+        result.stage = "done"
     except MemoryError:
         result.status, result.error = OOM, f"MemoryError in stage {result.stage}"
     except Exception as exc:  # noqa: BLE001  (a model's own failure is a result, not a crash of the job)
-        if result.stage in ("build", "eager"):
-            result.status = ERROR
-        else:
-            result.status = FAILED
+        result.status = ERROR if result.stage in ("build", "eager") else FAILED
         result.error = f"{type(exc).__name__}: {str(exc)[:2000]}"
         result.stderr_tail = traceback.format_exc()[-4000:]
     finally:
