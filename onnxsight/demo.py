@@ -162,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="demo-out", help="folder for models and reports (default: demo-out)")
     parser.add_argument("--only", action="append", default=None, help="run only this case (repeatable)")
     parser.add_argument("--verbose", action="store_true", help="show every diagnostic and torch's log as they come")
+    parser.add_argument("--no-zoo", action="store_true", help="skip the closing smoke-suite run of the zoo job")
     options = parser.parse_args(argv)
     if not options.verbose:  # the reports hold every finding; keep the terminal to the outcomes
         for name in ("onnxsight", "torch"):
@@ -181,9 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in result["paths"]:
             if not path.endswith("_run.json"):
                 print(f"   {path}")
+    if not options.no_zoo and not options.only:
+        from onnxsight.zoo import demo as zoo_demo
+
+        print("== zoo: the smoke suite, as the nightly job runs it ...", flush=True)
+        dashboard, merged_sarif = zoo_demo(os.path.join(options.out, "zoo"))
+        print(f"   dashboard:    {dashboard}\n   merged SARIF: {merged_sarif}")
     print(f"demo finished: reports under {os.path.abspath(options.out)}"
           + (f"; {unexpected} case(s) did not end as expected" if unexpected else ""))
-    return 0
+    return 1 if unexpected else 0
 
 
 if __name__ == "__main__":
