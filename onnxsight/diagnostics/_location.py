@@ -56,11 +56,19 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(roots))
 
 
+# Model definitions that ship inside onnxsight (the demo's models, the zoo's suites) are the
+# "user code" of the reports about them: their lines are where a problem is to be shown.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MODEL_DEFINITIONS = (os.path.join(_PACKAGE, "demo.py"), os.path.join(_PACKAGE, "zoo", "suites") + os.sep)
+
+
 def is_user_file(path: str) -> bool:
     """True for files that are neither onnxsight, torch, other ML libraries nor the stdlib."""
     if not path or path.startswith("<"):
         return False
     absolute = os.path.abspath(path)
+    if absolute.startswith(_MODEL_DEFINITIONS):
+        return True
     return not any(absolute == root or absolute.startswith(root + os.sep) for root in _library_roots())
 
 
