@@ -178,3 +178,17 @@ def aten_dropout(b: GraphBuilder, input: Value, p: float, train: bool) -> Value:
     if not train or p == 0:
         return input
     return b.op("Dropout", input, b.scalar(float(p), input), b.const(True, torch.bool))
+
+
+@translation(aten.rrelu_with_noise_functional.default)
+def aten_rrelu_with_noise_functional(b: GraphBuilder, self: Value, noise: Value, lower: float = 0.125,
+                                     upper: float = 1 / 3, training: bool = False,
+                                     generator: object = None) -> tuple[Value, Value]:
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.3333333333333333,
+    bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)
+
+    In inference rrelu is leaky_relu with the mean slope; the noise buffer is unchanged.
+    """
+    if training:
+        raise NotImplementedError("rrelu in training mode draws random slopes; export the model in eval mode")
+    return b.op("LeakyRelu", self, alpha=(float(lower) + float(upper)) / 2), noise

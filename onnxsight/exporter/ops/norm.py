@@ -217,6 +217,35 @@ def aten_batch_norm_legit_no_stats(b: GraphBuilder, input: Value, weight: Value 
     return _batch_stats_norm(b, input, weight, bias, eps)[:3]
 
 
+@translation(aten._batch_norm_with_update_functional.default)
+def aten_batch_norm_with_update_functional(b: GraphBuilder, input: Value, weight: Value | None,
+                                           bias: Value | None, running_mean: Value, running_var: Value,
+                                           momentum: float, eps: float) -> tuple[Value | None, ...]:
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
+    Tensor running_var, float momentum, float eps)
+    -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
+    out, mean, invstd, var = _batch_stats_norm(b, input, weight, bias, eps)
+    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.output_used(3) else None
+    new_mean = _updated_running(b, running_mean, mean, momentum) if b.output_used(4) else None
+    new_var = _updated_running(b, running_var, _unbiased(b, input, var), momentum) if b.output_used(5) else None
+    return out, mean, invstd, reserve, new_mean, new_var
+
+
+@translation(aten._batch_norm_no_update.default)
+def aten_batch_norm_no_update(b: GraphBuilder, input: Value, weight: Value | None, bias: Value | None,
+                              running_mean: Value | None, running_var: Value | None, momentum: float,
+                              eps: float) -> tuple[Value | None, ...]:
+    """_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
+    Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    if running_mean is None or running_var is None:
+        out = _batch_stats_norm(b, input, weight, bias, eps)[0]
+    else:
+        out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
+    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.output_used(3) else None
+    return (out, _empty(b, input) if b.output_used(1) else None, _empty(b, input) if b.output_used(2) else None,
+            reserve)
+
+
 # -- instance norm ---------------------------------------------------------------------------------------
 @translation(aten.instance_norm.default)
 def aten_instance_norm(b: GraphBuilder, input: Value, weight: Value | None, bias: Value | None,

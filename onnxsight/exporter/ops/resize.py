@@ -18,7 +18,7 @@ aten = torch.ops.aten
 
 
 def _resize(b: GraphBuilder, x: Value, spatial: int, mode: str, output_size: Sequence[int | Value] | None,
-            scales: Sequence[float | None] | None, align_corners: bool | None) -> Value:
+            scales: Sequence[float | None] | None, align_corners: bool | None, *, antialias: bool = False) -> Value:
     """Resize over the last ``spatial`` axes.
 
     With scale factors the source coordinate uses 1/scale, as torch does when
@@ -32,14 +32,26 @@ def _resize(b: GraphBuilder, x: Value, spatial: int, mode: str, output_size: Seq
         size_input: Value | None = None
     elif output_size:
         scale_input = None
-        size_input = b.op("Concat", b.shape_of(x, end=2), b.int_list(list(output_size)), axis=0,
-                          dtype=torch.int64)
+        leading = x.shape[:2] if x.shape is not None else ()
+        if len(leading) == 2 and all(isinstance(d, int) for d in leading):
+            size_input = b.int_list([*leading, *output_size])
+        else:
+            size_input = b.op("Concat", b.shape_of(x, end=2), b.int_list(list(output_size)), axis=0,
+                              dtype=torch.int64)
     else:
         raise ValueError("upsample needs output_size or scale factors")
     attrs: dict[str, object] = {"mode": mode}
     if mode == "nearest":
         # torch's legacy 'nearest': src = floor(dst * in / out).
         attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    elif antialias:
+        # torch's antialiased kernels (PIL's): filter weights renormalised inside the
+        # input (exclude_outside) and, for cubic, a = -0.5.
+        if align_corners:
+            raise NotImplementedError("interpolate(antialias=True, align_corners=True) has no ONNX Resize form")
+        attrs.update(coordinate_transformation_mode="half_pixel", antialias=1, exclude_outside=1)
+        if mode == "cubic":
+            attrs["cubic_coeff_a"] = -0.5
     else:
         attrs["coordinate_transformation_mode"] = "align_corners" if align_corners else "half_pixel"
         if mode == "cubic":
@@ -127,3 +139,36 @@ def aten_upsample_trilinear3d(b: GraphBuilder, self: Value, output_size: Sequenc
     """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None,
     float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _resize(b, self, 3, "linear", output_size, [scales_d, scales_h, scales_w], align_corners)
+
+
+# -- antialiased (interpolate(..., antialias=True)); Resize has antialias from opset 18 ----------------------
+@translation(aten._upsample_bilinear2d_aa.default, since=18)
+def aten_upsample_bilinear2d_aa(b: GraphBuilder, self: Value, output_size: Sequence[int], align_corners: bool,
+                                scales_h: float | None = None, scales_w: float | None = None) -> Value:
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None,
+    float? scales_w=None) -> Tensor"""
+    return _resize(b, self, 2, "linear", output_size, [scales_h, scales_w], align_corners, antialias=True)
+
+
+@translation(aten._upsample_bilinear2d_aa.vec, since=18)
+def aten_upsample_bilinear2d_aa_vec(b: GraphBuilder, input: Value, output_size: Sequence[int] | None,
+                                    align_corners: bool, scale_factors: Sequence[float] | None) -> Value:
+    """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners,
+    float[]? scale_factors) -> Tensor"""
+    return _resize(b, input, 2, "linear", output_size, scale_factors, align_corners, antialias=True)
+
+
+@translation(aten._upsample_bicubic2d_aa.default, since=18)
+def aten_upsample_bicubic2d_aa(b: GraphBuilder, self: Value, output_size: Sequence[int], align_corners: bool,
+                               scales_h: float | None = None, scales_w: float | None = None) -> Value:
+    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None,
+    float? scales_w=None) -> Tensor"""
+    return _resize(b, self, 2, "cubic", output_size, [scales_h, scales_w], align_corners, antialias=True)
+
+
+@translation(aten._upsample_bicubic2d_aa.vec, since=18)
+def aten_upsample_bicubic2d_aa_vec(b: GraphBuilder, input: Value, output_size: Sequence[int] | None,
+                                   align_corners: bool, scale_factors: Sequence[float] | None) -> Value:
+    """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners,
+    float[]? scale_factors) -> Tensor"""
+    return _resize(b, input, 2, "cubic", output_size, scale_factors, align_corners, antialias=True)

@@ -72,6 +72,11 @@ def test_softmax_half_to_float_and_0d() -> None:
     export_and_compare(lambda x: torch.log_softmax(x, -1, dtype=torch.float64), torch.randn(2, 5))
 
 
+def test_rrelu_in_eval_is_leaky_relu() -> None:
+    ops = export_and_compare(torch.nn.RReLU(0.1, 0.3), torch.randn(4, 6))
+    assert "LeakyRelu" in ops
+
+
 def test_dropout_in_eval_is_identity() -> None:
     ops = export_and_compare(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)), torch.randn(2, 4))
     assert "Dropout" not in ops
@@ -146,6 +151,21 @@ def test_unbatched_pooling() -> None:
 def test_interpolate_2d(kwargs: dict) -> None:
     ops = export_and_compare(lambda t: F.interpolate(t, **kwargs), torch.randn(1, 2, 6, 6))
     assert ops.count("Resize") == 1
+
+
+@pytest.mark.parametrize("kwargs", [dict(size=(5, 7), mode="bilinear"), dict(scale_factor=0.4, mode="bilinear"),
+                                    dict(size=(5, 7), mode="bicubic"), dict(size=(20, 30), mode="bilinear")])
+def test_interpolate_antialias(kwargs: dict) -> None:
+    ops = export_and_compare(lambda t: F.interpolate(t, antialias=True, **kwargs), torch.randn(1, 2, 12, 15))
+    assert ops.count("Resize") == 1
+
+
+def test_interpolate_antialias_needs_opset_18() -> None:
+    import onnxsight
+
+    with pytest.raises(onnxsight.ExportError, match="_upsample_bilinear2d_aa"):
+        export_and_compare(lambda t: F.interpolate(t, size=(3, 3), mode="bilinear", antialias=True),
+                           torch.randn(1, 2, 6, 6), opset=17)
 
 
 def test_interpolate_dynamic_size() -> None:

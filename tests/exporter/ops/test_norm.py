@@ -13,7 +13,7 @@ aten = torch.ops.aten
 
 OPS = ["nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm",
        "nn.functional.instance_norm", "native_layer_norm",
-       "native_group_norm", "native_batch_norm", "_native_batch_norm_legit", "nn.functional.rms_norm",
+       "native_group_norm", "native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update", "nn.functional.rms_norm",
        "nn.functional.local_response_norm", "nn.functional.normalize"]
 
 
