@@ -52,6 +52,9 @@ def channel_param(b: GraphBuilder, param: Value | None, fill: float, x: Value) -
     """A per-channel (axis 1) parameter, or a tensor of ``fill`` of size C when it is None."""
     if param is not None:
         return param
+    channels = x.shape[1] if x.shape is not None and len(x.shape) > 1 else None
+    if isinstance(channels, int):
+        return b.const(torch.full((channels,), float(fill)), x.dtype)
     return filled(b, fill, x, dim(b, x, 1))
 
 
