@@ -52,9 +52,10 @@ def _check_dynamic_shapes(ctx: DiagnosticContext, signature: inspect.Signature, 
             ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                      error=f"keys {unknown} are not arguments of forward(); arguments given are {names}")
     elif isinstance(dynamic_shapes, (tuple, list)):
-        if len(dynamic_shapes) != len(args) + len(kwargs):
+        # torch.export matches a tuple against the bound arguments: `*tensors` is one entry holding a tuple.
+        if len(dynamic_shapes) != len(names):
             ctx.emit(rules.BAD_DYNAMIC_SHAPES,
-                     error=f"{len(dynamic_shapes)} entries for {len(args) + len(kwargs)} inputs ({', '.join(names)})")
+                     error=f"{len(dynamic_shapes)} entries for {len(names)} inputs ({', '.join(names)})")
     else:
         ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                  error=f"expected a dict keyed by argument name or a tuple, got {type(dynamic_shapes).__name__}")

@@ -52,3 +52,15 @@ def test_specialised_dynamic_dim_is_a_capture_error() -> None:
         onnxsight.export(Fixed(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
     codes = {d.code for d in info.value.diagnostics if d.level.value == "error"}
     assert codes & {"CAP004", "CAP005"}, codes
+
+
+def test_varargs_module_takes_one_nested_entry_per_bound_argument() -> None:
+    class Varargs(torch.nn.Module):
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return tensors[0] + tensors[1]
+
+    batch = torch.export.Dim("batch")
+    program = onnxsight.export(Varargs(), (torch.randn(2, 3), torch.randn(2, 3)),
+                               dynamic_shapes=(({0: batch}, {0: batch}),))
+    a, b = torch.randn(5, 3), torch.randn(5, 3)
+    torch.testing.assert_close(program(a, b)[0], a + b)
