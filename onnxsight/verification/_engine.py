@@ -111,7 +111,6 @@ class EngineConfig:
     tolerance: Tolerance
     memory_budget: int
     max_repros: int
-    reference_name: str = "PyTorch"
 
 
 def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphIndex, pairs: Sequence[Pair],
