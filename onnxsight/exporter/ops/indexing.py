@@ -322,11 +322,17 @@ def aten_nonzero(b: GraphBuilder, self: Value) -> Value:
     return b.op("Transpose", b.op("NonZero", self, dtype=torch.int64), perm=[1, 0])
 
 
+def _broadcast_pair(b: GraphBuilder, self: Value, mask: Value) -> tuple[Value, Value]:
+    """``self`` and ``mask`` (as bool) expanded to their common shape."""
+    shape = (None,) * max(b.rank_of(self), b.rank_of(mask))
+    data = b.op("Expand", self, b.shape_of(mask), shape=shape)
+    return data, b.op("Expand", b.cast(mask, torch.bool), b.shape_of(data), shape=shape)
+
+
 @translation(aten.masked_select.default)
 def aten_masked_select(b: GraphBuilder, self: Value, mask: Value) -> Value:
     """masked_select(Tensor self, Tensor mask) -> Tensor"""
-    data = b.op("Expand", self, b.shape_of(mask))
-    mask = b.op("Expand", b.cast(mask, torch.bool), b.shape_of(data))
+    data, mask = _broadcast_pair(b, self, mask)
     return b.op("GatherND", data, aten_nonzero(b, mask))
 
 
@@ -334,8 +340,7 @@ def aten_masked_select(b: GraphBuilder, self: Value, mask: Value) -> Value:
 def aten_masked_scatter(b: GraphBuilder, self: Value, mask: Value, source: Value) -> Value:
     """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
     assert self.dtype is not None
-    data = b.op("Expand", self, b.shape_of(mask))
-    mask = b.op("Expand", b.cast(mask, torch.bool), b.shape_of(data))
+    data, mask = _broadcast_pair(b, self, mask)
     coords = aten_nonzero(b, mask)
     count = b.shape_of(coords, 0, 1)
     flat = b.op("Reshape", b.cast(source, self.dtype), b.const([-1], torch.int64))
@@ -379,8 +384,7 @@ def aten_select_scatter(b: GraphBuilder, self: Value, src: Value, dim: int, inde
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
     dim = norm_dim(dim, b.rank_of(self))
     length = b.op("Squeeze", b.shape_of(self, dim, dim + 1), axes(b, [0]), dtype=torch.int64)
-    position = b.op("Mod", b.cast(b.scalar(index, torch.int64), torch.int64), length)
-    start = b.op("Unsqueeze", position, axes(b, [0]))
+    start = b.op("Mod", b.cast(b.scalar(index, torch.int64), torch.int64), length)
     return aten_slice_scatter(b, self, b.op("Unsqueeze", src, axes(b, [dim])), dim, start,
                               b.op("Add", start, b.const(1, torch.int64)))
 

@@ -125,7 +125,9 @@ def aten_cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
 def aten_stack(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
     dim = norm_dim(dim, b.rank_of(tensors[0]) + 1)
-    return aten_cat(b, [b.op("Unsqueeze", t, axes(b, [dim])) for t in tensors], dim)
+    parts = [b.op("Unsqueeze", t, axes(b, [dim]), shape=(*t.shape[:dim], 1, *t.shape[dim:]))  # type: ignore[index]
+             for t in tensors]
+    return aten_cat(b, parts, dim)
 
 
 @translation(aten.split_with_sizes.default, aten.split_with_sizes_copy.default, aten.split.sizes)
