@@ -329,6 +329,26 @@ def _broadcast_pair(b: GraphBuilder, self: Value, mask: Value) -> tuple[Value, V
     return data, b.op("Expand", b.cast(mask, torch.bool), b.shape_of(data), shape=shape)
 
 
+@translation(aten.nonzero_static.default)
+def aten_nonzero_static(b: GraphBuilder, self: Value, *, size: int, fill_value: int = -1) -> Value:
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor
+
+    The first ``size`` rows of nonzero(self), padded with ``fill_value`` rows up to ``size``.
+    """
+    found = b.op("Slice", aten_nonzero(b, self), b.const([0], torch.int64), b.int_list([size]))
+    missing = b.op("Sub", b.int_list([size]), b.shape_of(found, 0, 1))
+    pads = b.op("Concat", b.const([0, 0], torch.int64), missing, b.const([0], torch.int64), axis=0)
+    return b.op("Pad", found, pads, b.const(fill_value, torch.int64), mode="constant")
+
+
+@translation(aten.take.default)
+def aten_take(b: GraphBuilder, self: Value, index: Value) -> Value:
+    """take(Tensor self, Tensor index) -> Tensor"""
+    flat = b.op("Reshape", self, b.const([-1], torch.int64))
+    where = b.op("Mod", b.cast(index, torch.int64), b.op("Size", self, dtype=torch.int64))
+    return b.op("Gather", flat, where, axis=0)
+
+
 @translation(aten.masked_select.default)
 def aten_masked_select(b: GraphBuilder, self: Value, mask: Value) -> Value:
     """masked_select(Tensor self, Tensor mask) -> Tensor"""

@@ -13,7 +13,7 @@ OPS = [
     "__getitem__", "index_select", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce.sum",
     "scatter_reduce.prod", "scatter_reduce.amax", "scatter_reduce.amin", "scatter_reduce.mean", "select_scatter",
     "slice_scatter", "diagonal_scatter", "as_strided_scatter", "masked_scatter", "masked_select", "masked_fill",
-    "nn.functional.embedding", "nonzero", "argwhere", "put", "index_put", "index_add", "index_copy", "index_fill",
+    "nn.functional.embedding", "nonzero", "nonzero_static", "argwhere", "take", "put", "index_put", "index_add", "index_copy", "index_fill",
     "index_reduce.amax", "index_reduce.amin", "index_reduce.mean", "index_reduce.prod", "_unsafe_masked_index",
     "_unsafe_masked_index_put_accumulate",
 ]

@@ -20,7 +20,7 @@ OPS = [
     "select", "flip", "fliplr", "flipud", "roll", "rot90", "repeat", "tile", "repeat_interleave", "clone",
     "contiguous", "to", "diagonal", "linalg.diagonal", "unfold", "as_strided", "nn.functional.pad.constant",
     "constant_pad_nd", "permute_copy", "t_copy", "view_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy",
-    "unbind_copy", "expand_copy", "diagonal_copy", "alias_copy",
+    "unbind_copy", "expand_copy", "diagonal_copy", "alias_copy", "sum_to_size", "_chunk_cat", "resize_",
 ]
 
 
