@@ -1,4 +1,4 @@
-"""Tensor creation: full, *_like, empty (as zeros), arange, scalar_tensor, random tensors.
+"""Tensor creation: full, *_like, empty (as zeros), arange, repeat_interleave indices, random tensors.
 
 Sizes may be symbolic (0-d int64 Values mixed with ints in the list).
 ``empty`` tensors are zero-filled (their content is unspecified in PyTorch).
@@ -195,6 +195,21 @@ def aten_arange(b: GraphBuilder, end: Any, *, dtype: torch.dtype | None = None, 
     """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return aten_arange_start_step(b, 0, end, 1, dtype=dtype)
+
+
+@translation(aten.repeat_interleave.Tensor)
+def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int | None = None) -> Value:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    Element i repeated repeats[i] times: output position p holds #{i : cumsum(repeats)[i] <= p}.
+    """
+    counts = b.cast(repeats, torch.int64)
+    ends = b.op("CumSum", counts, b.const(0, torch.int64))
+    total = b.op("ReduceSum", counts, b.const([0], torch.int64), keepdims=0)
+    positions = b.op("Range", b.const(0, torch.int64), total, b.const(1, torch.int64), dtype=torch.int64)
+    passed = b.op("LessOrEqual", b.op("Unsqueeze", ends, b.const([0], torch.int64)), b.op("Unsqueeze", positions, b.const([1], torch.int64)),
+                  dtype=torch.bool)
+    return b.op("ReduceSum", b.cast(passed, torch.int64), b.const([1], torch.int64), keepdims=0)
 
 
 # -- random: same distributions as PyTorch, never the same numbers --------------------------------

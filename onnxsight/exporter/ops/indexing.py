@@ -241,11 +241,10 @@ def _scatter_reduce(b: GraphBuilder, self: Value, dim: int, index: Value, src: V
     start = b.op("Expand", b.const(1 if include_self else 0, self.dtype), b.shape_of(self), shape=self.shape)
     count = _scatter(b, start, dim, index, ones, "add")
     count = b.op("Max", count, b.const(1, self.dtype))
-    mean = b.op("Div", total, count)
-    if not self.dtype.is_floating_point:  # PyTorch floors integer means
-        mean = b.cast(b.op("Floor", b.op("Div", b.cast(total, torch.float64), b.cast(count, torch.float64))),
-                      self.dtype)
-    return mean
+    if self.dtype.is_floating_point:
+        return b.op("Div", total, count)
+    quotient = b.op("Div", b.cast(total, torch.float64), b.cast(count, torch.float64))
+    return b.cast(b.op("Floor", quotient), self.dtype)  # PyTorch floors integer means
 
 
 @translation(aten.scatter_reduce.two, since=18)
@@ -295,21 +294,6 @@ def aten_put(b: GraphBuilder, self: Value, index: Value, source: Value, accumula
     values = b.op("Reshape", b.cast(source, self.dtype), b.const([-1], torch.int64))
     out = b.op("ScatterElements", flat, where, values, axis=0, reduction="add" if accumulate else None)
     return b.op("Reshape", out, b.shape_of(self))
-
-
-@translation(aten.repeat_interleave.Tensor)
-def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int | None = None) -> Value:
-    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
-
-    Element i repeated repeats[i] times: output position p holds #{i : cumsum(repeats)[i] <= p}.
-    """
-    counts = b.cast(repeats, torch.int64)
-    ends = b.op("CumSum", counts, b.const(0, torch.int64))
-    total = b.op("ReduceSum", counts, b.const([0], torch.int64), keepdims=0)
-    positions = b.op("Range", b.const(0, torch.int64), total, b.const(1, torch.int64), dtype=torch.int64)
-    passed = b.op("LessOrEqual", b.op("Unsqueeze", ends, axes(b, [0])), b.op("Unsqueeze", positions, axes(b, [1])),
-                  dtype=torch.bool)
-    return b.op("ReduceSum", b.cast(passed, torch.int64), b.const([1], torch.int64), keepdims=0)
 
 
 @translation(aten.nonzero.default)

@@ -93,3 +93,10 @@ def test_scatter_reduce_opset17() -> None:
 def test_embedding_with_padding_idx() -> None:
     weight, ids = torch.randn(10, 3), torch.tensor([[0, 2, 9], [2, 2, 1]])
     assert_like_eager(lambda w, i: torch.nn.functional.embedding(i, w, padding_idx=2), weight, ids)
+
+
+def test_scatter_reduce_integer_mean_rounds_like_pytorch() -> None:
+    x, index = torch.tensor([[5, -3, 7, 2]]), torch.tensor([[0, 0, 1, 1]])
+    src = torch.tensor([[4, -7, 3, -6]])
+    for include_self in (True, False):
+        assert_like_eager(lambda t, i, s: t.scatter_reduce(1, i, s, "mean", include_self=include_self), x, index, src)
