@@ -245,7 +245,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
             case = r["case"] + (f" (budget {r['budget_mb']} MB)" if "budget_mb" in r else "")
             if r["case"] == "torch+ort":
                 case += f" ({r['torch_seconds']:.2f} + {r['ort_seconds']:.2f} s)"
-            speedup = f"{ref['seconds'] / r['seconds']:.1f}x faster" if ref and r is not ref else ""
+            speedup = f"{ref['seconds'] / r['seconds']:.1f}x faster" if ref and r not in (ref, base) else ""
             versus = f"{r['seconds'] / base['seconds']:.2f}x" if base and r is not base else ""
             lines.append(f"| {model} | {case} | {r.get('values', '')} | {r.get('sessions', '')} | "
                          f"{r['seconds']:.2f} | {r['peak_mb']:.0f} | {speedup} | {versus} |")
