@@ -80,6 +80,15 @@ def test_dynamic_batch(name: str) -> None:
     assert_dynamic_like_eager(fn, dims=dims, shape=(4, 3, 4) if dims is AT_4 else (2, 3, 4))
 
 
+def test_stride_and_numel_of_dynamic_dims() -> None:
+    fn = lambda x: (torch.ones(x.stride(0)), torch.ones(x.numel() - x.shape[0]))  # noqa: E731
+    program = onnxsight.export(One(fn), (torch.randn(4, 3, 2),),
+                               dynamic_shapes={"x": {0: Dim.DYNAMIC, 2: Dim.DYNAMIC}})
+    for shape in [(1, 3, 5), (6, 3, 3)]:
+        x = torch.randn(shape)
+        assert [t.shape for t in program(x)] == [t.shape for t in fn(x)]
+
+
 @pytest.mark.parametrize("opset", [17, 23])
 def test_dynamic_batch_opsets(opset: int) -> None:
     assert_dynamic_like_eager(MODELS["view-minus-one"][0], opset=opset)
