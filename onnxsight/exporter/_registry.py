@@ -33,6 +33,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.control_flow",
     "onnxsight.exporter.ops.symbolic",
     "onnxsight.exporter.ops.misc",
+    "onnxsight.exporter.ops.composite",
     "onnxsight.exporter.ops.spectral",
 )
 

@@ -261,6 +261,14 @@ class Translator:
         Values inside are prefixed with ``prefix`` so they never collide with outer-scope names.
         Returns the subgraph's outputs (Values or Python values).
         """
+        saved = (builder.translate_subgraph, builder.current, builder.node_metadata)
+        try:
+            return self._translate_subgraph(builder, gm, inputs, prefix)
+        finally:  # the builder may be this graph's own (an inlined body): leave its state as it was
+            builder.translate_subgraph, builder.current, builder.node_metadata = saved
+
+    def _translate_subgraph(self, builder: GraphBuilder, gm: torch.fx.GraphModule, inputs: Sequence[Any],
+                            prefix: str) -> list[Any]:
         sub = Translator(self.registry, builder, self.ctx, self.dim_names, prefix=prefix)
         sub.reserved = set(self.reserved)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

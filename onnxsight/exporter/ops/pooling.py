@@ -27,7 +27,8 @@ def _plane_indices(b: GraphBuilder, x: Value, flat: Value, spatial: int) -> Valu
 
 
 def _max_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], stride: Sequence[int],
-              padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> tuple[Value, Value | None]:
+              padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool,
+              with_indices: bool = True) -> tuple[Value, Value | None]:
     batchless = unbatched(x, spatial)
     if batchless:
         x = add_batch(b, x)
@@ -36,7 +37,7 @@ def _max_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], st
     attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
                  dilations=expand_ints(dilation, spatial), ceil_mode=int(ceil_mode))
     indices = None
-    if b.output_used(1):
+    if with_indices and b.output_used(1):
         values, flat = b.op("MaxPool", x, outputs=2, **attrs)
         flat.dtype = torch.int64
         indices = _plane_indices(b, x, flat, spatial)
