@@ -24,8 +24,9 @@ def _gelu_formula(b: GraphBuilder, x: Value, approximate: str) -> Value:
         inner = b.op("Add", x, b.op("Mul", cube, b.scalar(0.044715, x)))
         core = b.op("Tanh", b.op("Mul", inner, b.scalar(math.sqrt(2 / math.pi), x)))
     else:
-        # 0.5 * x * (1 + erf(x / sqrt(2)))
-        core = b.op("Erf", b.op("Mul", x, b.scalar(1 / math.sqrt(2), x)))
+        # 0.5 * x * (1 + erf(x / sqrt(2))). NOTE: Div by sqrt(2), not Mul by its inverse: it is the
+        # form ONNX Runtime's GeluFusion recognises, so the five nodes run as one Gelu kernel.
+        core = b.op("Erf", b.op("Div", x, b.scalar(math.sqrt(2), x)))
     return b.op("Mul", half, b.op("Add", core, b.scalar(1.0, x)))
 
 
