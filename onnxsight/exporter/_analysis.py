@@ -11,7 +11,7 @@ Checks (rule codes in the catalog):
 - VAL003 data-dependent values (``.item()``, ``nonzero``, ...) and the runtime assertions guarding them
 - VAL004 ``Tensor.data`` on a captured line
 - IO005 in-place updates of buffers or inputs, which ONNX drops
-- DTY001 / DTY002 dtypes ONNX cannot hold / ONNX Runtime cannot run (complex)
+- DTY001 dtypes ONNX cannot hold (DTY002, no ONNX Runtime kernel, comes from the runtime itself)
 - DTY004 where a computation is promoted to float64
 - OPS005 ops whose ONNX form differs at edge cases; OPS007 random ops
 """
@@ -141,17 +141,20 @@ def _node_checks(program: torch.export.ExportedProgram, ctx: DiagnosticContext, 
 
 
 def _dtype_checks(node: torch.fx.Node, op: str, emit: Callable[..., None], *, allow_float64: bool) -> None:
-    """DTY001 (no ONNX type), DTY002 (complex), DTY004 (first float64 value of a float32 computation)."""
+    """DTY001 (no ONNX type), DTY004 (first float64 value of a float32 computation).
+
+    Complex values are carried as real pairs by the translator, which reports DTY001 itself
+    where an op has no complex-aware translation.
+    """
     outputs = [v for v in _vals(node) if isinstance(v, torch.Tensor)]
     for val in outputs:
         if val.dtype.is_complex and val.dtype is not torch.complex32:
-            emit(rules.DTYPE_NOT_RUN_BY_ORT, node, op=op, dtype=str(val.dtype).replace("torch.", ""))
-        else:
-            try:
-                _dtypes.to_onnx(val.dtype)
-            except TypeError:
-                emit(rules.DTYPE_NOT_REPRESENTABLE, node, op=op, value=node.name,
-                     dtype=str(val.dtype).replace("torch.", ""))
+            continue
+        try:
+            _dtypes.to_onnx(val.dtype)
+        except TypeError:
+            emit(rules.DTYPE_NOT_REPRESENTABLE, node, op=op, value=node.name,
+                 dtype=str(val.dtype).replace("torch.", ""))
     if allow_float64 or not any(v.dtype is torch.float64 for v in outputs):
         return
     inputs = [v for n in node.all_input_nodes for v in _vals(n) if isinstance(v, torch.Tensor)]

@@ -158,19 +158,19 @@ DTYPE_NOT_REPRESENTABLE = define(
 DTYPE_NOT_RUN_BY_ORT = define(
     "DTY002", "dtype-not-run-by-onnxruntime", W,
     "{op} with dtype {dtype} is valid ONNX but ONNX Runtime has no kernel for it",
-    "Cast to a supported dtype around the op.",
-    what="Warns about values with complex dtypes (`complex64`, `complex128`): ONNX has the types "
-         "but ONNX Runtime implements almost no operator for them.",
-    why="The model passes the ONNX checker yet fails to load in ONNX Runtime (ORT001) with a "
-        "'could not find an implementation' error.",
+    "Cast to a supported dtype around the op, or run on a provider that has the kernel.",
+    what="Names the node and dtype when ONNX Runtime refuses a session because it has no kernel for "
+         "an op at the dtype the graph uses (its 'Could not find an implementation' error), located "
+         "at the line of your code that produced the node.",
+    why="The model passes the ONNX checker, yet fails to load in ONNX Runtime (ORT001) on that "
+        "provider; the error names only an ONNX node, this names your line.",
     example="""
         class M(torch.nn.Module):
             def forward(self, x):
-                spec = torch.fft.rfft(x)                 # complex64 intermediate: DTY002
-                return spec.abs()
+                return x.to(torch.bfloat16) * 2          # no bfloat16 Mul on ONNX Runtime's CPU provider
     """,
-    how="Carry complex numbers as real pairs: `torch.view_as_real(z)`, and write products and "
-        "magnitudes with real arithmetic.",
+    how="Cast to float32 around the op for CPU inference, or verify on a provider with the kernel "
+        "(CUDA has bfloat16 for most ops).",
     tags=("dtype", "onnxruntime"))
 
 FLOAT64_DOWNCAST = define(

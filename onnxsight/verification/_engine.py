@@ -16,10 +16,12 @@ is, without the drift accumulated before it.
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import onnx
 
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._bundle import ReproCase, capture_repro
@@ -141,7 +143,7 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
             try:
                 results = executor.run([p.value for p in pending], reference)
             except OrtFailure as exc:  # reported as ORT001/ORT002
-                out.error = report_ort_error(exc, ort_runner, ctx)
+                out.error = report_ort_error(exc, ort_runner, ctx, index)
                 results = None
             out.chunks += 1
             if results is not None:
@@ -232,11 +234,37 @@ def _target(node: Any) -> str:
     return op_display(node.target)
 
 
-def report_ort_error(exc: OrtFailure, runner: OrtRunner, ctx: DiagnosticContext) -> str:
-    """Emit ORT001 (session) or ORT002 (run) for a chunk that failed; return the error text."""
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
+
+
+def report_ort_error(exc: OrtFailure, runner: OrtRunner, ctx: DiagnosticContext,
+                     index: GraphIndex | None = None) -> str:
+    """Emit ORT001 (session) or ORT002 (run) for a chunk that failed; return the error text.
+
+    When ONNX Runtime has no kernel for a node's dtype, DTY002 names that node's op and
+    dtype at the user's line (from the node's stack-trace metadata) as well.
+    """
     from onnxsight import rules
 
     text = str(exc)[:800]
+    match = _NO_KERNEL.search(text)
+    if match and index is not None:
+        _report_missing_kernel(match, index, ctx)
     rule = rules.ORT_SESSION_FAILED if exc.phase == "session" else rules.ORT_RUN_FAILED
     ctx.emit(rule, providers=", ".join(runner.providers), error=text)
     return text
+
+
+def _report_missing_kernel(match: re.Match, index: GraphIndex, ctx: DiagnosticContext) -> None:
+    from onnxsight import rules
+    from onnxsight.diagnostics import parse_stack_trace, user_frame
+
+    op_type, version, name = match.groups()
+    node = next((n for n in index.model.graph.node if n.name == name), None)
+    dtypes = sorted({onnx.TensorProto.DataType.Name(index.elem_types[i]).lower()
+                     for i in (node.input if node is not None else ()) if i in index.elem_types})
+    meta = {p.key: p.value for p in node.metadata_props} if node is not None else {}
+    stack = parse_stack_trace(meta.get("pkg.torch.onnx.stack_trace"))
+    ctx.emit(rules.DTYPE_NOT_RUN_BY_ORT, location=user_frame(stack), stack=stack,
+             op=f"{op_type} (opset {version}, node {name})", dtype=", ".join(dtypes) or "its input dtype",
+             properties={"onnx_node": name, "fx_node": meta.get("pkg.torch.onnx.fx_node", "").split(" ")[0] or None})

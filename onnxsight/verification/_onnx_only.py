@@ -115,7 +115,7 @@ def verify_onnx(path_or_proto: onnx.ModelProto | str | os.PathLike,
         try:
             expected, actual = ref.run(chunk), tgt.run(chunk)
         except OrtFailure as exc:  # reported as ORT001/ORT002
-            error = report_ort_error(exc, tgt_runner, ctx)
+            error = report_ort_error(exc, tgt_runner, ctx, index)
             break
         used = 0
         for value in chunk:

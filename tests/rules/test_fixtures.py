@@ -108,9 +108,9 @@ class Complex32(torch.nn.Module):
         return x.to(torch.complex32)  # @DTY001
 
 
-class ComplexMul(torch.nn.Module):
+class BFloat16Mul(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.view_as_real(torch.view_as_complex(x) * 2)  # @DTY002
+        return x.to(torch.bfloat16) * 2  # @DTY002
 
 
 class Float64Constant(torch.nn.Module):
@@ -188,7 +188,7 @@ CASES: tuple[Case, ...] = (
     Case("VAL003", NonZero),
     Case("VAL005", TensorConstant),
     Case("DTY001", Complex32),
-    Case("DTY002", ComplexMul, args=(torch.randn(4, 2),)),
+    Case("DTY002", BFloat16Mul, options={"verify": True}),
     Case("DTY004", Float64Constant),
     Case("IO001", TwoArgs, args=(torch.randn(4), torch.randn(4)), marker="export"),
     Case("IO002", DictOutput, marker="export"),
