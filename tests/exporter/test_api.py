@@ -161,3 +161,10 @@ def test_model_left_in_training_mode_is_restored() -> None:
     model = TinyMLP().train()
     onnxsight.export(model, (torch.randn(2, 4), torch.randn(2, 3)))
     assert model.training
+
+
+def test_weights_no_node_reads_are_left_out() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
+    program = onnxsight.export(model, (torch.randn(1, 3, 8, 8),))
+    names = {i.name for i in program.model_proto.graph.initializer}
+    assert "1.running_mean" in names and "1.num_batches_tracked" not in names
