@@ -22,7 +22,7 @@ from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
-from onnxsight.exporter._translate import translate_program
+from onnxsight.exporter._translate_program import translate_program
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,

@@ -18,7 +18,7 @@ from onnx import helper
 from onnxsight.diagnostics import Diagnostic
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._record import ExportRecord
-from onnxsight.exporter._translate import TranslatedGraph
+from onnxsight.exporter._translate_program import TranslatedGraph
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
 PRODUCER = "onnxsight"

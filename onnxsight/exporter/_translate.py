@@ -1,4 +1,4 @@
-"""Translate a decomposed ExportedProgram's FX graph into ONNX.
+"""The node-level translator: calls each FX node's translation and names its outputs.
 
 Naming contract: every FX node's output becomes the ONNX value of the same
 name (``name__0``, ``name__1`` when a node has several outputs). getitem
@@ -9,18 +9,14 @@ ONNX value that holds it (parameters map to their state-dict names).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import onnx
 import torch
-from onnx import helper
-from torch.export import graph_signature as gs
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter import _dtypes
-from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape, value_info
+from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
 from onnxsight.exporter._registry import Registry, target_key
 
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
@@ -31,19 +27,6 @@ class _Failed:
 
 
 FAILED = _Failed()
-
-
-@dataclass
-class TranslatedGraph:
-    """The translator's output, before it is assembled into a ModelProto."""
-
-    graph: onnx.GraphProto
-    initializers: dict[str, torch.Tensor]
-    opset_imports: dict[str, int]
-    value_names: dict[str, str]
-    input_names: list[str]
-    output_names: list[str]
-    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def op_display(target: Any) -> str:
@@ -304,136 +287,6 @@ def _replace_symbol(expr: str, symbol: str, name: str) -> str:
     return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)
 
 
-def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
-                      ctx: DiagnosticContext, *, input_names: Sequence[str] | None = None,
-                      output_names: Sequence[str] | None = None,
-                      dim_names: dict[str, str] | None = None) -> TranslatedGraph | None:
-    """Translate the whole program; None when any node failed (diagnostics emitted)."""
-    gm = program.graph_module
-    if find_unsupported(gm, registry, opset, ctx):
-        return None
-    builder = GraphBuilder(opset)
-    tr = Translator(registry, builder, ctx, dim_names)
-    sig = program.graph_signature
-    specs = {spec.arg.name: spec for spec in sig.input_specs if hasattr(spec.arg, "name")}
-    graph_inputs: list[Value] = []
-    initializers: dict[str, torch.Tensor] = {}
-    input_meta: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            spec = specs.get(node.name)
-            val = node.meta.get("val")
-            kind = spec.kind if spec is not None else gs.InputKind.USER_INPUT
-            if kind == gs.InputKind.USER_INPUT:
-                if isinstance(val, torch.Tensor):
-                    value = tr.meta_value(node.name, val)
-                    graph_inputs.append(value)
-                    tr.env[node.name] = value
-                    tr.value_names[node.name] = node.name
-                    tr.reserved.add(node.name)
-                    input_meta[node.name] = kind.name
-                else:
-                    tr.env[node.name] = val  # a specialised non-tensor input; reported by the API layer
-            elif kind in (gs.InputKind.PARAMETER, gs.InputKind.BUFFER, gs.InputKind.CONSTANT_TENSOR):
-                target = spec.target
-                tensor = _lookup_state(program, target)
-                initializers[target] = tensor
-                value = Value(target, tensor.dtype, tuple(tensor.shape))
-                tr.env[node.name] = value
-                tr.value_names[node.name] = target
-                tr.reserved.add(target)
-                input_meta[target] = kind.name
-            else:
-                tr.env[node.name] = None  # tokens and custom objects carry no tensor data
-        elif node.op == "get_attr":
-            attr = getattr(gm, node.target)
-            tr.env[node.name] = attr
-        elif node.op == "call_function":
-            tr.call_function(node)
-        elif node.op == "output":
-            output_node = node
-    for value in graph_inputs:  # complex values exist inside the graph only (as real pairs)
-        if value.dtype is not None and value.dtype.is_complex:
-            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, value=f"input {value.name}", dtype=str(value.dtype))
-    if ctx.errors:
-        return None
-    outputs: list[Value] = []
-    user_output_specs = [s for s in sig.output_specs if s.kind == gs.OutputKind.USER_OUTPUT]
-    flat_outputs = output_node.args[0]
-    for spec, arg in zip(sig.output_specs, flat_outputs):
-        if spec.kind != gs.OutputKind.USER_OUTPUT:
-            continue  # buffer mutations are not model outputs for inference
-        value = tr.arg(arg) if isinstance(arg, torch.fx.Node) else None
-        if isinstance(value, Value) and value.dtype is not None and value.dtype.is_complex:
-            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, node=arg, value=f"output {arg.name}", dtype=str(value.dtype))
-        if isinstance(value, Value):
-            outputs.append(value)
-    del user_output_specs
-    if ctx.errors:
-        return None
-    # Outputs must be distinct values produced by nodes: inputs/initializers/repeats get an Identity.
-    final: list[Value] = []
-    seen: set[str] = set()
-    input_set = {v.name for v in graph_inputs} | set(initializers)
-    for value in outputs:
-        if value.name in seen or value.name in input_set:
-            copy = builder.op("Identity", value)
-            copy = Value(builder.fresh("output"), value.dtype, value.shape)
-            builder.nodes[-1].output[0] = copy.name
-            value = copy
-        seen.add(value.name)
-        final.append(value)
-    renames: dict[str, str] = {}
-    if input_names:
-        for value, new in zip(graph_inputs, input_names):
-            renames[value.name] = new
-    if output_names:
-        for value, new in zip(final, output_names):
-            renames[value.name] = new
-    if renames:
-        _rename_everywhere(builder.nodes, renames)
-        for vlist in (graph_inputs, final):
-            for v in vlist:
-                v.name = renames.get(v.name, v.name)
-        tr.value_names = {k: renames.get(v, v) for k, v in tr.value_names.items()}
-    # Weights no node reads (BatchNorm's num_batches_tracked, buffers only used in training) stay out.
-    read = _names_read(builder.nodes) | {v.name for v in final}
-    initializers = {name: tensor for name, tensor in initializers.items() if name in read}
-    io_names = {v.name for v in graph_inputs} | {v.name for v in final} | set(initializers)
-    infos = [value_info(Value(renames.get(v.name, v.name), v.dtype, v.shape))
-             for v in builder.value_info.values()
-             if v.dtype is not None and renames.get(v.name, v.name) not in io_names]
-    graph = helper.make_graph(builder.nodes, "main_graph", [value_info(v) for v in graph_inputs],
-                              [value_info(v) for v in final], value_info=infos)
-    for value in graph.input:
-        _set_meta(value, "pkg.torch.export.graph_signature.InputSpec.kind", "USER_INPUT")
-    for value in graph.output:
-        _set_meta(value, "pkg.torch.export.graph_signature.OutputSpec.kind", "USER_OUTPUT")
-    metadata = {
-        "pkg.torch.export.ExportedProgram.graph_signature": str(sig),
-        "pkg.torch.export.ExportedProgram.range_constraints": str(program.range_constraints),
-    }
-    return TranslatedGraph(graph=graph, initializers=initializers, opset_imports=dict(builder.domains),
-                           value_names=tr.value_names, input_names=[v.name for v in graph_inputs],
-                           output_names=[v.name for v in final], metadata=metadata)
-
-
-def _names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:
-    """Every value name read by ``nodes`` or by the nodes of their subgraphs (If/Loop/Scan bodies)."""
-    names: set[str] = set()
-    for node in nodes:
-        names.update(node.input)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                names |= _names_read(attr.g.node) | {o.name for o in attr.g.output}
-    return names
-
-
-def _set_meta(proto: Any, key: str, value: str) -> None:
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = key, value
-
-
 def _rename_everywhere(nodes: list[onnx.NodeProto], renames: dict[str, str]) -> None:
     def visit(graph_nodes: Sequence[onnx.NodeProto]) -> None:
         for n in graph_nodes:
@@ -450,13 +303,3 @@ def _rename_everywhere(nodes: list[onnx.NodeProto], renames: dict[str, str]) -> 
                         if o.name in renames:
                             o.name = renames[o.name]
     visit(nodes)
-
-
-def _lookup_state(program: torch.export.ExportedProgram, target: str) -> torch.Tensor:
-    if target in program.state_dict:
-        return program.state_dict[target]
-    if target in program.constants:
-        value = program.constants[target]
-        if isinstance(value, torch.Tensor):
-            return value
-    raise KeyError(f"no tensor named {target} in the program's state_dict or constants")

@@ -8,7 +8,6 @@ import pytest
 
 from onnxsight.reports import markdown
 from onnxsight.reports._record import RunRecord
-from tests.reports.conftest import HOSTILE
 
 
 def outside_code(text: str) -> str:
