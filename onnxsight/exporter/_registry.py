@@ -35,6 +35,9 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.misc",
     "onnxsight.exporter.ops.composite",
     "onnxsight.exporter.ops.spectral",
+    "onnxsight.exporter.ops.sampling",
+    "onnxsight.exporter.ops.distance",
+    "onnxsight.exporter.ops.embedding_bag",
 )
 
 _ATTR = "__onnxsight_translations__"
