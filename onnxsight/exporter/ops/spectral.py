@@ -204,3 +204,78 @@ def aten_slice_complex(b: GraphBuilder, self: Value, dim: int = 0, start: int | 
     ends = b.int_list([big if end is None or (isinstance(end, int) and end > big) else end])
     axes = b.const([_dim(dim, self.rank)], torch.int64)
     return b.op("Slice", self, starts, ends, axes, b.int_list([step]), dtype=self.dtype)
+
+
+@translation(aten.sym_size.int, complex=True)
+def aten_sym_size_complex(b: GraphBuilder, self: Value, dim: int) -> Value:
+    """sym_size.int(Tensor self, int dim) -> SymInt  (a logical dim; the pair dim is never asked for)"""
+    axis = _dim(dim, self.rank)
+    return b.op("Squeeze", b.shape_of(self, axis, axis + 1), b.const([0], torch.int64), dtype=torch.int64, shape=())
+
+@translation(aten.constant_pad_nd.default, complex=True)
+def aten_constant_pad_nd_complex(b: GraphBuilder, self: Value, pad: Sequence[int | Value], value: complex = 0) -> Value:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor  (irfft's zero padding of a spectrum)"""
+    rank = b.rank_of(self)
+    fill = complex(value)
+    begins: list[int | Value] = [0] * (rank + 1)
+    ends: list[int | Value] = [0] * (rank + 1)
+    for i in range(len(pad) // 2):  # PyTorch's pad runs from the last logical dim backwards
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if fill == 0:
+        return b.op("Pad", self, b.int_list(begins + ends), dtype=self.dtype)
+    real = self.dtype.to_real()
+    parts = b.op("Split", self, b.const([1, 1], torch.int64), axis=-1, outputs=2)
+    padded = [b.op("Pad", p, b.int_list(begins + ends), b.scalar(v, real), dtype=real)
+              for p, v in zip(parts, (fill.real, fill.imag))]
+    return b.op("Concat", *padded, axis=-1, dtype=self.dtype)
+
+
+def _hermitian_weights(b: GraphBuilder, half: int | Value, n: int | Value, trailing: int, like: torch.dtype) -> Value:
+    """Weights of the one-sided bins 0..half-1 of a length-``n`` signal: 1 for DC and Nyquist, 2 for the others.
+
+    Shaped (half, 1, ..., 1) with ``trailing`` ones (the logical dims after the axis, then the pair dim).
+    """
+    if isinstance(half, int) and isinstance(n, int):
+        weights = [1.0 if k == 0 or 2 * k == n else 2.0 for k in range(half)]
+        return b.const(torch.tensor(weights).reshape(half, *[1] * trailing), like)
+    k = b.op("Range", b.const(0, torch.int64), b.op("Squeeze", b.int_list([half]), b.const([0], torch.int64)),
+             b.const(1, torch.int64), dtype=torch.int64)
+    twice = b.op("Mul", k, b.const(2, torch.int64), dtype=torch.int64)
+    edge = b.op("Or", b.op("Equal", k, b.const(0, torch.int64), dtype=torch.bool),
+                b.op("Equal", twice, b.op("Squeeze", b.int_list([n]), b.const([0], torch.int64)), dtype=torch.bool),
+                dtype=torch.bool)
+    weights = b.op("Where", edge, b.const(1.0, like), b.const(2.0, like), dtype=like)
+    return b.op("Unsqueeze", weights, b.const(list(range(1, trailing + 1)), torch.int64), dtype=like)
+
+
+@translation(aten._fft_c2r.default, since=17, complex=True)
+def aten_fft_c2r(b: GraphBuilder, self: Value, dim: Sequence[int], normalization: int,
+                 last_dim_size: int | Value) -> Value:
+    """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor  (real)
+
+    As PyTorch: inverse complex DFTs over all of ``dim`` but the last, then a
+    complex-to-real one over the last, whose input holds bins 0..n//2 of a
+    Hermitian spectrum of length n = ``last_dim_size``.
+
+    # NOTE: the real part of the inverse DFT of the one-sided bins, with every bin
+    # but DC and Nyquist doubled and zeros up to n, is the inverse of the full
+    # Hermitian spectrum (the imaginary parts of DC and Nyquist drop out, as in
+    # pocketfft), so no conjugate mirror is built.
+    """
+    dims = [_dim(d, self.rank) for d in dim]
+    last, rank = dims[-1], b.rank_of(self)
+    real = self.dtype.to_real()
+    y = self
+    for d in dims[:-1]:
+        y = _dft(b, y, d, inverse=True, onesided=False)
+    half = self.shape[last] if isinstance(self.shape[last], int) else b.shape_of(self, last, last + 1)
+    y = b.op("Mul", y, _hermitian_weights(b, half, last_dim_size, rank - last, real), dtype=self.dtype)
+    pads: list[int | Value] = [0] * (2 * rank + 2)
+    pads[rank + 1 + last] = (last_dim_size - half if isinstance(last_dim_size, int) and isinstance(half, int)
+                             else b.op("Sub", b.int_list([last_dim_size]), b.int_list([half]), dtype=torch.int64))
+    if pads[rank + 1 + last] != 0:
+        y = b.op("Pad", y, b.int_list(pads), dtype=self.dtype)
+    y = _dft(b, y, last, inverse=True, onesided=False)
+    out = b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.out_shape)
+    power = {_NORM_NONE: 1.0, _NORM_SQRT: 0.5, _NORM_N: 0.0}[normalization]  # ONNX's inverse already has 1/n
+    return out if power == 0 else _scale(b, out, _signal_size(b, out, dims, out), power)

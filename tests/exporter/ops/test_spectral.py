@@ -87,3 +87,47 @@ def test_complex_input_to_real_only_translation_is_dty001() -> None:
     """sum has a translation, but none for complex inputs."""
     codes = _error_codes(lambda x: torch.stft(x, 32, return_complex=True).sum(-1).abs())
     assert codes == {rules.DTYPE_NOT_REPRESENTABLE.code}
+
+
+# -- inverse real FFT (_fft_c2r) -----------------------------------------------------------------------
+IRFFT_PATTERNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "irfft_of_rfft": lambda x: torch.fft.irfft(torch.fft.rfft(x)),
+    "irfft_odd_n": lambda x: torch.fft.irfft(torch.fft.rfft(x), n=199),
+    "irfft_n_pads": lambda x: torch.fft.irfft(torch.fft.rfft(x[:, :50]), n=120),
+    "irfft_n_trims": lambda x: torch.fft.irfft(torch.fft.rfft(x), n=64),
+    "irfft_ortho": lambda x: torch.fft.irfft(torch.fft.rfft(x, norm="ortho"), norm="ortho"),
+    "irfft_forward": lambda x: torch.fft.irfft(torch.fft.rfft(x, norm="forward"), norm="forward"),
+    "irfft_non_hermitian": lambda x: torch.fft.irfft(torch.view_as_complex(x.reshape(2, 100, 2)), n=198),
+    "irfft_dim0": lambda x: torch.fft.irfft(torch.fft.rfft(x.reshape(40, 10), dim=0), dim=0),
+    "irfft2": lambda x: torch.fft.irfft2(torch.fft.rfft2(x.reshape(2, 10, 20))),
+    "irfftn_s": lambda x: torch.fft.irfftn(torch.view_as_complex(x.reshape(4, 50, 2)), s=(4, 60), norm="ortho"),
+}
+
+
+@pytest.mark.parametrize("pattern", list(IRFFT_PATTERNS))
+def test_irfft(pattern: str) -> None:
+    _check(IRFFT_PATTERNS[pattern], SIGNAL)
+
+
+@pytest.mark.parametrize("opset", [17, 20, 23])
+def test_irfft_dft_opset_variants(opset: int) -> None:
+    _check(IRFFT_PATTERNS["irfft_ortho"], SIGNAL, opset=opset)
+    _check(IRFFT_PATTERNS["irfft_non_hermitian"], SIGNAL, opset=opset)
+
+
+def test_irfft_dynamic_length() -> None:
+    model = Fn(lambda x: torch.fft.irfft(torch.fft.rfft(x)))
+    x = torch.randn(2, 64)
+    program = onnxsight.export(model, (x,), dynamic_shapes=({1: torch.export.Dim("t", min=4, max=4096) * 2},))
+    for length in (64, 100):
+        signal = torch.randn(2, length)
+        torch.testing.assert_close(program(signal)[0], model(signal), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.xfail(strict=True, reason="OpInfo passes real inputs: _to_copy(real -> complex) in ops/shape.py emits a "
+                                       "Cast to complex instead of (x, 0) pairs")
+@pytest.mark.parametrize("name", ["fft.irfft", "fft.irfftn", "fft.irfft2"])
+def test_opinfo_irfft(name: str) -> None:
+    from tests.exporter.ops.opinfo_harness import assert_op_passes
+
+    assert_op_passes(name, limit=9)
