@@ -38,6 +38,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.sampling",
     "onnxsight.exporter.ops.distance",
     "onnxsight.exporter.ops.embedding_bag",
+    "onnxsight.exporter.ops.fold",
 )
 
 _ATTR = "__onnxsight_translations__"
