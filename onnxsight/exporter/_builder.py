@@ -233,9 +233,24 @@ class GraphBuilder:
 
     # -- helpers translations share ------------------------------------------------------------
     def cast(self, value: Value, dtype: torch.dtype) -> Value:
-        """Cast unless already of ``dtype``."""
+        """Cast unless already of ``dtype``; complex values are (real, imaginary) pairs (see Value)."""
         if value.dtype == dtype:
             return value
+        source_complex = value.dtype is not None and value.dtype.is_complex
+        if dtype.is_complex and not source_complex:  # x -> (x, 0) in the pair's real dtype
+            part = self.cast(value, dtype.to_real())
+            pair = self.op("Unsqueeze", part, self.const([-1], torch.int64))
+            rank = value.rank
+            pads = self.const([0] * (rank + 1) + [0] * rank + [1], torch.int64) if rank is not None else None
+            if pads is None:
+                raise ValueError(f"casting {value.name} to {dtype} needs its rank")
+            return self.op("Pad", pair, pads, dtype=dtype, shape=value.shape)
+        if source_complex and not dtype.is_complex:  # torch keeps the real part
+            real = self.op("Gather", value, self.const(0, torch.int64), axis=-1, dtype=value.dtype.to_real(),
+                           shape=value.shape)
+            return self.cast(real, dtype)
+        if source_complex and dtype.is_complex:  # complex64 <-> complex128: cast both parts
+            return self.op("Cast", value, to=_dtypes.to_onnx(dtype.to_real()), dtype=dtype, shape=value.shape)
         return self.op("Cast", value, to=_dtypes.to_onnx(dtype), dtype=dtype, shape=value.shape)
 
     def promote(self, *args: Any) -> tuple[torch.dtype, list[Value]]:

@@ -124,10 +124,22 @@ def test_irfft_dynamic_length() -> None:
         torch.testing.assert_close(program(signal)[0], model(signal), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="OpInfo passes real inputs: _to_copy(real -> complex) in ops/shape.py emits a "
-                                       "Cast to complex instead of (x, 0) pairs")
 @pytest.mark.parametrize("name", ["fft.irfft", "fft.irfftn", "fft.irfft2"])
 def test_opinfo_irfft(name: str) -> None:
+    """OpInfo feeds real tensors: the real -> complex cast must build (x, 0) pairs."""
     from tests.exporter.ops.opinfo_harness import assert_op_passes
 
     assert_op_passes(name, limit=9)
+
+
+def test_casts_between_real_and_complex() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            z = x.to(torch.complex64) * 2          # real -> complex: (x, 0) pairs
+            return torch.view_as_real(z), z.real.to(torch.float64)
+
+    x = torch.randn(3, 4)
+    program = onnxsight.export(M(), (x,))
+    pair, real = program(x)
+    torch.testing.assert_close(pair, torch.view_as_real(x.to(torch.complex64) * 2))
+    torch.testing.assert_close(real, (x * 2).to(torch.float64))
