@@ -256,9 +256,9 @@ def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Seque
             if not path.endswith("_run.json"):
                 console.result(path)
     if getattr(options, "sarif", None):
-        from onnxsight.reports._export import write_sarif_atomic
+        from onnxsight.reports.sarif import write_sarif
 
-        console.result(write_sarif_atomic(diagnostics, os.path.abspath(options.sarif), record))
+        console.result(write_sarif(list(diagnostics), os.path.abspath(options.sarif), record=record))
     if getattr(options, "summary", None):
         with open(options.summary, "a", encoding="utf-8") as handle:
             handle.write(markdown.render_summary(run) + "\n")

@@ -17,7 +17,14 @@ from collections import Counter
 from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from onnxsight.reports._record import RunRecord, jsonable, paths_for, reserve_paths, write_atomic
+from onnxsight.reports._record import (
+    RunRecord,
+    jsonable,
+    paths_for,
+    reserve_paths,
+    write_atomic,
+)
+from onnxsight.reports.sarif import write_sarif
 
 logger = logging.getLogger("onnxsight")
 
@@ -94,7 +101,7 @@ def write_reports(run: RunRecord, artifacts_dir: str | os.PathLike, *, diagnosti
                write_atomic(paths["html"], html.render(run))]
     if diagnostics is None:
         diagnostics = _diagnostics_from_record(run)
-    written.append(write_sarif_atomic(diagnostics, paths["sarif"], export_record))
+    written.append(write_sarif(list(diagnostics), paths["sarif"], record=export_record))
     written.append(run.save(paths["record"]))
     return written
 
@@ -167,35 +174,6 @@ def _diagnostics_from_record(run: RunRecord) -> list[Any]:
         except (KeyError, ValueError) as exc:  # a rule this version does not know
             logger.warning("onnxsight report: skipping diagnostic %s in SARIF: %s", row.get("rule"), exc)
     return out
-
-
-def write_sarif_atomic(diagnostics: Sequence[Any], path: str, export_record: Any) -> str:
-    directory, name = os.path.split(path)
-    temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    try:
-        from onnxsight.reports.sarif import write_sarif
-    except ImportError:
-        # NOTE: temporary fallback until onnxsight/reports/sarif.py lands (owned by the SARIF work).
-        import json
-
-        write_atomic(temporary, json.dumps(_minimal_sarif(diagnostics), indent=1))
-    else:
-        write_sarif(list(diagnostics), temporary, record=export_record)
-    os.replace(temporary, path)
-    return path
-
-
-def _minimal_sarif(diagnostics: Sequence[Any]) -> dict[str, Any]:
-    results = []
-    for d in diagnostics:
-        result: dict[str, Any] = {"ruleId": d.rule.code, "level": d.level.value, "message": {"text": d.message}}
-        if d.location is not None:
-            region = {"startLine": d.location.line} if d.location.line else {}
-            result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": d.location.file},
-                                                         "region": region}}]
-        results.append(result)
-    return {"version": "2.1.0", "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-            "runs": [{"tool": {"driver": {"name": "onnxsight"}}, "results": results}]}
 
 
 # -- model facts ------------------------------------------------------------------------------------
@@ -272,7 +250,9 @@ def _inputs(exported: Any, program: Any, args: Any, kwargs: Any) -> list[dict[st
         return rows
     if args is None and kwargs is None:
         return []
-    from torch.utils import _pytree as pytree  # only reached when torch is already in use
+    from torch.utils import (
+        _pytree as pytree,  # only reached when torch is already in use
+    )
 
     args = args if isinstance(args, (tuple, list)) else (args,)
     leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs or {})))

@@ -12,9 +12,10 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
+
+from onnxsight.reports._files import write_text_atomic
 
 SCHEMA_VERSION = 1
 
@@ -108,20 +109,8 @@ def jsonable(value: Any) -> Any:
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> str:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".onnxsight-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-    return path
+    """Write ``text`` to ``path`` atomically (see :func:`onnxsight.reports._files.write_text_atomic`)."""
+    return write_text_atomic(path, text)
 
 
 REPORT_SUFFIXES = {"record": "_run.json", "markdown": "_report.md", "html": "_report.html", "sarif": ".sarif"}

@@ -17,15 +17,22 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tempfile
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 import sarif_om
 
 from onnxsight import __version__, rules
-from onnxsight.diagnostics import Diagnostic, Level, Location, as_location, caller_location, traceback_frames
+from onnxsight.diagnostics import (
+    Diagnostic,
+    Level,
+    Location,
+    as_location,
+    caller_location,
+    traceback_frames,
+)
 from onnxsight.reports import _sarif_parts as parts
+from onnxsight.reports._files import write_text_atomic
 from onnxsight.rules._rule import Rule, clean_text
 from onnxsight.rules.docs import render_markdown, render_text
 
@@ -87,22 +94,7 @@ def write_sarif(diagnostics: Iterable[Diagnostic], path: str | os.PathLike, *, r
 
 def write_log(log: Mapping[str, Any], path: str | os.PathLike) -> str:
     """Write a SARIF dict as UTF-8 JSON, atomically; returns the path."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    text = json.dumps(log, indent=1, ensure_ascii=False, allow_nan=False)
-    handle, temporary = tempfile.mkstemp(prefix=".sarif-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-    return path
+    return write_text_atomic(path, json.dumps(log, indent=1, ensure_ascii=False, allow_nan=False))
 
 
 def merge_sarif(logs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

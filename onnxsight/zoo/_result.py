@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
+
+from onnxsight.reports._files import write_text_atomic
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
 CRASHED, TIMEOUT, OOM = "crashed", "timeout", "oom"
@@ -64,10 +65,7 @@ class ModelResult:
 
     def write(self, path: str) -> None:
         """Write atomically, so a crash of the job never leaves half a record."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(self.to_dict(), handle, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(self.to_dict(), indent=1, sort_keys=True))
 
     @classmethod
     def read(cls, path: str) -> "ModelResult":
