@@ -23,6 +23,35 @@ class DeepMLP(nn.Module):
         return x
 
 
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        weights = torch.softmax(q @ k.transpose(-1, -2) * (d // self.heads) ** -0.5, dim=-1)
+        x = x + self.proj((weights @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    """A 12-block pre-norm transformer encoder (attention + GELU MLP), written out."""
+
+    def __init__(self, dim: int = 256, heads: int = 4, depth: int = 12) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(Block(dim, heads) for _ in range(depth)))
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.blocks(x))
+
+
 class Bottleneck(nn.Module):
     def __init__(self, cin: int, mid: int, stride: int) -> None:
         super().__init__()
@@ -77,6 +106,7 @@ def _gpt2() -> tuple[nn.Module, tuple]:
 
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "mlp12": lambda: (DeepMLP().eval(), (torch.randn(8, 256),)),
+    "transformer12": lambda: (Transformer().eval(), (torch.randn(1, 128, 256),)),
     "resnet50": lambda: (ResNet50().eval(), (torch.randn(1, 3, 224, 224),)),
     "bert-small": _bert,
     "gpt2-small": _gpt2,
