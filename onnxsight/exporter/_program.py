@@ -48,6 +48,10 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
             proto = torch_to_tensor_proto(tensor, name)
         else:
             continue
+        kind = translated.initializer_kinds.get(name)
+        if kind:  # as torch.onnx marks them, so tools can tell parameters from buffers and constants
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = "pkg.torch.export.graph_signature.InputSpec.kind", kind
         graph.initializer.append(proto)
     opsets = [helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, producer_version=__version__)

@@ -34,6 +34,7 @@ class TranslatedGraph:
     input_names: list[str]
     output_names: list[str]
     metadata: dict[str, str] = field(default_factory=dict)
+    initializer_kinds: dict[str, str] = field(default_factory=dict)  # PARAMETER / BUFFER / CONSTANT_TENSOR
 
 
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
@@ -147,7 +148,8 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     }
     return TranslatedGraph(graph=graph, initializers=initializers, opset_imports=dict(builder.domains),
                            value_names=tr.value_names, input_names=[v.name for v in graph_inputs],
-                           output_names=[v.name for v in final], metadata=metadata)
+                           output_names=[v.name for v in final], metadata=metadata,
+                           initializer_kinds={k: v for k, v in input_meta.items() if k in initializers})
 
 
 def _names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:

@@ -52,6 +52,10 @@ def test_node_metadata_matches_torch_onnx_keys() -> None:
                           "pkg.torch.onnx.name_scopes", "pkg.torch.onnx.stack_trace"}
     assert "fc: torch.nn.modules.linear.Linear" in props["namespace"]
     assert THIS_FILE in props["pkg.torch.onnx.stack_trace"]
+    kinds = {i.name: {p.key: p.value for p in i.metadata_props} for i in program.model_proto.graph.initializer}
+    assert kinds["fc.weight"]["pkg.torch.export.graph_signature.InputSpec.kind"] == "PARAMETER"
+    inputs = {p.key: p.value for p in program.model_proto.graph.input[0].metadata_props}
+    assert inputs["pkg.torch.export.graph_signature.InputSpec.kind"] == "USER_INPUT"
     graph_meta = {p.key for p in program.model_proto.metadata_props}
     assert "pkg.torch.export.ExportedProgram.graph_signature" in graph_meta
 
