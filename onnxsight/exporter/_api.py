@@ -145,6 +145,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             ctx.emit(rules.CHECKER_FAILED, error=str(exc)[:800])
             stage.status = "failed"
             _fail(errors.CheckerError, "the exported model is not valid ONNX", ctx, record)
+        _infer_shapes(ctx, program)
         if ctx.errors:
             stage.status = "failed"
             _fail(errors.TranslationError, "the exported model does not match the requested inputs/outputs",
@@ -158,15 +159,28 @@ def _checkable(program: ONNXProgram) -> onnx.ModelProto:
     """The model as the checker should see it, without copying large weights.
 
     Small models: the embedded model (built once; reused by save() and the
-    runtime). Large ones: the same graph with each initializer declared as a
-    typed graph input instead, which the checker validates identically.
+    runtime). Large ones: the weight-free structure, which the checker
+    validates identically.
     """
     if program.weights_size <= EXTERNAL_DATA_THRESHOLD:
         return program.model_proto
+    return _structure(program)
+
+
+def _structure(program: ONNXProgram) -> onnx.ModelProto:
+    """The graph with each initializer declared as a typed graph input instead: no weight bytes."""
     model = assemble(program._translated, with_data=False)
     for name, tensor in program.initializers.items():
         model.graph.input.append(value_info(Value(name, tensor.dtype, tuple(tensor.shape))))
     return model
+
+
+def _infer_shapes(ctx: DiagnosticContext, program: ONNXProgram) -> None:
+    """ONX002: ONNX's strict shape inference over the structure (cheap: no weights are copied)."""
+    try:
+        onnx.shape_inference.infer_shapes(_structure(program), strict_mode=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        ctx.emit(rules.SHAPE_INFERENCE_FAILED, error=str(exc).strip()[:800])
 
 
 def _resolve_overload(target: Any) -> Any:

@@ -208,15 +208,20 @@ CHECKER_FAILED = define(
 SHAPE_INFERENCE_FAILED = define(
     "ONX002", "onnx-shape-inference-failed", W,
     "ONNX shape inference failed: {error}",
-    "Usually harmless for running; report it if the model fails to load.",
-    what="Reports an error from `onnx.shape_inference.infer_shapes` on the exported model.",
+    "Check the custom translation named in the error: its nodes disagree on shapes or dtypes.",
+    what="Reports an error from ONNX's strict shape inference (`infer_shapes(strict_mode=True)`), "
+         "run on the exported model's structure after the checker passed.",
     why="Runtimes and tools that rely on inferred shapes (optimizers, TensorRT) may fail on "
         "the model even though ONNX Runtime runs it.",
     example="""
-        # A custom-domain node without a shape function, followed by standard ops.
+        def matmul_twice(b, x):                  # a custom translation for aten.sin
+            return b.op("MatMul", x, x)          # (4, 3) @ (4, 3): inner dimensions differ
+
+        onnxsight.export(M(), (torch.randn(4, 3),),
+                         custom_translations={torch.ops.aten.sin.default: matmul_twice})
     """,
-    how="Annotate the outputs of custom-domain nodes with a dtype and shape in the custom "
-        "translation (`b.op(..., dtype=, shape=)`).",
+    how="Fix the translation so that its nodes agree on shapes (the error names the node), and "
+        "annotate custom-domain outputs with `b.op(..., dtype=, shape=)`.",
     tags=("onnx",))
 
 EXTERNAL_DATA_WRITTEN = define(

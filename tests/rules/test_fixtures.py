@@ -146,6 +146,10 @@ def _invalid_node(b: Any, x: Any) -> Any:
     return b.op("Relu", x, alpha=0.1)
 
 
+def _shape_clash(b: Any, x: Any) -> Any:
+    return b.op("MatMul", x, x)  # (4, 3) @ (4, 3): the inner dimensions differ
+
+
 def _sin_registry(since: int) -> Registry:
     registry = Registry()
     registry.register(aten.sin.default, lambda b, x: b.op("Sin", x), since=since)
@@ -196,6 +200,8 @@ CASES: tuple[Case, ...] = (
     Case("IO004", Sin, marker="export", options={"input_names": ["a", "b"]}),
     Case("IO005", Counter),
     Case("ONX001", Sin, marker="export", options={"custom_translations": {aten.sin.default: _invalid_node}}),
+    Case("ONX002", Sin, args=(torch.randn(4, 3),), marker="export",
+         options={"custom_translations": {aten.sin.default: _shape_clash}}),
     Case("ONX003", lambda: torch.nn.Linear(4, 4), marker="model.onnx", options={"external_data": True},
          files=("f",)),
 )
@@ -238,6 +244,6 @@ def test_fixture_table_covers_the_rules_the_exporter_emits() -> None:
     untested = exporter_rules - covered
     # Emitted only in conditions a small model cannot create (or tested elsewhere):
     # CAP003/CAP004/CAP006 (torch.export error classes), DEC001, VAL004 (strict capture only),
-    # OPS006 (per translation), DTY003 (never: float64 is kept), ONX002, INT001 (tests/rules/test_analysis.py).
-    assert untested <= {"CAP003", "CAP004", "CAP006", "DEC001", "VAL004", "OPS006", "DTY003", "ONX002", "INT001"}
+    # OPS006 (per translation), DTY003 (never: float64 is kept), INT001 (tests/rules/test_analysis.py).
+    assert untested <= {"CAP003", "CAP004", "CAP006", "DEC001", "VAL004", "OPS006", "DTY003", "INT001"}
 
