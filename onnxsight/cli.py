@@ -152,11 +152,7 @@ def cmd_export(options: argparse.Namespace, console: Console) -> int:
             program = onnxsight.export(model, args, options.output, kwargs=kwargs, opset_version=options.opset,
                                        dynamic_shapes=dynamic, verify=options.verify)
     except onnxsight.ExportError as exc:
-        console.diagnostics(exc.diagnostics)
-        _finish(options, console, error=exc, inputs=(model, args, kwargs), record=exc.record,
-                diagnostics=exc.diagnostics)
-        console.error(exc.summary)
-        return EXIT_EXPORT
+        return _export_failed(options, console, exc, (model, args, kwargs))
     console.diagnostics(program.diagnostics)
     console.result(os.path.abspath(options.output))
     result = getattr(program, "verification", None)
@@ -203,11 +199,7 @@ def _verify_python(options: argparse.Namespace, console: Console) -> int:
         with console.step(f"exporting {type(model).__name__}"):
             program = onnxsight.export(model, args, kwargs=kwargs)
     except onnxsight.ExportError as exc:
-        console.diagnostics(exc.diagnostics)
-        _finish(options, console, error=exc, inputs=(model, args, kwargs), record=exc.record,
-                diagnostics=exc.diagnostics)
-        console.error(exc.summary)
-        return EXIT_EXPORT
+        return _export_failed(options, console, exc, (model, args, kwargs))
     providers = (options.target,) if options.target else ("CPUExecutionProvider",)
     try:
         with console.step(f"verifying against PyTorch ({options.mode} mode, {', '.join(providers)})"):
@@ -238,6 +230,14 @@ def _verdict(result: Any, console: Console) -> int:
         console.info(f"  {row['value']} ({row['target']} -> {row['onnx_op']}): max abs diff {row['max_abs_diff']}"
                      f"{where}")
     return EXIT_VERIFY
+
+
+def _export_failed(options: argparse.Namespace, console: Console, exc: onnxsight.ExportError, inputs: tuple) -> int:
+    """Show an ExportError's diagnostics, write the reports asked for, and give the export exit code."""
+    console.diagnostics(exc.diagnostics)
+    _finish(options, console, error=exc, inputs=inputs, record=exc.record, diagnostics=exc.diagnostics)
+    console.error(exc.summary)
+    return EXIT_EXPORT
 
 
 def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Sequence[Any], **record_args: Any) -> None:
