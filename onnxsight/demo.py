@@ -181,13 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"   {result['status']} in {result['seconds']:.1f} s, {mark}")
         for path in result["paths"]:
             if not path.endswith("_run.json"):
-                print(f"   {path}")
+                print(f"   {os.path.abspath(path)}")
     if not options.no_zoo and not options.only:
         from onnxsight.zoo import demo as zoo_demo
 
         print("== zoo: the smoke suite, as the nightly job runs it ...", flush=True)
         dashboard, merged_sarif = zoo_demo(os.path.join(options.out, "zoo"))
-        print(f"   dashboard:    {dashboard}\n   merged SARIF: {merged_sarif}")
+        print(f"   dashboard:    {os.path.abspath(dashboard)}\n   merged SARIF: {os.path.abspath(merged_sarif)}")
     print(f"demo finished: reports under {os.path.abspath(options.out)}"
           + (f"; {unexpected} case(s) did not end as expected" if unexpected else ""))
     return 1 if unexpected else 0
