@@ -8,18 +8,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule as Fn
 from tests.exporter.ops.opinfo_harness import compare, opinfo_table, run_sample, samples
-
-
-class Fn(torch.nn.Module):
-    """Wraps ``fn(*tensors)`` as a module for export."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        return self.fn(*tensors)
 
 
 def export_and_compare(fn: Callable[..., Any] | torch.nn.Module, *tensors: torch.Tensor, opset: int | None = None,

@@ -10,6 +10,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule as Fn
 from tests.exporter.ops.opinfo_harness import assert_op_passes
 
 OPS = ["sort", "argsort", "msort", "topk", "bucketize", "unique", "tril", "triu"]
@@ -20,13 +21,6 @@ def test_opinfo(name: str) -> None:
     assert_op_passes(name)
 
 
-class Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def _check(fn: Callable[..., Any], *inputs: torch.Tensor, **export_kwargs: Any) -> onnx.ModelProto:

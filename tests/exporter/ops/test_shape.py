@@ -9,6 +9,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule as Fn
 from tests.exporter.ops.opinfo_harness import assert_op_passes, compare
 
 OPS = [
@@ -29,15 +30,6 @@ def test_opinfo(name: str) -> None:
     assert_op_passes(name)
 
 
-class Fn(torch.nn.Module):
-    """Wraps ``fn(*tensors)`` as a module for export."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *tensors: torch.Tensor) -> Any:
-        return self.fn(*tensors)
 
 
 def assert_like_eager(fn: Callable[..., Any], *tensors: torch.Tensor, opset: int | None = None,
