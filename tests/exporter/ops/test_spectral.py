@@ -10,7 +10,15 @@ from torch.utils import _pytree as pytree
 
 import onnxsight
 from onnxsight import rules
-from tests.exporter.ops.eager_check import FunctionModule as Fn
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.fn(x)
 
 
 def _check(fn: Callable[[torch.Tensor], Any], x: torch.Tensor, *, opset: int | None = None) -> None:
