@@ -20,6 +20,8 @@ def classify(exc: BaseException) -> rules.Rule:
     name = type(exc).__name__
     text = str(exc)
     user_error_type = str(getattr(exc, "error_type", ""))
+    if "INVALID_INPUT" in user_error_type and "dynamic_shapes" in text:  # structure torch checks, we did not
+        return rules.BAD_DYNAMIC_SHAPES
     if "specializ" in text or ("inferred to be a constant" in text):
         return rules.DYNAMIC_DIM_SPECIALIZED
     if name in ("ConstraintViolationError",) or "CONSTRAINT_VIOLATION" in user_error_type:

@@ -64,3 +64,16 @@ def test_varargs_module_takes_one_nested_entry_per_bound_argument() -> None:
                                dynamic_shapes=(({0: batch}, {0: batch}),))
     a, b = torch.randn(5, 3), torch.randn(5, 3)
     torch.testing.assert_close(program(a, b)[0], a + b)
+
+
+def test_dynamic_shapes_structure_that_only_torch_export_checks_is_an_arg003() -> None:
+    class Varargs(torch.nn.Module):
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return tensors[0] + tensors[1]
+
+    with pytest.raises(onnxsight.ExportError) as info:  # `*tensors` needs one nested entry, not a dict
+        onnxsight.export(Varargs(), (torch.randn(2, 3), torch.randn(2, 3)),
+                         dynamic_shapes=({0: torch.export.Dim("batch")},))
+    errors = [d for d in info.value.diagnostics if d.level.value == "error"]
+    assert [d.code for d in errors] == ["ARG003"]
+    assert "mismatch between the structure of `inputs` and `dynamic_shapes`" in errors[0].message
