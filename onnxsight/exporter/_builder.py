@@ -19,9 +19,6 @@ from onnx import helper
 
 from onnxsight.exporter import _dtypes
 
-Dim = "int | str | None"
-
-
 @dataclass(eq=False)
 class Value:
     """An ONNX value during translation. ``shape`` is None when the rank is unknown.

@@ -91,7 +91,6 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     if ctx.errors:
         return None
     outputs: list[Value] = []
-    user_output_specs = [s for s in sig.output_specs if s.kind == gs.OutputKind.USER_OUTPUT]
     flat_outputs = output_node.args[0]
     for spec, arg in zip(sig.output_specs, flat_outputs):
         if spec.kind != gs.OutputKind.USER_OUTPUT:
@@ -101,7 +100,6 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
             ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, node=arg, value=f"output {arg.name}", dtype=str(value.dtype))
         if isinstance(value, Value):
             outputs.append(value)
-    del user_output_specs
     if ctx.errors:
         return None
     # Outputs must be distinct values produced by nodes: inputs/initializers/repeats get an Identity.
@@ -110,10 +108,7 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     input_set = {v.name for v in graph_inputs} | set(initializers)
     for value in outputs:
         if value.name in seen or value.name in input_set:
-            copy = builder.op("Identity", value)
-            copy = Value(builder.fresh("output"), value.dtype, value.shape)
-            builder.nodes[-1].output[0] = copy.name
-            value = copy
+            value = builder.op("Identity", value, shape=value.shape)
         seen.add(value.name)
         final.append(value)
     renames: dict[str, str] = {}
