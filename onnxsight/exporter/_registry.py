@@ -13,6 +13,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+import torch
+
 OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.elementwise",
     "onnxsight.exporter.ops.elementwise_math",
@@ -60,8 +62,8 @@ def target_key(target: Any) -> str:
         return op_name if "." in op_name.split("::", 1)[1] else f"{op_name}.default"
     if hasattr(target, "_qualified_op_name") and hasattr(target, "default"):  # OpOverloadPacket
         return f"{target._qualified_op_name}.default"
-    if type(target).__name__.endswith("HigherOrderOperator") or hasattr(target, "_name") and "higher_order" in str(type(target)):
-        return f"higher_order::{getattr(target, '_name', getattr(target, '__name__', str(target)))}"
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order::{target._name}"
     module = getattr(target, "__module__", None) or "builtins"
     qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
     return f"{module}.{qualname}"
