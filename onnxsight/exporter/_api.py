@@ -22,7 +22,7 @@ from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
-from onnxsight.exporter._translate_program import translate_program
+from onnxsight.exporter._translate_program import names_read, translate_program
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,
@@ -204,8 +204,7 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
                input_names: Sequence[str] | None, output_names: Sequence[str] | None) -> None:
     """Diagnostics about inputs and outputs: unused inputs, flattened/dropped outputs (baked scalars: _analysis)."""
     graph = program._translated.graph
-    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-    _collect_subgraph_inputs(graph, used)
+    used = names_read(graph.node) | {o.name for o in graph.output}
     for value in graph.input:
         if value.name not in used:
             ctx.emit(rules.UNUSED_INPUT, input=value.name)
@@ -260,15 +259,6 @@ def _has_dict(spec: Any) -> bool:
     if spec.type is dict or (spec.type is not None and issubclass(spec.type, dict)):
         return True
     return any(_has_dict(child) for child in spec.children())
-
-
-def _collect_subgraph_inputs(graph: onnx.GraphProto, used: set[str]) -> None:
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                used.update(name for n in attr.g.node for name in n.input)
-                used.update(o.name for o in attr.g.output)
-                _collect_subgraph_inputs(attr.g, used)
 
 
 def _verify(program: ONNXProgram, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord) -> None:

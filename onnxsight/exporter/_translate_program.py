@@ -125,7 +125,7 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                 v.name = renames.get(v.name, v.name)
         tr.value_names = {k: renames.get(v, v) for k, v in tr.value_names.items()}
     # Weights no node reads (BatchNorm's num_batches_tracked, buffers only used in training) stay out.
-    read = _names_read(builder.nodes) | {v.name for v in final}
+    read = names_read(builder.nodes) | {v.name for v in final}
     initializers = {name: tensor for name, tensor in initializers.items() if name in read}
     io_names = {v.name for v in graph_inputs} | {v.name for v in final} | set(initializers)
     infos = [value_info(Value(renames.get(v.name, v.name), v.dtype, v.shape))
@@ -147,14 +147,14 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                            initializer_kinds={k: v for k, v in input_meta.items() if k in initializers})
 
 
-def _names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+def names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:
     """Every value name read by ``nodes`` or by the nodes of their subgraphs (If/Loop/Scan bodies)."""
     names: set[str] = set()
     for node in nodes:
         names.update(node.input)
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                names |= _names_read(attr.g.node) | {o.name for o in attr.g.output}
+                names |= names_read(attr.g.node) | {o.name for o in attr.g.output}
     return names
 
 
