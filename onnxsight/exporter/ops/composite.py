@@ -145,13 +145,7 @@ def aten_pad(b: GraphBuilder, self: Value, pad: Sequence[int | Value], mode: str
     # positive entries first and cropping after (cropping first can leave nothing to replicate).
     crop = [p if isinstance(p, int) and p < 0 else 0 for p in pad]
     pad = [max(p, 0) if isinstance(p, int) else p for p in pad]
-    if mode == "constant" and value:
-        pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
-        lead = [0] * (rank - len(pairs))
-        pads = b.int_list(lead + [p[0] for p in pairs] + lead + [p[1] for p in pairs])
-        out = b.op("Pad", self, pads, b.scalar(value, self), mode="constant", shape=(None,) * rank)
-    else:
-        out = _pad(b, self, pad, _PAD_MODES[mode])
+    out = _pad(b, self, pad, _PAD_MODES[mode], value if mode == "constant" else None)
     return _crop(b, out, crop, rank) if any(crop) else out
 
 

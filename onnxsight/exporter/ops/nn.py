@@ -46,13 +46,17 @@ def aten_convolution(b: GraphBuilder, input: Value, weight: Value, bias: Value |
 
 
 # -- padding -----------------------------------------------------------------------------------------
-def _pad(b: GraphBuilder, x: Value, padding: Sequence[int | Value], mode: str) -> Value:
-    """torch's pad list (last axis first, begin/end pairs) as ONNX Pad's (all axes, begins then ends)."""
+def _pad(b: GraphBuilder, x: Value, padding: Sequence[int | Value], mode: str, value: float | None = None) -> Value:
+    """torch's pad list (last axis first, begin/end pairs) as ONNX Pad's (all axes, begins then ends).
+
+    ``value`` is the fill of ``mode="constant"`` (ONNX's default is 0).
+    """
     rank = b.rank_of(x)
     pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
     lead = [0] * (rank - len(pairs))
     pads = b.int_list(lead + [p[0] for p in pairs] + lead + [p[1] for p in pairs])
-    return b.op("Pad", x, pads, mode=mode)
+    fill = b.scalar(value, x) if value else None
+    return b.op("Pad", x, pads, fill, mode=mode, shape=(None,) * rank)
 
 
 @translation(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default)
