@@ -196,29 +196,26 @@ def aten_flatten(b: GraphBuilder, self: Value, start_dim: int = 0, end_dim: int 
     start, end = start_dim % rank, end_dim % rank
     if start == end:
         return b.op("Identity", self)
-    parts = []
-    if start > 0:
-        parts.append(b.shape_of(self, 0, start))
-    parts.append(b.const([-1], torch.int64))
-    if end < rank - 1:
-        parts.append(b.shape_of(self, end + 1))
-    shape = parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=0, dtype=torch.int64)
-    return b.op("Reshape", self, shape)
+    return _reshape_dims(b, self, start, end, b.const([-1], torch.int64))
 
 
 @translation(aten.unflatten.int)
 def aten_unflatten(b: GraphBuilder, self: Value, dim: int, sizes: Sequence[int | Value]) -> Value:
     """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
-    rank = b.rank_of(self)
-    dim %= rank
+    dim %= b.rank_of(self)
+    return _reshape_dims(b, self, dim, dim, b.int_list(list(sizes)))
+
+
+def _reshape_dims(b: GraphBuilder, x: Value, first: int, last: int, sizes: Value) -> Value:
+    """Reshape ``x`` with dims ``first..last`` (inclusive) replaced by ``sizes``; other dims keep their runtime size."""
     parts = []
-    if dim > 0:
-        parts.append(b.shape_of(self, 0, dim))
-    parts.append(b.int_list(list(sizes)))
-    if dim < rank - 1:
-        parts.append(b.shape_of(self, dim + 1))
+    if first > 0:
+        parts.append(b.shape_of(x, 0, first))
+    parts.append(sizes)
+    if last < b.rank_of(x) - 1:
+        parts.append(b.shape_of(x, last + 1))
     shape = parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=0, dtype=torch.int64)
-    return b.op("Reshape", self, shape)
+    return b.op("Reshape", x, shape)
 
 
 # -- Python operators and binary aliases ---------------------------------------------------------------------
