@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from onnxsight.zoo import ModelResult, RegressionPolicy, ResultsStore, RunOptions
 from onnxsight.zoo._baseline import apply_baseline_state, compare
 from onnxsight.zoo._runner import exit_code, finish
+from tests.sarif_check import check_sarif_file
 
 SOURCE = {"file": "/models/zoo.py", "line": 7}
 
@@ -121,15 +121,9 @@ def test_exit_codes(fail_on: str, has_baseline: bool, changes: list, expected: i
 
 
 def test_merged_sarif_is_valid(tmp_path) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema_path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "sarif", "sarif-schema-2.1.0.json")
-    if not os.path.exists(schema_path):
-        pytest.skip("../shared/sarif/sarif-schema-2.1.0.json is not beside the checkout")
     store = ResultsStore(str(tmp_path / "store.sqlite"))
     options = RunOptions(suites=("nightly",), out_dir=str(tmp_path), fail_on="never")
     store.begin_run("r", out_dir=str(tmp_path), suites=["nightly"])
     results = [_result("a", "failed", diagnostics=[_unsupported("aten.x")]), _result("b")]
     done = finish("r", options, results, store, skipped=[], interrupted=False)
-    with open(schema_path, encoding="utf-8") as handle:
-        schema = json.load(handle)
-    jsonschema.validate(json.load(open(done.paths["merged_sarif"], encoding="utf-8")), schema)
+    check_sarif_file(done.paths["merged_sarif"], "zoo_baseline_merged")
