@@ -8,9 +8,11 @@ decide casts and ranks without running shape inference.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -43,9 +45,13 @@ class Value:
         return f"Value({self.name!r}, {self.dtype}, {self.shape})"
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeInfo:
-    """What the translator knows of the FX node being translated (from its ``val`` meta)."""
+    """What the translator knows of the FX node being translated (from its ``val`` meta).
+
+    Translations read it as ``b.node`` (``b.node.out_dtype``, ``b.node.output_used(1)``);
+    it is set only for the duration of one translation call (:meth:`GraphBuilder.translating`).
+    """
 
     name: str
     target: str
@@ -54,6 +60,22 @@ class NodeInfo:
     meta_vals: tuple[Any, ...] = ()
     # Indices of the outputs some FX user reads (through getitem); None when unknown or all.
     used_outputs: frozenset[int] | None = None
+    # metadata_props written on every ONNX node the translation emits (module scope, source line).
+    metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def out_dtype(self) -> torch.dtype | None:
+        """dtype of the node's (first) output, from its meta; use it instead of guessing."""
+        return self.out_dtypes[0] if self.out_dtypes else None
+
+    @property
+    def out_shape(self) -> tuple[int | str | None, ...] | None:
+        """Shape of the node's (first) output, symbolic dims as strings."""
+        return self.out_shapes[0] if self.out_shapes else None
+
+    def output_used(self, index: int) -> bool:
+        """Whether output ``index`` is read; translations may return None for unread ones."""
+        return self.used_outputs is None or index in self.used_outputs
 
 
 @dataclass
@@ -102,8 +124,8 @@ class GraphBuilder:
     """Emits ONNX nodes for one graph (the main graph or a subgraph of If/Loop/Scan).
 
     Translations call :meth:`op` (``b.op("Add", x, y)``), :meth:`const`,
-    :meth:`cast` and friends; the translator names their results after the FX
-    node afterwards.
+    :meth:`cast` and friends, and read the FX node they translate as
+    :attr:`node`; the translator names their results after the FX node.
     """
 
     def __init__(self, opset: int, *, parent: GraphBuilder | None = None,
@@ -115,10 +137,54 @@ class GraphBuilder:
         self._graph = _Graph()
         self.initializers: dict[str, torch.Tensor] = {}
         self._constants: dict[tuple, Value] = {}
-        self.current: NodeInfo | None = None
-        self.node_metadata: dict[str, str] = {}
+        self._shared: set[str] = set()  # names of the cached constants
+        self._node: NodeInfo | None = parent._node if parent else None
         # Set by the translator: translate_subgraph(child_builder, graph_module, inputs, prefix) -> outputs.
         self.translate_subgraph: Any = None
+
+    # -- the node being translated ---------------------------------------------------------------
+    @property
+    def node(self) -> NodeInfo:
+        """The FX node whose translation is running (its output dtypes/shapes, which outputs are read)."""
+        if self._node is None:
+            raise RuntimeError("b.node is only available while a translation runs")
+        return self._node
+
+    @contextlib.contextmanager
+    def translating(self, node: NodeInfo) -> Iterator[NodeInfo]:
+        """Make ``node`` this builder's :attr:`node` for one translation call; the previous one comes back after.
+
+        NOTE: a context manager rather than an argument keeps translations' signatures
+        the ATen schema (custom translations are ``fn(b, *args)``); nesting (a translation
+        inlining a subgraph into this builder) restores the outer node on exit.
+        """
+        saved, self._node = self._node, node
+        try:
+            yield node
+        finally:
+            self._node = saved
+
+    def is_shared(self, value: Value) -> bool:
+        """Whether ``value`` is handed out to several callers (a deduplicated constant): never rename it."""
+        return value.name in self._shared
+
+    def rollback(self, mark: int) -> None:
+        """Drop the nodes emitted since ``len(self.nodes) == mark`` (a failed translation) and what cached them."""
+        dropped = {name for node in self.nodes[mark:] for name in node.output}
+        del self._graph.nodes[mark:]
+        self._constants = {k: v for k, v in self._constants.items() if v.name not in dropped}
+        self._shared -= dropped
+
+    def copy_as(self, value: Value, name: str) -> None:
+        """An Identity from ``value`` to a new value called ``name`` (for values that keep their own name)."""
+        self._append(helper.make_node("Identity", [value.name], [name], name=self.fresh("Identity")))
+
+    def _append(self, node: onnx.NodeProto) -> None:
+        metadata = self._node.metadata if self._node is not None else {}
+        for key, text in metadata.items():
+            entry = node.metadata_props.add()
+            entry.key, entry.value = key, text
+        self._graph.nodes.append(node)
 
     # -- naming -----------------------------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -163,10 +229,7 @@ class GraphBuilder:
         attrs = {k: v for k, v in attributes.items() if v is not None}
         node = helper.make_node(op_type, names, [v.name for v in out_values], name=self.fresh(op_type),
                                 domain=domain or None, **attrs)
-        for key, text in self.node_metadata.items():
-            entry = node.metadata_props.add()
-            entry.key, entry.value = key, text
-        self._graph.nodes.append(node)
+        self._append(node)
         first = next((v for v in inputs if isinstance(v, Value)), None)
         out_values[0].dtype = dtype if dtype is not None else (first.dtype if first is not None else None)
         out_values[0].shape = shape
@@ -175,7 +238,6 @@ class GraphBuilder:
     def subgraph(self) -> GraphBuilder:
         """A builder for an If/Loop/Scan body that shares names and opsets with this one."""
         child = GraphBuilder(self.opset, parent=self, domains=self.domains)
-        child.node_metadata = self.node_metadata
         child.translate_subgraph = self.translate_subgraph
         return child
 
@@ -201,9 +263,10 @@ class GraphBuilder:
         name = self.fresh("const")
         node = helper.make_node("Constant", [], [name], name=self.fresh("Constant"),
                                 value=torch_to_tensor_proto(tensor, name))
-        self._graph.nodes.append(node)
+        self._graph.nodes.append(node)  # shared by every later user: no one node's metadata
         result = Value(name, tensor.dtype, tuple(tensor.shape))
         self._constants[key] = result
+        self._shared.add(name)
         return result
 
     def scalar(self, value: Any, like: Value | torch.dtype | None) -> Value:
@@ -254,20 +317,6 @@ class GraphBuilder:
         """Apply PyTorch's type promotion to tensors and Python scalars; return (dtype, Values)."""
         dtype = result_dtype(*args)
         return dtype, [self.scalar(a, dtype) if not isinstance(a, Value) else self.cast(a, dtype) for a in args]
-
-    @property
-    def out_dtype(self) -> torch.dtype | None:
-        """dtype of the current FX node's (first) output, from its meta."""
-        return self.current.out_dtypes[0] if self.current and self.current.out_dtypes else None
-
-    def output_used(self, index: int) -> bool:
-        """Whether output ``index`` of the current FX node is read; translations may return None for unread ones."""
-        used = self.current.used_outputs if self.current else None
-        return used is None or index in used
-
-    @property
-    def out_shape(self) -> tuple | None:
-        return self.current.out_shapes[0] if self.current and self.current.out_shapes else None
 
     def shape_of(self, value: Value, start: int | None = None, end: int | None = None) -> Value:
         """Runtime shape (int64 1-D) of ``value``, optionally sliced."""

@@ -69,6 +69,22 @@ def target_key(target: Any) -> str:
     return f"{module}.{qualname}"
 
 
+class UnsupportedVariant(Exception):
+    """Raised by a translation for an argument value it does not translate (reported as OPS006).
+
+    ``argument`` is the ATen schema's argument name, ``got`` the value passed and
+    ``supported`` the variants that are translated, in words
+    (``UnsupportedVariant("mode", "'bicubic'", "'bilinear', 'nearest'")``). A real
+    crash in a translation stays any other exception (OPS004).
+    """
+
+    def __init__(self, argument: str, got: Any, supported: str) -> None:
+        super().__init__(f"{argument}={got} is not translated; supported: {supported}")
+        self.argument = argument
+        self.got = got if isinstance(got, str) else repr(got)
+        self.supported = supported
+
+
 @dataclass(frozen=True)
 class Translation:
     """One registered translation: ``fn(builder, *args, **kwargs)`` valid for opsets [since, until]."""

@@ -9,6 +9,7 @@ ONNX value that holds it (parameters map to their state-dict names).
 from __future__ import annotations
 
 import operator
+from types import MappingProxyType
 from typing import Any, Sequence
 
 import onnx
@@ -17,7 +18,7 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
-from onnxsight.exporter._registry import Registry, target_key
+from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_key
 
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
 
@@ -131,7 +132,6 @@ class Translator:
         self.dim_names = dim_names or {}
         self.env: dict[str, Any] = {}
         self.value_names: dict[str, str] = {}
-        self.reserved: set[str] = set()   # names that must not be renamed (inputs, initializers, outer values)
         builder.translate_subgraph = self.translate_subgraph
 
     # -- values ---------------------------------------------------------------------------------
@@ -184,24 +184,28 @@ class Translator:
             return
         vals = _meta_vals(node)
         b = self.builder
-        b.current = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
-                             tuple(self._rename_dims(_val_shape(v)) for v in vals), vals, _used_outputs(node))
-        b.node_metadata = node_metadata(node)
+        info = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
+                        tuple(self._rename_dims(_val_shape(v)) for v in vals), vals, _used_outputs(node),
+                        MappingProxyType(node_metadata(node)))
         first_node = len(b.nodes)
-        try:
-            args = self.arg(node.args)
-            kwargs = self.arg(node.kwargs)
-            result = entry.fn(b, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - reported as a diagnostic at the node's source line
-            del b.nodes[first_node:]
-            self.env[node.name] = FAILED
-            self.ctx.emit(rules.TRANSLATION_FAILED, node=node, op=op_display(node.target),
-                          error_type=type(exc).__name__, error=str(exc)[:500])
-            return
-        finally:
-            b.current = None
-            b.node_metadata = {}
-        self.env[node.name] = self._bind(node, result, first_node, vals)
+        with b.translating(info):
+            try:
+                result = entry.fn(b, *self.arg(node.args), **self.arg(node.kwargs))
+            except UnsupportedVariant as exc:
+                self._fail(node, first_node)
+                self.ctx.emit(rules.UNSUPPORTED_OP_ARGUMENTS, node=node, op=op_display(node.target),
+                              argument=exc.argument, got=exc.got, supported=exc.supported)
+                return
+            except Exception as exc:  # noqa: BLE001 - reported as a diagnostic at the node's source line
+                self._fail(node, first_node)
+                self.ctx.emit(rules.TRANSLATION_FAILED, node=node, op=op_display(node.target),
+                              error_type=type(exc).__name__, error=str(exc)[:500])
+                return
+            self.env[node.name] = self._bind(node, result, first_node, vals)
+
+    def _fail(self, node: torch.fx.Node, first_node: int) -> None:
+        self.builder.rollback(first_node)
+        self.env[node.name] = FAILED
 
     def _bind(self, node: torch.fx.Node, result: Any, first_node: int, vals: tuple) -> Any:
         """Name the translation's outputs after the FX node and annotate them from meta."""
@@ -209,32 +213,42 @@ class Translator:
             return result
         multi = isinstance(result, (tuple, list))
         outputs = list(result) if multi else [result]
-        renamed: dict[str, str] = {}
+        new_nodes = self.builder.nodes[first_node:]
+        read = names_read(new_nodes)
+        named: dict[str, str] = {}  # value name -> the FX name it was given in place
         bound: list[Any] = []
         for index, value in enumerate(outputs):
             if not isinstance(value, Value):
                 bound.append(value)
                 continue
-            name = self.prefix + (f"{node.name}__{index}" if multi else node.name)
+            key = f"{node.name}__{index}" if multi else node.name
+            name = self.prefix + key
             meta = self.meta_value(name, vals[index] if index < len(vals) else None)
-            bound.append(self._name_value(value, name, meta, first_node, renamed))
+            self._name_value(value, name, new_nodes, read, named)
+            bound.append(Value(name, meta.dtype or value.dtype, meta.shape if meta.shape is not None else value.shape))
             self.builder.value_info[name] = bound[-1]
-            self.value_names[f"{node.name}__{index}" if multi else node.name] = name
+            self.value_names[key] = name
         return (tuple(bound) if isinstance(result, tuple) else bound) if multi else bound[0]
 
-    def _name_value(self, value: Value, name: str, meta: Value, first_node: int, renamed: dict[str, str]) -> Value:
-        """Rename the node output that produced ``value`` to ``name``; else copy it with an Identity."""
+    def _name_value(self, value: Value, name: str, new_nodes: Sequence[onnx.NodeProto], read: set[str],
+                    named: dict[str, str]) -> None:
+        """Give the node that produced ``value`` the output name ``name``, or copy ``value`` with an Identity.
+
+        NOTE: only a value this translation produced and nothing else knows of is named in
+        place: not a cached constant (other nodes get the same Value from the cache), not one
+        that a node of this translation reads, not one already named for another output. Any
+        other value (an input, a weight, another FX node's value) keeps its name and the FX
+        name is an Identity of it, so no name anything refers to ever changes.
+        """
         b = self.builder
-        new_nodes = b.nodes[first_node:]
-        if value.name not in renamed and value.name not in self.reserved \
-                and any(value.name in n.output for n in new_nodes):
-            _rename_everywhere(new_nodes, {value.name: name})
-            renamed[value.name] = name
+        producer = None
+        if value.name not in named and value.name not in read and not b.is_shared(value):
+            producer = next((n for n in new_nodes if value.name in n.output), None)
+        if producer is not None:
+            producer.output[list(producer.output).index(value.name)] = name
+            named[value.name] = name
         else:
-            b.op("Identity", Value(renamed.get(value.name, value.name)))
-            b.nodes[-1].output[0] = name
-        self.reserved.add(name)
-        return Value(name, meta.dtype or value.dtype, meta.shape if meta.shape is not None else value.shape)
+            b.copy_as(Value(named.get(value.name, value.name)), name)
 
     # -- subgraphs (If/Loop/Scan bodies) ------------------------------------------------------
     def translate_subgraph(self, builder: GraphBuilder, gm: torch.fx.GraphModule, inputs: Sequence[Any],
@@ -244,16 +258,15 @@ class Translator:
         Values inside are prefixed with ``prefix`` so they never collide with outer-scope names.
         Returns the subgraph's outputs (Values or Python values).
         """
-        saved = (builder.translate_subgraph, builder.current, builder.node_metadata)
+        saved = builder.translate_subgraph
         try:
             return self._translate_subgraph(builder, gm, inputs, prefix)
-        finally:  # the builder may be this graph's own (an inlined body): leave its state as it was
-            builder.translate_subgraph, builder.current, builder.node_metadata = saved
+        finally:  # the builder may be this graph's own (an inlined body): leave it as it was
+            builder.translate_subgraph = saved
 
     def _translate_subgraph(self, builder: GraphBuilder, gm: torch.fx.GraphModule, inputs: Sequence[Any],
                             prefix: str) -> list[Any]:
         sub = Translator(self.registry, builder, self.ctx, self.dim_names, prefix=prefix)
-        sub.reserved = set(self.reserved)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         for node, value in zip(placeholders, inputs):
             sub.env[node.name] = value
@@ -287,19 +300,12 @@ def _replace_symbol(expr: str, symbol: str, name: str) -> str:
     return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)
 
 
-def _rename_everywhere(nodes: list[onnx.NodeProto], renames: dict[str, str]) -> None:
-    def visit(graph_nodes: Sequence[onnx.NodeProto]) -> None:
-        for n in graph_nodes:
-            for i, name in enumerate(n.input):
-                if name in renames:
-                    n.input[i] = renames[name]
-            for i, name in enumerate(n.output):
-                if name in renames:
-                    n.output[i] = renames[name]
-            for attr in n.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g.node)
-                    for o in attr.g.output:
-                        if o.name in renames:
-                            o.name = renames[o.name]
-    visit(nodes)
+def names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Every value name read by ``nodes`` or by the nodes of their subgraphs (If/Loop/Scan bodies)."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                names |= names_read(attr.g.node) | {o.name for o in attr.g.output}
+    return names

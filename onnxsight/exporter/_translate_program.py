@@ -20,7 +20,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._builder import GraphBuilder, Value, value_info
 from onnxsight.exporter._registry import Registry
-from onnxsight.exporter._translate import Translator, _rename_everywhere, find_unsupported
+from onnxsight.exporter._translate import Translator, find_unsupported, names_read
 
 
 @dataclass
@@ -63,7 +63,6 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                     graph_inputs.append(value)
                     tr.env[node.name] = value
                     tr.value_names[node.name] = node.name
-                    tr.reserved.add(node.name)
                     input_meta[node.name] = kind.name
                 else:
                     tr.env[node.name] = val  # a specialised non-tensor input; reported by the API layer
@@ -74,7 +73,6 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                 value = Value(target, tensor.dtype, tuple(tensor.shape))
                 tr.env[node.name] = value
                 tr.value_names[node.name] = target
-                tr.reserved.add(target)
                 input_meta[target] = kind.name
             else:
                 tr.env[node.name] = None  # tokens and custom objects carry no tensor data
@@ -119,7 +117,7 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
         for value, new in zip(final, output_names):
             renames[value.name] = new
     if renames:
-        _rename_everywhere(builder.nodes, renames)
+        _rename_io(builder.nodes, renames)
         for vlist in (graph_inputs, final):
             for v in vlist:
                 v.name = renames.get(v.name, v.name)
@@ -147,15 +145,22 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                            initializer_kinds={k: v for k, v in input_meta.items() if k in initializers})
 
 
-def names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:
-    """Every value name read by ``nodes`` or by the nodes of their subgraphs (If/Loop/Scan bodies)."""
-    names: set[str] = set()
+def _rename_io(nodes: Sequence[onnx.NodeProto], renames: dict[str, str]) -> None:
+    """Give graph inputs/outputs the user's names, in every node and subgraph at once.
+
+    NOTE: the one rename left: it runs after translation, over the whole graph, so
+    nothing (no constant cache, no pending translation) still holds the old names.
+    """
     for node in nodes:
-        names.update(node.input)
+        for i, name in enumerate(node.input):
+            node.input[i] = renames.get(name, name)
+        for i, name in enumerate(node.output):
+            node.output[i] = renames.get(name, name)
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                names |= names_read(attr.g.node) | {o.name for o in attr.g.output}
-    return names
+                _rename_io(attr.g.node, renames)
+                for value in attr.g.output:
+                    value.name = renames.get(value.name, value.name)
 
 
 def _set_meta(proto: Any, key: str, value: str) -> None:

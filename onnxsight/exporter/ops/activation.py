@@ -164,7 +164,7 @@ def aten_native_dropout(b: GraphBuilder, input: Value, p: float, train: bool | N
     """
     if not train or p == 0:
         mask = None
-        if b.output_used(1):
+        if b.node.output_used(1):
             mask = b.op("Expand", b.const(True, torch.bool), b.shape_of(input), dtype=torch.bool)
         return input, mask
     ratio = b.scalar(float(p), input)

@@ -251,7 +251,7 @@ def higher_order_wrap_with_set_grad_enabled(b: GraphBuilder, enable_grad: bool, 
 
     Gradient mode means nothing at inference, so the body's nodes join this graph.
     """
-    return tuple(b.translate_subgraph(b, body, list(args), f"{b.current.name}/"))
+    return tuple(b.translate_subgraph(b, body, list(args), f"{b.node.name}/"))
 
 
 @translation(aten.diff.default)

@@ -27,7 +27,7 @@ higher_order = torch.ops.higher_order
 
 def _prefix(b: GraphBuilder, role: str) -> str:
     """A unique prefix for the values of one body of the current FX node."""
-    node = b.current.name if b.current is not None else "body"
+    node = b.node.name
     return f"{node}{b.fresh(role)}/"
 
 
@@ -86,7 +86,7 @@ def higher_order_cond(b: GraphBuilder, pred: Any, true_fn: torch.fx.GraphModule,
         child = b.subgraph()
         outputs = b.translate_subgraph(child, fn, list(operands), _prefix(b, role))
         values = _body_outputs(child, outputs)
-        branches.append(child.make_graph(f"{b.current.name}_{role}" if b.current else role, [], values))
+        branches.append(child.make_graph(f"{b.node.name}_{role}", [], values))
     count = len(branches[0].output)
     outs = b.op("If", condition, outputs=count, then_branch=branches[0], else_branch=branches[1])
     return _single(outs)
@@ -121,7 +121,7 @@ def higher_order_while_loop(b: GraphBuilder, cond_fn: torch.fx.GraphModule, body
     new_values = [_as_value(body, v) for v in new]
     (again,) = b.translate_subgraph(body, cond_fn, [*new_values, *extra], _prefix(b, "cond"))
     outputs = _body_outputs(body, [_bool_scalar(body, again), *new_values])
-    graph = body.make_graph(f"{b.current.name}_body" if b.current else "body", [iteration, cond_in, *formals],
+    graph = body.make_graph(f"{b.node.name}_body", [iteration, cond_in, *formals],
                             outputs)
     outs = b.op("Loop", None, condition, *carried, outputs=len(carried), body=graph)
     return _single(outs)
@@ -137,7 +137,7 @@ def _scan(b: GraphBuilder, fn: torch.fx.GraphModule, init: Sequence[Value], xs: 
     slices = [_formal(b, x, "slice", drop_first=True) for x in xs]
     outputs = b.translate_subgraph(body, fn, [*states, *slices, *extra], _prefix(b, "body"))
     values = _body_outputs(body, outputs)
-    graph = body.make_graph(f"{b.current.name}_body" if b.current else "body", [*states, *slices], values)
+    graph = body.make_graph(f"{b.node.name}_body", [*states, *slices], values)
     outs = b.op("Scan", *init, *xs, outputs=len(values), body=graph, num_scan_inputs=len(xs))
     return _single(outs)
 

@@ -29,12 +29,12 @@ def _fill_value(b: GraphBuilder, value: Any, dtype: torch.dtype) -> Value:
 
 
 def _full(b: GraphBuilder, shape: Value, value: Any, dtype: torch.dtype) -> Value:
-    return b.op("Expand", _fill_value(b, value, dtype), shape, dtype=dtype, shape=b.out_shape)
+    return b.op("Expand", _fill_value(b, value, dtype), shape, dtype=dtype, shape=b.node.out_shape)
 
 
 def _dtype(b: GraphBuilder, dtype: torch.dtype | None, like: Value | None = None) -> torch.dtype:
     """The node's output dtype from its meta, else the argument, else ``like``'s, else the default."""
-    return b.out_dtype or dtype or (like.dtype if like is not None else None) or torch.get_default_dtype()
+    return b.node.out_dtype or dtype or (like.dtype if like is not None else None) or torch.get_default_dtype()
 
 
 @translation(aten.full.default)
@@ -165,7 +165,7 @@ def aten_arange_start_step(b: GraphBuilder, start: Any, end: Any, step: Any = 1,
                            layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
-    out = b.out_dtype or dtype or torch.int64
+    out = b.node.out_dtype or dtype or torch.int64
     if all(_is_int(x) for x in (start, end, step)):
         ints = [b.cast(x, torch.int64) if isinstance(x, Value) else b.const(x, torch.int64) for x in (start, end, step)]
         return b.cast(b.op("Range", *ints, dtype=torch.int64), out)

@@ -53,7 +53,7 @@ def aten_cdist_forward(b: GraphBuilder, x1: Value, x2: Value, p: float, compute_
     ``compute_mode`` only picks eager's algorithm for p=2; the result is the same distance.
     """
     out = _pairwise(b, x1, x2, p)
-    out.shape = b.out_shape
+    out.shape = b.node.out_shape
     return out
 
 
@@ -76,4 +76,4 @@ def aten_pdist_forward(b: GraphBuilder, self: Value, p: float = 2) -> Value:
     row = b.op("Unsqueeze", index, b.const([1], torch.int64), dtype=torch.int64)
     col = b.op("Unsqueeze", index, b.const([0], torch.int64), dtype=torch.int64)
     upper = b.op("Reshape", b.op("Less", row, col, dtype=torch.bool), b.const([-1], torch.int64), dtype=torch.bool)
-    return b.op("Compress", flat, upper, axis=0, shape=b.out_shape)
+    return b.op("Compress", flat, upper, axis=0, shape=b.node.out_shape)

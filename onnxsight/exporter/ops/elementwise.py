@@ -2,7 +2,7 @@
 
 Unary math functions live in :mod:`elementwise_math`, comparisons and logic in
 :mod:`elementwise_logic`. Every translation follows PyTorch's type promotion:
-the result dtype comes from the FX node's meta (``b.out_dtype``), falling back
+the result dtype comes from the FX node's meta (``b.node.out_dtype``), falling back
 to :meth:`GraphBuilder.promote` for Python scalars.
 """
 
@@ -41,7 +41,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def float_out(b: GraphBuilder, x: Value) -> Value:
     """``x`` cast to the node's (floating) output dtype: integer inputs of unary math ops become float."""
-    dtype = b.out_dtype
+    dtype = b.node.out_dtype
     if dtype is None or not dtype.is_floating_point:
         dtype = x.dtype if _dtypes.is_float(x.dtype) else torch.get_default_dtype()
     return b.cast(x, dtype)
@@ -70,25 +70,25 @@ def _scaled(b: GraphBuilder, other: Operand, alpha: float) -> Operand:
 @translation(aten.add.Tensor, aten.add.Scalar)
 def aten_add(b: GraphBuilder, self: Value, other: Operand, alpha: float = 1) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return binary(b, "Add", self, _scaled(b, other, alpha), dtype=b.out_dtype)
+    return binary(b, "Add", self, _scaled(b, other, alpha), dtype=b.node.out_dtype)
 
 
 @translation(aten.sub.Tensor, aten.sub.Scalar)
 def aten_sub(b: GraphBuilder, self: Value, other: Operand, alpha: float = 1) -> Value:
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return binary(b, "Sub", self, _scaled(b, other, alpha), dtype=b.out_dtype)
+    return binary(b, "Sub", self, _scaled(b, other, alpha), dtype=b.node.out_dtype)
 
 
 @translation(aten.rsub.Tensor, aten.rsub.Scalar)
 def aten_rsub(b: GraphBuilder, self: Value, other: Operand, alpha: float = 1) -> Value:
     """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return binary(b, "Sub", other, _scaled(b, self, alpha), dtype=b.out_dtype)
+    return binary(b, "Sub", other, _scaled(b, self, alpha), dtype=b.node.out_dtype)
 
 
 @translation(aten.mul.Tensor, aten.mul.Scalar)
 def aten_mul(b: GraphBuilder, self: Value, other: Operand) -> Value:
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return binary(b, "Mul", self, other, dtype=b.out_dtype)
+    return binary(b, "Mul", self, other, dtype=b.node.out_dtype)
 
 
 @translation(aten.div.Tensor, aten.div.Scalar)
@@ -99,7 +99,7 @@ def aten_div(b: GraphBuilder, self: Value, other: Operand) -> Value:
 
 def float_dtype(b: GraphBuilder, *args: Operand) -> torch.dtype:
     """The node's floating output dtype, or the promoted dtype made floating."""
-    dtype = b.out_dtype or b.promote(*args)[0]
+    dtype = b.node.out_dtype or b.promote(*args)[0]
     return dtype if dtype.is_floating_point else torch.get_default_dtype()
 
 
@@ -108,7 +108,7 @@ def aten_div_mode(b: GraphBuilder, self: Value, other: Operand, *, rounding_mode
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
     if rounding_mode is None:
         return aten_div(b, self, other)
-    dtype, (x, y) = promoted(b, self, other, dtype=b.out_dtype)
+    dtype, (x, y) = promoted(b, self, other, dtype=b.node.out_dtype)
     if dtype.is_floating_point:
         quotient = b.op("Div", x, y)
         return trunc_float(b, quotient) if rounding_mode == "trunc" else b.op("Floor", quotient)
@@ -146,7 +146,7 @@ def aten_reciprocal(b: GraphBuilder, self: Value) -> Value:
 @translation(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def aten_pow(b: GraphBuilder, self: Operand, exponent: Operand) -> Value:
     """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor  (also Tensor_Scalar, Scalar)"""
-    return binary(b, "Pow", self, exponent, dtype=b.out_dtype)
+    return binary(b, "Pow", self, exponent, dtype=b.node.out_dtype)
 
 
 # -- rounding ---------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def aten_frac(b: GraphBuilder, self: Value) -> Value:
 @translation(aten.fmod.Tensor, aten.fmod.Scalar)
 def aten_fmod(b: GraphBuilder, self: Value, other: Operand) -> Value:
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor  (sign follows the dividend)"""
-    dtype = b.out_dtype or b.promote(self, other)[0]
+    dtype = b.node.out_dtype or b.promote(self, other)[0]
     if dtype.is_floating_point:
         _, (x, y) = promoted(b, self, other, dtype=dtype)
         return b.op("Mod", x, y, fmod=1)
@@ -220,7 +220,7 @@ def aten_fmod(b: GraphBuilder, self: Value, other: Operand) -> Value:
 @translation(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
 def aten_remainder(b: GraphBuilder, self: Operand, other: Operand) -> Value:
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor  (sign follows the divisor)"""
-    dtype = b.out_dtype or b.promote(self, other)[0]
+    dtype = b.node.out_dtype or b.promote(self, other)[0]
     if not dtype.is_floating_point:
         return binary(b, "Mod", self, other, dtype=dtype)
     # As ATen does for floats: fmod, then add the divisor when the signs disagree.
@@ -237,17 +237,17 @@ def aten_remainder(b: GraphBuilder, self: Operand, other: Operand) -> Value:
 @translation(aten.maximum.default)
 def aten_maximum(b: GraphBuilder, self: Value, other: Value) -> Value:
     """maximum(Tensor self, Tensor other) -> Tensor  (NaN propagates)"""
-    return binary(b, "Max", self, other, dtype=b.out_dtype)
+    return binary(b, "Max", self, other, dtype=b.node.out_dtype)
 
 
 @translation(aten.minimum.default)
 def aten_minimum(b: GraphBuilder, self: Value, other: Value) -> Value:
     """minimum(Tensor self, Tensor other) -> Tensor  (NaN propagates)"""
-    return binary(b, "Min", self, other, dtype=b.out_dtype)
+    return binary(b, "Min", self, other, dtype=b.node.out_dtype)
 
 
 def _nan_ignoring(b: GraphBuilder, op_type: str, self: Value, other: Value) -> Value:
-    dtype, (x, y) = promoted(b, self, other, dtype=b.out_dtype)
+    dtype, (x, y) = promoted(b, self, other, dtype=b.node.out_dtype)
     result = binary(b, op_type, x, y, dtype=dtype)
     if not dtype.is_floating_point:
         return result
@@ -270,7 +270,7 @@ def aten_fmin(b: GraphBuilder, self: Value, other: Value) -> Value:
 
 def clamp(b: GraphBuilder, self: Value, low: Operand | None, high: Operand | None) -> Value:
     """max(self, low) then min(., high): ``high`` wins when low > high, as in ATen; NaN propagates."""
-    dtype = b.out_dtype or b.promote(self, *(v for v in (low, high) if v is not None))[0]
+    dtype = b.node.out_dtype or b.promote(self, *(v for v in (low, high) if v is not None))[0]
     result = b.cast(self, dtype)
     if low is not None:
         result = binary(b, "Max", result, low, dtype=dtype)
@@ -310,7 +310,7 @@ def aten_relu(b: GraphBuilder, self: Value) -> Value:
 @translation(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
 def aten_where(b: GraphBuilder, condition: Value, self: Operand, other: Operand) -> Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    dtype, (x, y) = promoted(b, self, other, dtype=b.out_dtype)
+    dtype, (x, y) = promoted(b, self, other, dtype=b.node.out_dtype)
     return b.op("Where", b.cast(condition, torch.bool), x, y, dtype=dtype)
 
 

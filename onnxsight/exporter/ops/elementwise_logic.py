@@ -96,7 +96,7 @@ _LOGICAL = {"BitwiseAnd": "And", "BitwiseOr": "Or", "BitwiseXor": "Xor", "Bitwis
 
 
 def _bitwise(b: GraphBuilder, op_type: str, *args: Operand) -> Value:
-    dtype, values = promoted(b, *args, dtype=b.out_dtype)
+    dtype, values = promoted(b, *args, dtype=b.node.out_dtype)
     if dtype == torch.bool:
         return b.op(_LOGICAL[op_type], *values, dtype=dtype)
     if not _dtypes.is_integer(dtype):
@@ -136,7 +136,7 @@ def aten_bitwise_not(b: GraphBuilder, self: Value) -> Value:
 # [0, bits) give 0 (left), or x >> (bits - 1) (right; 0 for unsigned), as in ATen.
 
 def _shift(b: GraphBuilder, direction: str, self: Operand, other: Operand) -> Value:
-    dtype, (x, count) = promoted(b, self, other, dtype=b.out_dtype)
+    dtype, (x, count) = promoted(b, self, other, dtype=b.node.out_dtype)
     if not _dtypes.is_integer(dtype):
         raise TypeError(f"shifts need integer tensors, got {dtype}")
     bits = torch.iinfo(dtype).bits

@@ -60,7 +60,7 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
                    per_sample_weights: Value | None, include_last_offset: bool, padding_idx: int | None,
                    *, dense_max: bool) -> tuple[Value | None, ...]:
     """The (B, D) bags and None for the three bookkeeping outputs (an error if one of them is read)."""
-    if any(b.output_used(i) for i in (1, 2, 3)):
+    if any(b.node.output_used(i) for i in (1, 2, 3)):
         raise NotImplementedError("only the first output of embedding_bag (the bags) is translated")
     if indices.rank != 1:
         raise NotImplementedError(f"embedding_bag with {indices.rank}-D indices (F.embedding_bag flattens them)")
@@ -94,7 +94,7 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
         out = b.op("Where", b.op("Equal", out, lowest, dtype=torch.bool), b.scalar(0.0, weight), out)  # empty bags
     else:
         raise ValueError(f"embedding_bag mode {mode}")
-    out = b.op("Slice", out, b.const([0], i64), bags, b.const([0], i64), dtype=weight.dtype, shape=b.out_shape)
+    out = b.op("Slice", out, b.const([0], i64), bags, b.const([0], i64), dtype=weight.dtype, shape=b.node.out_shape)
     return out, None, None, None
 
 

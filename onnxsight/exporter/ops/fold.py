@@ -32,5 +32,5 @@ def aten_col2im(b: GraphBuilder, self: Value, output_size: Sequence[int | Value]
     out = b.op("Col2Im", x, b.int_list(list(output_size)), b.const(expand_ints(kernel_size, 2), torch.int64),
                dilations=expand_ints(dilation, 2), pads=pads + pads, strides=expand_ints(stride, 2))
     out = drop_batch(b, out) if self.rank == 2 else out
-    out.shape = b.out_shape
+    out.shape = b.node.out_shape
     return out

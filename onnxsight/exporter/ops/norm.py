@@ -24,7 +24,7 @@ def _param_or_fill(b: GraphBuilder, param: Value | None, fill: float, x: Value,
 
 
 def _stat_dtype(b: GraphBuilder, index: int, default: torch.dtype | None) -> torch.dtype | None:
-    dtypes = b.current.out_dtypes if b.current else ()
+    dtypes = b.node.out_dtypes
     return dtypes[index] if index < len(dtypes) and dtypes[index] is not None else default
 
 
@@ -45,7 +45,7 @@ def aten_native_layer_norm(b: GraphBuilder, input: Value, normalized_shape: Sequ
     -> (Tensor, Tensor, Tensor)"""
     scale = _param_or_fill(b, weight, 1.0, input, normalized_shape)
     attrs = dict(axis=-len(normalized_shape), epsilon=float(eps))
-    if not (b.output_used(1) or b.output_used(2)):
+    if not (b.node.output_used(1) or b.node.output_used(2)):
         return b.op("LayerNormalization", input, scale, bias, **attrs), None, None
     out, mean, rstd = b.op("LayerNormalization", input, scale, bias, outputs=3, **attrs)
     mean.dtype = rstd.dtype = torch.float32  # stash_type
@@ -104,7 +104,7 @@ def aten_group_norm_21(b: GraphBuilder, input: Value, num_groups: int, weight: V
 
 def _with_group_stats(b: GraphBuilder, out: Value, x: Value, group: int,
                       eps: float) -> tuple[Value, Value | None, Value | None]:
-    if not (b.output_used(1) or b.output_used(2)):
+    if not (b.node.output_used(1) or b.node.output_used(2)):
         return out, None, None
     mean, rstd = _group_stats(b, x, group, eps)
     return out, mean, rstd
@@ -178,7 +178,7 @@ def aten_batch_norm_no_training(b: GraphBuilder, input: Value, weight: Value | N
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
     Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
-    return (out, _empty(b, input) if b.output_used(1) else None, _empty(b, input) if b.output_used(2) else None)
+    return (out, _empty(b, input) if b.node.output_used(1) else None, _empty(b, input) if b.node.output_used(2) else None)
 
 
 @translation(aten._native_batch_norm_legit_functional.default)
@@ -192,8 +192,8 @@ def aten_batch_norm_functional(b: GraphBuilder, input: Value, weight: Value | No
         out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
         return out, _empty(b, input), _empty(b, input), running_mean, running_var
     out, mean, invstd, var = _batch_stats_norm(b, input, weight, bias, eps)
-    new_mean = _updated_running(b, running_mean, mean, momentum) if b.output_used(3) else None
-    new_var = _updated_running(b, running_var, _unbiased(b, input, var), momentum) if b.output_used(4) else None
+    new_mean = _updated_running(b, running_mean, mean, momentum) if b.node.output_used(3) else None
+    new_var = _updated_running(b, running_var, _unbiased(b, input, var), momentum) if b.node.output_used(4) else None
     return out, mean, invstd, new_mean, new_var
 
 
@@ -225,9 +225,9 @@ def aten_batch_norm_with_update_functional(b: GraphBuilder, input: Value, weight
     Tensor running_var, float momentum, float eps)
     -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
     out, mean, invstd, var = _batch_stats_norm(b, input, weight, bias, eps)
-    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.output_used(3) else None
-    new_mean = _updated_running(b, running_mean, mean, momentum) if b.output_used(4) else None
-    new_var = _updated_running(b, running_var, _unbiased(b, input, var), momentum) if b.output_used(5) else None
+    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.node.output_used(3) else None
+    new_mean = _updated_running(b, running_mean, mean, momentum) if b.node.output_used(4) else None
+    new_var = _updated_running(b, running_var, _unbiased(b, input, var), momentum) if b.node.output_used(5) else None
     return out, mean, invstd, reserve, new_mean, new_var
 
 
@@ -241,8 +241,8 @@ def aten_batch_norm_no_update(b: GraphBuilder, input: Value, weight: Value | Non
         out = _batch_stats_norm(b, input, weight, bias, eps)[0]
     else:
         out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
-    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.output_used(3) else None
-    return (out, _empty(b, input) if b.output_used(1) else None, _empty(b, input) if b.output_used(2) else None,
+    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.node.output_used(3) else None
+    return (out, _empty(b, input) if b.node.output_used(1) else None, _empty(b, input) if b.node.output_used(2) else None,
             reserve)
 
 
@@ -282,7 +282,7 @@ def aten_rms_norm(b: GraphBuilder, input: Value, normalized_shape: Sequence[int]
     out = b.cast(b.op("Div", wide, rms), input.dtype)
     if weight is not None:
         out = b.op("Mul", out, weight)
-    return b.cast(out, b.out_dtype or out.dtype)
+    return b.cast(out, b.node.out_dtype or out.dtype)
 
 
 @translation(aten.rms_norm.default, since=23)
@@ -291,4 +291,4 @@ def aten_rms_norm_23(b: GraphBuilder, input: Value, normalized_shape: Sequence[i
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
     scale = _param_or_fill(b, weight, 1.0, input, normalized_shape)
     out = b.op("RMSNormalization", input, scale, axis=-len(normalized_shape), epsilon=_rms_eps(input, eps))
-    return b.cast(out, b.out_dtype or out.dtype)
+    return b.cast(out, b.node.out_dtype or out.dtype)

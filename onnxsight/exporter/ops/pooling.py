@@ -37,7 +37,7 @@ def _max_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], st
     attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
                  dilations=expand_ints(dilation, spatial), ceil_mode=int(ceil_mode))
     indices = None
-    if with_indices and b.output_used(1):
+    if with_indices and b.node.output_used(1):
         values, flat = b.op("MaxPool", x, outputs=2, **attrs)
         flat.dtype = torch.int64
         indices = _plane_indices(b, x, flat, spatial)
@@ -240,7 +240,7 @@ def _adaptive_max(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial
     gathered = b.op("Gather", flat, b.const(torch.from_numpy(table)), axis=-1)
     out_shape = b.op("Concat", b.shape_of(x, end=-spatial), b.const(out, torch.int64), axis=0, dtype=torch.int64)
     values = b.op("Reshape", reduce(b, "ReduceMax", gathered, [-1], keepdims=False), out_shape)
-    if not b.output_used(1):
+    if not b.node.output_used(1):
         return values, None
     best = b.op("ArgMax", gathered, axis=-1, keepdims=0, dtype=torch.int64)
     rows = b.const(torch.arange(table.shape[0]) * table.shape[1], torch.int64)

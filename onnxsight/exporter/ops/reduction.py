@@ -45,8 +45,8 @@ def _accumulate_dtype(b: GraphBuilder, x: Value, dtype: torch.dtype | None) -> t
     """Output dtype of sum/prod/cumsum: ``dtype=``, else the node's, else int64 for bools and integers."""
     if dtype is not None:
         return dtype
-    if b.out_dtype is not None:
-        return b.out_dtype
+    if b.node.out_dtype is not None:
+        return b.node.out_dtype
     return x.dtype if _dtypes.is_float(x.dtype) else torch.int64
 
 
@@ -68,7 +68,7 @@ def aten_sum(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = None) 
 def aten_mean_dim(b: GraphBuilder, self: Value, dim: Sequence[int] | None = None, keepdim: bool = False, *,
                   dtype: torch.dtype | None = None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
+    x = b.cast(self, dtype or b.node.out_dtype or self.dtype)
     return reduce(b, "ReduceMean", x, normalize_dims(self, dim), keepdim)
 
 
@@ -199,7 +199,7 @@ def _any_all(b: GraphBuilder, op_type: str, x: Value, dim: int | Sequence[int] |
     """any = max of (x != 0), all = min of it; bool out (uint8 for uint8 inputs, as in PyTorch)."""
     truth = x if x.dtype == torch.bool else b.op("Not", b.op("Equal", x, b.scalar(0, x), dtype=torch.bool))
     reduced = reduce(b, op_type, b.cast(truth, torch.int32), normalize_dims(x, dim), keepdim)
-    return b.cast(reduced, b.out_dtype or torch.bool)
+    return b.cast(reduced, b.node.out_dtype or torch.bool)
 
 
 @translation(aten.any.default)

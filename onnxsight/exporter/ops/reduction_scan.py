@@ -19,7 +19,7 @@ _NARROW = (torch.int8, torch.int16, torch.uint8, torch.bool)
 @translation(aten.cumsum.default)
 def aten_cumsum(b: GraphBuilder, self: Value, dim: int, *, dtype: torch.dtype | None = None) -> Value:
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
+    x = b.cast(self, dtype or b.node.out_dtype or self.dtype)
     if x.rank == 0:
         return b.op("Identity", x)
     if x.dtype in _NARROW:  # ONNX Runtime's CumSum covers int32/int64 and floats
@@ -53,7 +53,7 @@ def prefix_spread(b: GraphBuilder, x: Value, axis: int, fill: float) -> tuple[Va
 @translation(aten.cumprod.default)
 def aten_cumprod(b: GraphBuilder, self: Value, dim: int, *, dtype: torch.dtype | None = None) -> Value:
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
+    x = b.cast(self, dtype or b.node.out_dtype or self.dtype)
     if x.rank == 0:
         return b.op("Identity", x)
     axis = dim % b.rank_of(x)
@@ -65,7 +65,7 @@ def aten_cumprod(b: GraphBuilder, self: Value, dim: int, *, dtype: torch.dtype |
 @translation(aten.logcumsumexp.default)
 def aten_logcumsumexp(b: GraphBuilder, self: Value, dim: int) -> Value:
     """logcumsumexp(Tensor self, int dim) -> Tensor"""
-    x = b.cast(self, b.out_dtype if _dtypes.is_float(b.out_dtype) else torch.get_default_dtype())
+    x = b.cast(self, b.node.out_dtype if _dtypes.is_float(b.node.out_dtype) else torch.get_default_dtype())
     if x.rank == 0:
         return b.op("Identity", x)
     axis = dim % b.rank_of(x)

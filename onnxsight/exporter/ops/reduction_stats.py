@@ -30,7 +30,7 @@ def _count(b: GraphBuilder, x: Value, axes: list[int] | None) -> Value:
 def _var_mean(b: GraphBuilder, self: Value, dim: int | Sequence[int] | None, correction: float | None,
               keepdim: bool, *, with_mean: bool = False) -> tuple[Value, Value | None]:
     """(variance, mean): sum((x - mean)**2) / max(N - correction, 0), as ATen computes it."""
-    x = b.cast(self, b.out_dtype if _dtypes.is_float(b.out_dtype) else torch.get_default_dtype())
+    x = b.cast(self, b.node.out_dtype if _dtypes.is_float(b.node.out_dtype) else torch.get_default_dtype())
     axes = normalize_dims(x, dim)
     mean = reduce(b, "ReduceMean", x, axes, True)
     centered = b.op("Sub", x, mean)
@@ -86,7 +86,7 @@ def aten_logsumexp(b: GraphBuilder, self: Value, dim: Sequence[int], keepdim: bo
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
     # NOTE: the max is subtracted first so exp cannot overflow; an infinite
     # max (all -inf, or a +inf) is replaced by 0 so inf - inf never makes NaN.
-    x = b.cast(self, b.out_dtype if _dtypes.is_float(b.out_dtype) else torch.get_default_dtype())
+    x = b.cast(self, b.node.out_dtype if _dtypes.is_float(b.node.out_dtype) else torch.get_default_dtype())
     axes = normalize_dims(x, dim)
     peak = extreme(b, "ReduceMax", x, axes, True)
     peak = b.op("Where", b.op("IsInf", peak, dtype=torch.bool), b.scalar(0.0, x), peak)
@@ -101,7 +101,7 @@ def aten_linalg_vector_norm(b: GraphBuilder, self: Value, ord: float = 2, dim: S
                             keepdim: bool = False, *, dtype: torch.dtype | None = None) -> Value:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *,
     ScalarType? dtype=None) -> Tensor"""
-    x = b.cast(self, dtype or b.out_dtype or self.dtype)
+    x = b.cast(self, dtype or b.node.out_dtype or self.dtype)
     axes = normalize_dims(x, dim)
     if ord == 2:
         return reduce(b, "ReduceL2", x, axes, keepdim)

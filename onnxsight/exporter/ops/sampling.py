@@ -14,7 +14,7 @@ _PADDING_MODES = ("zeros", "border", "reflection")  # ATen's GridSamplerPadding 
 
 def _grid_sample(b: GraphBuilder, input: Value, grid: Value, mode: str, padding_mode: int,
                  align_corners: bool) -> Value:
-    shape = b.out_shape if b.out_shape is not None else None
+    shape = b.node.out_shape if b.node.out_shape is not None else None
     return b.op("GridSample", input, grid, mode=mode, padding_mode=_PADDING_MODES[padding_mode],
                 align_corners=int(bool(align_corners)), shape=shape)
 

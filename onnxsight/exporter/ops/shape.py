@@ -40,7 +40,7 @@ def axes(b: GraphBuilder, dims: Sequence[int]) -> Value:
 def aten_view(b: GraphBuilder, self: Value, size: Sequence[int | Value], stride: Sequence[int] | None = None) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     # NOTE: allowzero=1 because a 0 in a PyTorch size means an empty dim, not "copy the input's dim".
-    return b.op("Reshape", self, b.int_list(size), allowzero=1, shape=b.out_shape)
+    return b.op("Reshape", self, b.int_list(size), allowzero=1, shape=b.node.out_shape)
 
 
 @translation(aten.permute.default, aten.permute_copy.default)
@@ -75,7 +75,7 @@ def aten_expand(b: GraphBuilder, self: Value, size: Sequence[int | Value], *, im
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
     # NOTE: -1 keeps the input's dim; ONNX Expand broadcasts, so a 1 there does the same.
     sizes = [1 if isinstance(s, int) and s == -1 else s for s in size]
-    return b.op("Expand", self, b.int_list(sizes), shape=b.out_shape)
+    return b.op("Expand", self, b.int_list(sizes), shape=b.node.out_shape)
 
 
 @translation(aten.squeeze.dims, aten.squeeze_copy.dims)
@@ -111,7 +111,7 @@ def aten_unsqueeze(b: GraphBuilder, self: Value, dim: int) -> Value:
 @translation(aten.cat.default, aten.concat.default, aten.concatenate.default)
 def aten_cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    dtype = b.out_dtype or tensors[0].dtype
+    dtype = b.node.out_dtype or tensors[0].dtype
     # Legacy behaviour: 1-D empty tensors are skipped whatever the other tensors' rank.
     kept = [t for t in tensors if not (t.shape is not None and tuple(t.shape) == (0,))] or list(tensors[:1])
     rank = b.rank_of(kept[0])
@@ -144,7 +144,7 @@ def aten_split_with_sizes(b: GraphBuilder, self: Value, split_sizes: Sequence[in
 def aten_split(b: GraphBuilder, self: Value, split_size: int | Value, dim: int = 0) -> tuple[Value, ...]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     dim = norm_dim(dim, b.rank_of(self))
-    count = len(b.current.meta_vals) if b.current else 1
+    count = len(b.node.meta_vals)
     assert self.shape is not None
     size = self.shape[dim]
     if isinstance(size, int) and isinstance(split_size, int):
@@ -160,7 +160,7 @@ def aten_split(b: GraphBuilder, self: Value, split_size: int | Value, dim: int =
 def aten_unbind(b: GraphBuilder, self: Value, dim: int = 0) -> tuple[Value, ...]:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     dim = norm_dim(dim, b.rank_of(self))
-    count = len(b.current.meta_vals) if b.current else 1
+    count = len(b.node.meta_vals)
     parts = aten_split_with_sizes(b, self, [1] * count, dim)
     return tuple(b.op("Squeeze", p, axes(b, [dim])) for p in parts)
 
@@ -177,7 +177,7 @@ def aten_slice(b: GraphBuilder, self: Value, dim: int = 0, start: int | Value | 
         return b.op("Identity", self)
     dim = norm_dim(dim, b.rank_of(self))
     return b.op("Slice", self, b.int_list([start]), b.int_list([end]), axes(b, [dim]), b.int_list([step]),
-                shape=b.out_shape)
+                shape=b.node.out_shape)
 
 
 @translation(aten.narrow.default, aten.narrow_copy.default)

@@ -276,6 +276,6 @@ def aten_fft_c2r(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     if pads[rank + 1 + last] != 0:
         y = b.op("Pad", y, b.int_list(pads), dtype=self.dtype)
     y = _dft(b, y, last, inverse=True, onesided=False)
-    out = b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.out_shape)
+    out = b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.node.out_shape)
     power = {_NORM_NONE: 1.0, _NORM_SQRT: 0.5, _NORM_N: 0.0}[normalization]  # ONNX's inverse already has 1/n
     return out if power == 0 else _scale(b, out, _signal_size(b, out, dims, out), power)

@@ -30,7 +30,7 @@ def _as(b: GraphBuilder, x: Any, dtype: torch.dtype) -> Value:
 
 
 def _out(b: GraphBuilder, default: torch.dtype = torch.int64) -> torch.dtype:
-    return b.out_dtype or default
+    return b.node.out_dtype or default
 
 
 def _binary(b: GraphBuilder, op_type: str, a: Any, c: Any) -> Value:
