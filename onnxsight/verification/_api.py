@@ -14,6 +14,7 @@ from onnxsight.verification._engine import EngineConfig, plan_pairs, run_engine
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._inputs import flat_user_inputs
 from onnxsight.verification._metrics import to_numpy
+from onnxsight.verification._reference import make_reference
 from onnxsight.verification._result import VerificationResult
 from onnxsight.verification._runners import OrtRunner, TorchRunner
 from onnxsight.verification._tolerance import Tolerance
@@ -38,14 +39,17 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
            onnx_model: onnx.ModelProto | str | os.PathLike | None = None,
            random_inputs: bool = False, seed: int = 0, dim_sizes: Mapping[str, int] | None = None,
            memory_budget: int = DEFAULT_MEMORY_BUDGET, provider_fallback: bool = False,
-           torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS) -> VerificationResult:
+           torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS,
+           reference: str | None = None) -> VerificationResult:
     """Compare ``prog`` (an :class:`onnxsight.ONNXProgram`) with PyTorch, value by value.
 
     ``args``/``kwargs`` default to the example inputs; ``random_inputs=True`` draws seeded
     random inputs from the input specs instead (dynamic dims at other sizes, or ``dim_sizes``).
     ``mode="isolated"`` feeds every ONNX node group PyTorch's own inputs. ``onnx_model``
     verifies another model (an optimised copy, say) against the same program, pairing values
-    by name where they survive. An unavailable provider raises
+    by name where they survive. ``reference="float64"`` also runs PyTorch in float64 and
+    judges each value within ``max(tolerance, k * PyTorch's own rounding error)`` (see
+    ``_reference.py``), so accumulated rounding is not a root cause. An unavailable provider raises
     :class:`~onnxsight.verification.VerificationError` (ORT003) unless
     ``provider_fallback=True``, which records ORT004 and runs on what is available.
     """
@@ -65,10 +69,13 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     feeds = {name: to_numpy(t) for name, t in zip(names, user_inputs)}
     pairs = plan_pairs(prog.exported_program.graph, prog.value_names, index, per_node=per_node)
     torch_runner = TorchRunner(prog.exported_program, device=torch_device)
+    noise_floor = make_reference(reference, torch_runner)
+    torch_runner = noise_floor or torch_runner
     ort_runner = OrtRunner(providers, ctx=ctx, fallback=provider_fallback)
     ort_runner.activate()
     torch_runner.activate()
-    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros)
+    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros,
+                          reference=noise_floor)
     try:
         out = run_engine(torch_runner, ort_runner, index, pairs, user_inputs, feeds, config, ctx)
     finally:
@@ -77,7 +84,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx)
     info = {"mode": mode, "per_node": per_node, "reference": torch_runner.name, "providers": ort_runner.providers,
             "requested_providers": list(providers), "compared": len(out.rows), "paired": len(pairs),
-            "sessions": out.sessions, "chunks": out.chunks, "error": out.error,
+            "sessions": out.sessions, "noise_floor": reference, "chunks": out.chunks, "error": out.error,
             "inputs": "random" if random_inputs else "example", "seed": seed,
             "tolerance": tolerance.to_dict(), "seconds": time.perf_counter() - start}
     return VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,

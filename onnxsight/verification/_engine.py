@@ -113,6 +113,7 @@ class EngineConfig:
     tolerance: Tolerance
     memory_budget: int
     max_repros: int
+    reference: Any = None  # a Float64Reference (reference="float64"): judges each value against float64
 
 
 def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphIndex, pairs: Sequence[Pair],
@@ -209,6 +210,9 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
     actual_dtype = executor.types.get(pair.value, "unknown")
     bounds = config.tolerance.loosest(pair.value, expected_dtype, actual_dtype)
     metrics = compare(expected, actual, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
+    if config.reference is not None:
+        metrics = config.reference.judge(pair.node, pair.index, expected, actual, bounds, metrics,
+                                         expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     verdict = tracker.add(pair.value, metrics.passed, pair.upstream)
     location, _ = node_location(pair.node)
     row = {
