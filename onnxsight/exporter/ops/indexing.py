@@ -413,7 +413,7 @@ def aten_as_strided_scatter(b: GraphBuilder, self: Value, src: Value, size: Sequ
     """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor"""
     assert self.dtype is not None
-    positions = b.const(strided_positions(size, stride, storage_offset).reshape(-1))
+    positions = b.op("Reshape", strided_positions(b, size, stride, storage_offset), b.const([-1], torch.int64))
     flat = b.op("Reshape", self, b.const([-1], torch.int64))
     values = b.op("Reshape", b.cast(src, self.dtype), b.const([-1], torch.int64))
     return b.op("Reshape", b.op("ScatterElements", flat, positions, values, axis=0), b.shape_of(self))

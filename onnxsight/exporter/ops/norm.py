@@ -178,7 +178,8 @@ def aten_batch_norm_no_training(b: GraphBuilder, input: Value, weight: Value | N
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean,
     Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
-    return (out, _empty(b, input) if b.node.output_used(1) else None, _empty(b, input) if b.node.output_used(2) else None)
+    used = b.node.output_used
+    return (out, _empty(b, input) if used(1) else None, _empty(b, input) if used(2) else None)
 
 
 @translation(aten._native_batch_norm_legit_functional.default)
@@ -241,9 +242,9 @@ def aten_batch_norm_no_update(b: GraphBuilder, input: Value, weight: Value | Non
         out = _batch_stats_norm(b, input, weight, bias, eps)[0]
     else:
         out = _batch_norm_inference(b, input, weight, bias, running_mean, running_var, eps)
-    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if b.node.output_used(3) else None
-    return (out, _empty(b, input) if b.node.output_used(1) else None, _empty(b, input) if b.node.output_used(2) else None,
-            reserve)
+    used = b.node.output_used
+    reserve = b.const(torch.zeros(0), _stat_dtype(b, 3, torch.uint8)) if used(3) else None
+    return (out, _empty(b, input) if used(1) else None, _empty(b, input) if used(2) else None, reserve)
 
 
 # -- instance norm ---------------------------------------------------------------------------------------

@@ -331,19 +331,41 @@ def aten_unfold(b: GraphBuilder, self: Value, dimension: int, size: int, step: i
     return b.op("Transpose", picked, perm=perm)
 
 
-def strided_positions(size: Sequence[int | Value], stride: Sequence[int | Value],
-                      storage_offset: int | Value | None) -> torch.Tensor:
-    """Flat storage position of every element of an ``as_strided`` view (static sizes only)."""
+def strided_positions(b: GraphBuilder, size: Sequence[int | Value], stride: Sequence[int | Value],
+                      storage_offset: int | Value | None) -> Value:
+    """Flat storage position of every element of an ``as_strided`` view, shaped ``size``.
+
+    ``offset + sum_d arange(size[d]) * stride[d]`` broadcast over the dims: a constant when
+    every size, stride and the offset are ints, computed in the graph when some are symbolic.
+    """
     offset = storage_offset or 0
-    if not all(isinstance(v, int) for v in (*size, *stride, offset)):
-        raise NotImplementedError("as_strided with symbolic sizes, strides or offset is not supported: "
-                                  f"size={list(size)}, stride={list(stride)}, storage_offset={storage_offset}")
-    positions = torch.full(tuple(size), offset, dtype=torch.int64)  # type: ignore[arg-type]
+    if all(isinstance(v, int) for v in (*size, *stride, offset)):
+        positions = torch.full(tuple(size), offset, dtype=torch.int64)  # type: ignore[arg-type]
+        for dim, (n, st) in enumerate(zip(size, stride)):
+            view = [1] * len(size)
+            view[dim] = n  # type: ignore[call-overload]
+            positions = positions + (torch.arange(n, dtype=torch.int64) * st).reshape(view)  # type: ignore[arg-type]
+        return b.const(positions)
+    i64 = torch.int64
+    out = _int_scalar(b, offset)
     for dim, (n, st) in enumerate(zip(size, stride)):
-        view = [1] * len(size)
-        view[dim] = n  # type: ignore[call-overload]
-        positions = positions + (torch.arange(n, dtype=torch.int64) * st).reshape(view)  # type: ignore[arg-type]
-    return positions
+        steps = b.op("Range", b.const(0, i64), _int_scalar(b, n), b.const(1, i64), dtype=i64, shape=(None,))
+        term = b.op("Mul", steps, _int_scalar(b, st), dtype=i64, shape=(None,))
+        others = [d for d in range(len(size)) if d != dim]
+        if others:
+            term = b.op("Unsqueeze", term, b.const(others, i64), dtype=i64)
+        out = b.op("Add", out, term, dtype=i64)
+    out.shape = tuple(n if isinstance(n, int) else None for n in size)
+    return out
+
+
+def _int_scalar(b: GraphBuilder, item: int | Value) -> Value:
+    """A 0-d int64 Value of a Python int or a (0-d or one-element) symbolic size."""
+    if not isinstance(item, Value):
+        return b.const(int(item), torch.int64)
+    if item.rank == 0:
+        return b.cast(item, torch.int64)
+    return b.op("Reshape", b.cast(item, torch.int64), b.const([], torch.int64), dtype=torch.int64, shape=())
 
 
 @translation(aten.as_strided.default, aten.as_strided_copy.default)
@@ -351,11 +373,12 @@ def aten_as_strided(b: GraphBuilder, self: Value, size: Sequence[int | Value], s
                     storage_offset: int | Value | None = None) -> Value:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
     # NOTE: ONNX values have no storage; ``self`` is taken as contiguous, its storage its own elements.
-    positions = strided_positions(size, stride, storage_offset)
     flat = b.op("Reshape", self, b.const([-1], torch.int64))
-    offset = int(storage_offset or 0)
-    contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]  # type: ignore[arg-type]
-    if all(st == c for st, c, n in zip(stride, contiguous, size) if n != 1):
-        part = b.op("Slice", flat, b.const([offset], torch.int64), b.const([offset + positions.numel()], torch.int64))
-        return b.op("Reshape", part, b.const(list(size), torch.int64), allowzero=1)
-    return b.op("Gather", flat, b.const(positions), axis=0)
+    if all(isinstance(v, int) for v in (*size, *stride, storage_offset or 0)):
+        offset = int(storage_offset or 0)
+        contiguous = [math.prod(size[i + 1:]) for i in range(len(size))]  # type: ignore[arg-type]
+        if all(st == c for st, c, n in zip(stride, contiguous, size) if n != 1):
+            end = offset + math.prod(size)  # type: ignore[arg-type]
+            part = b.op("Slice", flat, b.const([offset], torch.int64), b.const([end], torch.int64))
+            return b.op("Reshape", part, b.const(list(size), torch.int64), allowzero=1)
+    return b.op("Gather", flat, strided_positions(b, size, stride, storage_offset), axis=0, shape=b.node.out_shape)

@@ -116,8 +116,17 @@ def test_as_strided_overlapping_windows() -> None:
     assert_like_eager(lambda t: torch.as_strided(t, (3, 4), (2, 1), 1), torch.randn(12))
 
 
-def test_as_strided_symbolic_size_is_a_clear_error() -> None:
-    def fn(t: torch.Tensor) -> torch.Tensor:
-        return torch.as_strided(t, (t.shape[0], 2), (1, 1))
-    with pytest.raises(onnxsight.ExportError, match="as_strided"):
-        onnxsight.export(Fn(fn), (torch.randn(6),), dynamic_shapes=(({0: torch.export.Dim.DYNAMIC},),))
+BATCH = torch.export.Dim("batch", min=2, max=64)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: torch.as_strided(t, (t.shape[0], 2, 3), (6, 3, 1)),           # contiguous: a Slice + Reshape
+    lambda t: torch.as_strided(t, (t.shape[0], 3, 2), (6, 1, 3)),           # transposed view
+    lambda t: torch.as_strided(t, (t.shape[0], 2, 2), (6, 2, 1), 1),        # overlapping, with an offset
+    lambda t: torch.as_strided(t, (t.shape[0] - 1, 6), (6, 1)),             # symbolic size expression
+    lambda t: torch.as_strided(t, (t.shape[0], 6), (t.stride(0), 1), t.shape[0] - t.shape[0]),
+], ids=["contiguous", "transposed", "overlapping_offset", "size_expression", "symbolic_stride_and_offset"])
+def test_as_strided_with_symbolic_sizes(fn: Callable[..., Any]) -> None:
+    """as_strided with a dynamic batch (ConvNeXt's layer scale, torchvision's stochastic depth) runs at other batches."""
+    assert_like_eager(fn, torch.randn(4, 6), dynamic_shapes=(({0: BATCH},),),
+                      runs=[(torch.randn(7, 6),), (torch.randn(2, 6),)])
