@@ -46,7 +46,8 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     try:
         program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                           output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
-                          custom_translations=custom_translations, registry=registry)
+                          custom_translations=custom_translations, registry=registry, f=f,
+                          external_data=external_data)
         if f is not None:
             with record.stage("save"):
                 files = program.save(f, external_data=external_data)
@@ -82,12 +83,14 @@ def _fail(cls: type[errors.ExportError], summary: str, ctx: DiagnosticContext, r
 def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord, *, opset: int,
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
-            registry: Registry | None) -> ONNXProgram:
+            registry: Registry | None, f: Any = None, external_data: bool | None = None) -> ONNXProgram:
     with record.stage("arguments") as stage:
-        args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes)
+        args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
+                                       input_names=input_names, output_names=output_names,
+                                       custom_translations=custom_translations, external_data=external_data)
         registry = (registry or default_registry()).copy()
         keep: list[Any] = []
-        for target, fn in (custom_translations or {}).items():
+        for target, fn in (custom_translations if isinstance(custom_translations, Mapping) else {}).items():
             if not callable(fn):
                 ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translations",
                          error=f"the translation for {target_key(target)} is not callable")

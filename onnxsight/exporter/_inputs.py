@@ -1,28 +1,37 @@
-"""Checking export() arguments before any work is done, and dynamic_axes -> dynamic_shapes."""
+"""Checking export() arguments before any work is done, and dynamic_axes -> dynamic_shapes.
+
+Every check here runs before capture: a wrong argument is reported in a second
+with an ARG rule naming the argument, instead of after minutes of tracing (or
+never: several of these mistakes used to be accepted and silently ignored).
+"""
 
 from __future__ import annotations
 
 import inspect
+import io
+import os
 from typing import Any, Mapping
 
 import torch
+from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 
 SUPPORTED_OPSETS = range(17, 24)
 DEFAULT_OPSET = 18
+FILE_OBJECT_LIMIT = 2 * 1024**3  # protobuf's limit on one message: above it weights need a file of their own
 
 
-def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, opset: int,
-                    dynamic_shapes: Any, dynamic_axes: Any) -> tuple[tuple, dict]:
+def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, opset: Any,
+                    dynamic_shapes: Any, dynamic_axes: Any, *, f: Any = None, input_names: Any = None,
+                    output_names: Any = None, custom_translations: Any = None,
+                    external_data: bool | None = None) -> tuple[tuple, dict]:
     """Normalise args/kwargs and emit ARG* errors for anything wrong; returns (args, kwargs)."""
     if not isinstance(model, torch.nn.Module):
         ctx.emit(rules.INVALID_MODEL, type=type(model).__name__)
         return (), {}
-    if isinstance(opset, bool) or not isinstance(opset, int) or opset not in SUPPORTED_OPSETS:
-        ctx.emit(rules.UNSUPPORTED_OPSET, opset=opset,
-                 supported=f"{SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}")
+    check_opset(ctx, opset)
     if isinstance(args, torch.Tensor) or not isinstance(args, (tuple, list)):
         args = (args,)
     args = tuple(args)
@@ -30,35 +39,302 @@ def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, 
         ctx.emit(rules.INVALID_ARGUMENT, argument="kwargs", error=f"expected a dict, got {type(kwargs).__name__}")
         kwargs = {}
     kwargs = dict(kwargs or {})
+    for argument, names in (("input_names", input_names), ("output_names", output_names)):
+        check_names(ctx, argument, names)
+    check_output_file(ctx, f, model=model, external_data=external_data)
+    check_custom_translations(ctx, custom_translations)
     signature = inspect.signature(model.forward)
     try:
-        signature.bind(*args, **kwargs)
+        bound = dict(signature.bind(*args, **kwargs).arguments)
     except TypeError as exc:
         ctx.emit(rules.ARGS_MISMATCH, model=type(model).__name__, signature=str(signature), error=str(exc))
+        return args, kwargs
+    _check_same_tensor(ctx, bound)
     if dynamic_shapes is not None and dynamic_axes is not None:
         ctx.emit(rules.INVALID_ARGUMENT, argument="dynamic_axes",
                  error="give either dynamic_shapes (torch.export style) or dynamic_axes (torch.onnx style), not both")
-    if dynamic_shapes is not None:
-        _check_dynamic_shapes(ctx, signature, args, kwargs, dynamic_shapes)
+    elif dynamic_shapes is not None:
+        _check_dynamic_shapes(ctx, bound, dynamic_shapes)
+    elif dynamic_axes is not None:
+        _check_dynamic_axes(ctx, bound, dynamic_axes, input_names, output_names)
     return args, kwargs
 
 
-def _check_dynamic_shapes(ctx: DiagnosticContext, signature: inspect.Signature, args: tuple, kwargs: dict,
-                          dynamic_shapes: Any) -> None:
-    names = list(signature.bind_partial(*args, **kwargs).arguments)
+def check_opset(ctx: DiagnosticContext, opset: Any) -> None:
+    """ARG006 for a value that is not an int (``"18"``), ARG004 for an int outside 17..23."""
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        ctx.emit(rules.OPSET_NOT_AN_INTEGER, type=type(opset).__name__, value=repr(opset))
+    elif opset not in SUPPORTED_OPSETS:
+        ctx.emit(rules.UNSUPPORTED_OPSET, opset=opset,
+                 supported=f"{SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}")
+
+
+def check_names(ctx: DiagnosticContext, argument: str, names: Any) -> None:
+    """ARG007: input_names/output_names must be a list of distinct non-empty strings (a str is not)."""
+    if names is None:
+        return
+    if isinstance(names, str):
+        ctx.emit(rules.NAMES_NOT_A_LIST, argument=argument,
+                 given=f"the string {names!r}, which would be read letter by letter as {len(names)} names; "
+                       f"write {argument}=[{names!r}]")
+        return
+    if not isinstance(names, (list, tuple)):
+        ctx.emit(rules.NAMES_NOT_A_LIST, argument=argument, given=f"a {type(names).__name__}")
+        return
+    for index, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            ctx.emit(rules.NAMES_NOT_A_LIST, argument=argument,
+                     given=f"entry {index} is {type(name).__name__} {name!r}")
+            return
+    duplicates = sorted({name for name in names if list(names).count(name) > 1})
+    if duplicates:
+        ctx.emit(rules.NAMES_NOT_A_LIST, argument=argument,
+                 given=f"{list(names)}, which names {', '.join(map(repr, duplicates))} more than once")
+
+
+def check_output_file(ctx: DiagnosticContext, f: Any, *, model: torch.nn.Module | None = None,
+                      external_data: bool | None = None) -> None:
+    """ARG008 for an ``f`` that cannot be written; ARG013 for a file object that cannot hold the model."""
+    if f is None:
+        return
+    if isinstance(f, (str, os.PathLike)):
+        reason = unwritable_reason(os.fsdecode(os.fspath(f)), folder=False)
+        if reason:
+            ctx.emit(rules.OUTPUT_FILE_NOT_WRITABLE, path=repr(os.fsdecode(os.fspath(f))), reason=reason)
+        return
+    if not callable(getattr(f, "write", None)):
+        ctx.emit(rules.OUTPUT_FILE_NOT_WRITABLE, path=f"<{type(f).__name__}>",
+                 reason="expected a path or a binary file object (io.BytesIO, open(path, 'wb'))")
+        return
+    if isinstance(f, io.TextIOBase):
+        ctx.emit(rules.OUTPUT_FILE_NOT_WRITABLE, path=f"<{type(f).__name__}>",
+                 reason="the file is open in text mode; an ONNX model is bytes: open it with 'wb'")
+        return
+    if external_data:
+        ctx.emit(rules.FILE_OBJECT_TOO_LARGE, reason="external_data=True was asked for")
+    elif model is not None and (size := weights_bytes(model)) > FILE_OBJECT_LIMIT:
+        ctx.emit(rules.FILE_OBJECT_TOO_LARGE, reason=f"the weights are {size / 1024**3:.1f} GB (above 2 GB)")
+
+
+def check_artifacts_dir(ctx: DiagnosticContext, artifacts_dir: Any) -> None:
+    """ARG009: the folder ``report=True`` writes into must be creatable and writable."""
+    if not isinstance(artifacts_dir, (str, os.PathLike)):
+        ctx.emit(rules.ARTIFACTS_DIR_NOT_WRITABLE, path=repr(artifacts_dir),
+                 reason=f"expected a folder path, got {type(artifacts_dir).__name__}")
+        return
+    path = os.fsdecode(os.fspath(artifacts_dir))
+    reason = unwritable_reason(path, folder=True)
+    if reason:
+        ctx.emit(rules.ARTIFACTS_DIR_NOT_WRITABLE, path=repr(path), reason=reason)
+
+
+def require_artifacts_dir(model: Any, artifacts_dir: Any) -> None:
+    """``report=True``: raise ARG009 before any work when the reports could not be written at the end.
+
+    The orchestration (``onnxsight.export``) calls this first: the exporter core has no reports to write.
+    """
+    from onnxsight.diagnostics import caller_location
+    from onnxsight.exporter._errors import InvalidArgumentError
+    from onnxsight.exporter._record import ExportRecord
+
+    ctx = DiagnosticContext(fallback_location=caller_location())
+    check_artifacts_dir(ctx, artifacts_dir)
+    if ctx.errors:
+        record = ExportRecord(model_name=type(model).__name__)
+        with record.stage("arguments") as stage:
+            stage.status = "failed"
+        raise InvalidArgumentError("export() was called with invalid arguments", diagnostics=ctx.diagnostics,
+                                   record=record)
+
+
+def unwritable_reason(path: str, *, folder: bool) -> str | None:
+    """Why ``path`` (a file, or a folder with ``folder=True``) cannot be written; None when it can."""
+    if not path:
+        return "the path is empty"
+    absolute = os.path.abspath(path)
+    if os.path.isdir(absolute) and not folder:
+        return f"it is a folder; name the file inside it, e.g. {os.path.join(path, 'model.onnx')!r}"
+    if os.path.exists(absolute) and not os.path.isdir(absolute):
+        if folder:
+            return "it is a file, not a folder"
+        return None if os.access(absolute, os.W_OK) else "permission denied (the file is read-only)"
+    if folder and os.path.isdir(absolute):
+        return None if os.access(absolute, os.W_OK | os.X_OK) else "permission denied"
+    parent = os.path.dirname(absolute)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent!r} is a file, so no folder can be created inside it"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"permission denied: the folder {parent!r} is not writable"
+    return None
+
+
+def weights_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the parameters and buffers (each shared tensor once): what the ONNX file will hold."""
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def check_custom_translations(ctx: DiagnosticContext, custom_translations: Any) -> None:
+    """ARG005/ARG010/ARG011: a mapping whose keys name operators that exist (a bare name never matches)."""
+    if custom_translations is None:
+        return
+    if not isinstance(custom_translations, Mapping):
+        ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translations",
+                 error=f"expected a dict {{op: translation}}, got {type(custom_translations).__name__}")
+        return
+    for key in custom_translations:
+        if isinstance(key, str):
+            _check_op_name(ctx, key)
+        elif not callable(key):
+            ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translations",
+                     error=f"key {key!r} is not an operator: use torch.ops.ns.op.overload or 'ns::op'")
+
+
+def _check_op_name(ctx: DiagnosticContext, key: str) -> None:
+    from onnxsight.exporter._registry import target_key
+
+    text = key.strip()
+    if "::" not in text and "." not in text:
+        suggestion = f"did you mean 'aten::{text}'?" if hasattr(torch.ops.aten, text) else f"e.g. 'mylib::{text}'"
+        ctx.emit(rules.TRANSLATION_KEY_WITHOUT_NAMESPACE, key=repr(key), suggestion=suggestion)
+        return
+    canonical = target_key(text)
+    if "::" not in canonical:
+        return  # a Python function's dotted path (``_operator.getitem``), matched by name
+    namespace, _, rest = canonical.partition("::")
+    name, _, overload = rest.partition(".")
+    reason = _unknown_op_reason(namespace, name, overload or "default")
+    if reason:
+        ctx.emit(rules.TRANSLATION_FOR_UNKNOWN_OP, key=repr(key), reason=reason)
+
+
+def _unknown_op_reason(namespace: str, name: str, overload: str) -> str | None:
+    """Why ``namespace::name.overload`` is not an operator torch knows, with the closest names; None if it is."""
+    import difflib
+
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+    except (AttributeError, RuntimeError):
+        known = sorted({op.split("::", 1)[1].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
+                        if op.startswith(namespace + "::")})
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(f'{namespace}::{c}' for c in close)}?" if close else \
+            ("" if known else f"; no operator is registered in namespace {namespace!r} (is the module that "
+                              "defines it imported?)")
+        return f"torch.ops.{namespace} has no operator {name!r}{hint}"
+    if namespace == "higher_order" or not hasattr(packet, "overloads"):
+        return None
+    overloads = list(packet.overloads())
+    if overload in overloads:
+        return None
+    return (f"{namespace}::{name} has no overload {overload!r}; its overloads are "
+            f"{', '.join(overloads) or 'none'} (write '{namespace}::{name}.<overload>')")
+
+
+def _check_same_tensor(ctx: DiagnosticContext, bound: Mapping[str, Any]) -> None:
+    """ARG012: one tensor object given as two inputs becomes one graph input."""
+    seen: dict[int, str] = {}
+    for name, value in bound.items():
+        for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            where = f"{name}{pytree.keystr(path)}"
+            if id(leaf) in seen:
+                ctx.emit(rules.SAME_TENSOR_TWICE, first=seen[id(leaf)], second=where)
+            else:
+                seen[id(leaf)] = where
+
+
+def _check_dynamic_shapes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynamic_shapes: Any) -> None:
+    names = list(bound)
     if isinstance(dynamic_shapes, Mapping):
         unknown = [k for k in dynamic_shapes if k not in names]
         if unknown:
             ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                      error=f"keys {unknown} are not arguments of forward(); arguments given are {names}")
+            return
+        specs = dict(dynamic_shapes)
     elif isinstance(dynamic_shapes, (tuple, list)):
         # torch.export matches a tuple against the bound arguments: `*tensors` is one entry holding a tuple.
         if len(dynamic_shapes) != len(names):
             ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                      error=f"{len(dynamic_shapes)} entries for {len(names)} inputs ({', '.join(names)})")
+            return
+        specs = dict(zip(names, dynamic_shapes))
     else:
         ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                  error=f"expected a dict keyed by argument name or a tuple, got {type(dynamic_shapes).__name__}")
+        return
+    for name, spec in specs.items():
+        _check_spec(ctx, name, bound[name], spec)
+
+
+def _check_spec(ctx: DiagnosticContext, where: str, value: Any, spec: Any) -> None:
+    """One input's dynamic_shapes entry against its value: axes that exist, one entry per axis."""
+    if spec is None:
+        return
+    if isinstance(value, torch.Tensor):
+        if isinstance(spec, Mapping):
+            _check_axes(ctx, where, value, list(spec))
+        elif isinstance(spec, (list, tuple)) and len(spec) != value.dim():
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                     error=f"input {where} has rank {value.dim()} but its entry lists {len(spec)} axes")
+        return
+    if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and len(value) == len(spec):
+        for index, (item, item_spec) in enumerate(zip(value, spec)):
+            _check_spec(ctx, f"{where}[{index}]", item, item_spec)
+    elif isinstance(value, Mapping) and isinstance(spec, Mapping):
+        for key, item_spec in spec.items():
+            if key in value:
+                _check_spec(ctx, f"{where}[{key!r}]", value[key], item_spec)
+
+
+def _check_axes(ctx: DiagnosticContext, where: str, value: torch.Tensor, axes: list[Any]) -> None:
+    rank = value.dim()
+    for axis in axes:
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"axis {axis!r} of input {where} is not an int")
+        elif not 0 <= axis < rank:
+            valid = f"axes 0..{rank - 1}" if rank else "no axes: it is a scalar"
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                     error=f"axis {axis} of input {where} does not exist: {where} has rank {rank} ({valid})")
+
+
+def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynamic_axes: Any,
+                        input_names: Any, output_names: Any) -> None:
+    """torch.onnx-style ``{input: {axis: name}}``: every key an input (or output) name, every axis real."""
+    if not isinstance(dynamic_axes, Mapping):
+        ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                 error=f"dynamic_axes must be a dict {{input: {{axis: name}}}}, got {type(dynamic_axes).__name__}")
+        return
+    names = list(bound)
+    alias = dict(zip(input_names, names)) if isinstance(input_names, (list, tuple)) else {}
+    outputs = set(output_names) if isinstance(output_names, (list, tuple)) else set()
+    for key, axes in dynamic_axes.items():
+        arg = alias.get(key, key)
+        if arg not in bound:
+            if key not in outputs:
+                given = f"; input_names are {list(alias)}" if alias else ""
+                ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                         error=f"dynamic_axes names {key!r}, which is not an input: forward()'s arguments are "
+                               f"{names}{given}" + (f", output_names are {sorted(outputs)}" if outputs else ""))
+            continue
+        where = arg if arg == key else f"{arg} (input_names: {key!r})"
+        if isinstance(axes, Mapping):
+            listed = list(axes)
+        elif isinstance(axes, (list, tuple)):
+            listed = list(axes)
+        else:
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"dynamic_axes[{key!r}] must be a dict or a list of axes")
+            continue
+        if not isinstance(bound[arg], torch.Tensor):
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                     error=f"input {where} is a {type(bound[arg]).__name__}, not a tensor: dynamic_axes applies "
+                           "to tensor inputs (use dynamic_shapes for nested inputs)")
+            continue
+        _check_axes(ctx, where, bound[arg], listed)
 
 
 def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict,

@@ -105,8 +105,18 @@ class ONNXProgram:
     def weights_size(self) -> int:
         return tensor_bytes(self._translated.initializers)
 
-    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> list[str]:
-        """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written."""
+    def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None) -> list[str]:
+        """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written.
+
+        ``path`` may also be a binary file object (``io.BytesIO``, ``open(..., "wb")``), as torch.onnx
+        accepts: the serialized model is written into it and no file is listed. External data needs a
+        folder to write the weights into, so a file object takes models up to 2 GB only.
+        """
+        if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
+            if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
+                raise ValueError("external data cannot be written into a file object: save to a path instead")
+            path.write(self.model_proto.SerializeToString())
+            return []
         path = os.fspath(path)
         if external_data is None:
             external_data = self.weights_size > EXTERNAL_DATA_THRESHOLD

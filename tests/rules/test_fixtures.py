@@ -8,6 +8,7 @@ point (the user's call site). Every case's SARIF is validated and kept for
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -177,6 +178,14 @@ CASES: tuple[Case, ...] = (
     Case("ARG003", Sin, marker="export", options={"dynamic_shapes": {"nope": {0: torch.export.Dim("b")}}}),
     Case("ARG004", Sin, marker="export", options={"opset_version": 5}),
     Case("ARG005", Sin, marker="export", options={"kwargs": [1]}),
+    Case("ARG006", Sin, marker="export", options={"opset_version": "18"}),
+    Case("ARG007", Sin, marker="export", options={"output_names": "y"}),
+    Case("ARG008", Sin, marker="export", options={"f": os.path.dirname(HERE)}),
+    Case("ARG009", Sin, marker="export", options={"report": True, "artifacts_dir": HERE}),
+    Case("ARG010", Sin, marker="export", options={"custom_translations": {"sin": _invalid_node}}),
+    Case("ARG011", Sin, marker="export", options={"custom_translations": {"aten::sinn": _invalid_node}}),
+    Case("ARG012", TwoArgs, args=X4 * 2, marker="export"),
+    Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),), marker="export",

@@ -1,0 +1,157 @@
+"""Rules for export() arguments that are wrong in one specific way (ARG006 onwards).
+
+ARG001..ARG005 (in ``_export_rules``) cover the model, forward()'s signature,
+dynamic shapes, the opset range and the catch-all. The rules here each name
+one mistake that used to be accepted silently or to fail later with an
+unrelated message; they are all found before any capture work starts.
+"""
+
+from __future__ import annotations
+
+from onnxsight.rules._rule import Level, define
+
+E = Level.ERROR
+
+OPSET_NOT_AN_INTEGER = define(
+    "ARG006", "opset-version-is-not-an-integer", E,
+    "opset_version must be an int, got {type} {value}",
+    "Pass the opset as a number: opset_version=18.",
+    what="Checks that `opset_version` is a Python `int` (or `None` for the default).",
+    why="A string such as `\"18\"` is not an opset: reported as an unsupported opset it reads as if "
+        "opset 18 itself were unsupported, and ONNX would store a wrong type in the model.",
+    example="""
+        onnxsight.export(model, (x,), opset_version="18")   # ARG006: got str '18'
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), opset_version=18)
+        ```
+    """,
+    tags=("arguments",))
+
+NAMES_NOT_A_LIST = define(
+    "ARG007", "io-names-are-not-a-list-of-strings", E,
+    "{argument} must be a list of strings, got {given}",
+    "Pass a list with one string per input/output, e.g. output_names=[\"logits\"].",
+    what="Checks `input_names` and `output_names`: a list (or tuple) of distinct, non-empty strings.",
+    why="A single string is itself a sequence: `output_names=\"logits\"` would name six outputs "
+        "`l`, `o`, `g`, `i`, `t`, `s`. Duplicate or non-string names make an invalid ONNX graph.",
+    example="""
+        onnxsight.export(model, (x,), output_names="logits")   # ARG007: got the string 'logits'
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), output_names=["logits"])
+        ```
+    """,
+    tags=("arguments", "io"))
+
+OUTPUT_FILE_NOT_WRITABLE = define(
+    "ARG008", "output-file-is-not-writable", E,
+    "f={path} cannot be written: {reason}",
+    "Pass a path to a file in a writable folder, or a binary file object such as io.BytesIO().",
+    what="Checks the `f` argument before any work: a path to a file (not a folder) whose folder can "
+         "be created and written, or a binary file object with a `write` method.",
+    why="The save happens after capture and translation, which can take minutes; failing then with "
+        "`IsADirectoryError` wastes that time and reads like an onnxsight bug.",
+    example="""
+        onnxsight.export(model, (x,), "out/")   # ARG008: is a directory
+    """,
+    how="""
+        Name the file, or save into memory:
+
+        ```python
+        onnxsight.export(model, (x,), "out/model.onnx")
+        buffer = io.BytesIO()
+        onnxsight.export(model, (x,), buffer)        # buffer.getvalue() is the serialized model
+        ```
+    """,
+    tags=("arguments", "save"))
+
+ARTIFACTS_DIR_NOT_WRITABLE = define(
+    "ARG009", "artifacts-dir-is-not-writable", E,
+    "artifacts_dir={path} cannot be written: {reason}",
+    "Pass a folder you can write to (it is created if missing).",
+    what="Checks `artifacts_dir` (where `report=True` writes markdown, HTML and SARIF) before any work.",
+    why="The reports are written last, after the export; an unwritable folder would lose the "
+        "report of an export that took minutes, or hide the real failure behind a `PermissionError`.",
+    example="""
+        onnxsight.export(model, (x,), report=True, artifacts_dir="/")   # ARG009: permission denied
+    """,
+    how="Pass a folder inside your project or a temporary directory: `artifacts_dir=\"reports\"`.",
+    tags=("arguments", "reports"))
+
+TRANSLATION_KEY_WITHOUT_NAMESPACE = define(
+    "ARG010", "custom-translation-key-has-no-namespace", E,
+    "custom_translations key {key} has no namespace; write it as 'namespace::op' ({suggestion})",
+    "Key custom_translations by the op object (torch.ops.aten.relu.default) or by 'namespace::op[.overload]'.",
+    what="Checks that every string key of `custom_translations` names its op with a namespace "
+         "(`aten::relu`, `mylib::scale_add.default`).",
+    why="Translations are looked up by the op's full name; a bare `\"relu\"` never matches any node, "
+        "so the translation was silently never used.",
+    example="""
+        onnxsight.export(model, (x,), custom_translations={"relu": my_relu})   # ARG010
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), custom_translations={"aten::relu": my_relu})
+        # or, without strings:
+        onnxsight.export(model, (x,), custom_translations={torch.ops.aten.relu.default: my_relu})
+        ```
+    """,
+    tags=("arguments", "custom-ops"))
+
+TRANSLATION_FOR_UNKNOWN_OP = define(
+    "ARG011", "custom-translation-for-unknown-op", E,
+    "custom_translations key {key} names no operator: {reason}",
+    "Check the spelling, and register the custom op (torch.library) before calling export().",
+    what="Checks that every string key of `custom_translations` names an operator that exists in "
+         "`torch.ops` (namespace, op and overload).",
+    why="A key that names no operator matches no node of the graph: the translation is never "
+        "called and the export goes on as if it had not been given.",
+    example="""
+        onnxsight.export(model, (x,), custom_translations={"aten::reluu": my_relu})   # ARG011
+    """,
+    how="Spell the op as `torch.ops` knows it (`aten::relu.default`); for a custom op, import the "
+        "module that defines it with `torch.library` before calling `export()`.",
+    tags=("arguments", "custom-ops"))
+
+SAME_TENSOR_TWICE = define(
+    "ARG012", "same-tensor-passed-twice", E,
+    "the same tensor is passed as {first} and as {second}; the exported graph would have one input for both",
+    "Pass distinct tensors (e.g. y=x.clone()), or take the tensor once in forward().",
+    what="Checks that no tensor object is passed twice among the inputs of `forward()`.",
+    why="torch.export treats two arguments holding one tensor as one input: the ONNX model would "
+        "read one of them for both, and a caller passing two different tensors later gets results "
+        "computed from only one.",
+    example="""
+        class Add(torch.nn.Module):
+            def forward(self, x, y):
+                return x + y
+
+        onnxsight.export(Add(), (t, t))   # ARG012: x and y are the same tensor
+    """,
+    how="""
+        ```python
+        onnxsight.export(Add(), (t, t.clone()))
+        ```
+    """,
+    tags=("arguments", "io"))
+
+FILE_OBJECT_TOO_LARGE = define(
+    "ARG013", "model-too-large-for-a-file-object", E,
+    "f is a file object, but {reason}: external data needs a path to write the weights next to",
+    "Pass a path (f=\"model.onnx\") so the weights can go to model.onnx.data.",
+    what="Checks that a model saved into a file object (`io.BytesIO`, an open file) fits in one "
+         "protobuf message (2 GB) and that `external_data=True` was not asked for.",
+    why="Above 2 GB the weights must be written to a separate file next to the model, which a file "
+        "object does not have; the save would fail after all the export work.",
+    example="""
+        onnxsight.export(big_model, (x,), io.BytesIO())   # ARG013: weights are 7.2 GB
+    """,
+    how="""
+        ```python
+        onnxsight.export(big_model, (x,), "model.onnx")   # model.onnx + model.onnx.data
+        ```
+    """,
+    tags=("arguments", "save"))
