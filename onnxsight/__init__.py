@@ -1,30 +1,59 @@
-"""onnxsight: export PyTorch models to ONNX and learn exactly what went wrong, and where."""
+"""onnxsight: export PyTorch models to ONNX and learn exactly what went wrong, and where.
+
+The public API is ``__all__``: DESIGN.md's contract (``export``, ``verify``,
+``verify_onnx``, ``ONNXProgram``, ``VerificationResult``, ``Tolerance``,
+``Diagnostic``, ``Level``, ``Location``, and ``GraphBuilder`` and ``Value``,
+which custom translations receive) and every error onnxsight raises.
+tests/test_public_api.py pins it. Writing translations for onnxsight itself
+(``Registry``, ``@translation``) goes through ``onnxsight.exporter``
+(CONTRIBUTING.md).
+
+Importing this package loads nothing heavy: every name is imported on first
+use, so ``onnxsight rules`` and SARIF tooling never wait for torch.
+"""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from onnxsight._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-from onnxsight.diagnostics import Diagnostic, DiagnosticContext, Level, Location
-from onnxsight.exporter import (ExportError, GraphBuilder, ONNXProgram, Registry, Value, default_registry, export,
-                                translation)
-
-# The verification engine imports onnxruntime; load it on first use.
-_LAZY = {
+_NAMES = {
+    "export": "onnxsight.pipeline",
+    "ONNXProgram": "onnxsight.exporter._program",
+    "GraphBuilder": "onnxsight.exporter._builder",
+    "Value": "onnxsight.exporter._builder",
     "verify": "onnxsight.verification",
     "verify_onnx": "onnxsight.verification",
-    "Tolerance": "onnxsight.verification",
     "VerificationResult": "onnxsight.verification",
+    "Tolerance": "onnxsight.verification",
+    "Diagnostic": "onnxsight.diagnostics",
+    "Level": "onnxsight.rules",
+    "Location": "onnxsight.diagnostics",
+    # The errors: ExportError and one subclass per stage, and verification's.
+    "ExportError": "onnxsight.exporter._errors",
+    "InvalidArgumentError": "onnxsight.exporter._errors",
+    "CaptureError": "onnxsight.exporter._errors",
+    "DecompositionError": "onnxsight.exporter._errors",
+    "TranslationError": "onnxsight.exporter._errors",
+    "CheckerError": "onnxsight.exporter._errors",
+    "VerificationError": "onnxsight.verification",
 }
+_SUBPACKAGES = ("cli", "diagnostics", "exporter", "pipeline", "reports", "rules", "verification", "zoo")
 
-__all__ = ["Diagnostic", "DiagnosticContext", "ExportError", "GraphBuilder", "Level", "Location", "ONNXProgram",
-           "Registry", "Tolerance", "Value", "VerificationResult", "__version__", "default_registry", "export",
-           "translation", "verify", "verify_onnx"]
+__all__ = ["__version__", *sorted(_NAMES)]
 
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, submodules=_SUBPACKAGES)
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'onnxsight' has no attribute {name!r}")
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from onnxsight.diagnostics import Diagnostic, Location
+    from onnxsight.exporter._builder import GraphBuilder, Value
+    from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
+                                            InvalidArgumentError, TranslationError)
+    from onnxsight.exporter._program import ONNXProgram
+    from onnxsight.pipeline import export
+    from onnxsight.rules import Level
+    from onnxsight.verification import (Tolerance, VerificationError, VerificationResult, verify,
+                                        verify_onnx)

@@ -1,4 +1,11 @@
-"""Structured diagnostics: what each stage saw, located in the user's source."""
+"""Structured diagnostics: what each stage saw, located in the user's source.
+
+``__all__`` is the public surface: the frozen :class:`Diagnostic`, its
+:class:`Level` and :class:`Location` (also ``onnxsight.Diagnostic`` ...).
+The other names are for onnxsight's own stages: ``DiagnosticContext``
+collects and emits diagnostics (``ctx.emit(rules.X, node=..., **fields)``),
+the location helpers find the user's source line. Light: no torch here.
+"""
 
 from __future__ import annotations
 
@@ -8,5 +15,4 @@ from onnxsight.diagnostics._location import (
     Location, caller_location, is_user_file, parse_stack_trace, traceback_frames, user_frame)
 from onnxsight.rules import Level
 
-__all__ = ["Diagnostic", "DiagnosticContext", "Level", "Location", "as_location", "caller_location", "is_user_file",
-           "module_path", "node_location", "parse_stack_trace", "traceback_frames", "user_frame"]
+__all__ = ["Diagnostic", "Level", "Location"]

@@ -1,16 +1,51 @@
-"""The exporter core: capture, decomposition, translation registry, GraphBuilder, ONNXProgram."""
+"""The exporter core: capture, decomposition, translation registry, GraphBuilder, ONNXProgram.
+
+``__all__`` is the API for extending onnxsight (CONTRIBUTING.md, "Writing a
+translation"): the ``@translation`` marker, the ``Registry`` and
+``default_registry()``, the ``GraphBuilder`` and ``Value`` a translation
+receives, the core ``export`` (no verification, no reports; it takes a
+``registry=``), ``ONNXProgram`` and the errors. Users call ``onnxsight.export``.
+The other names here are for onnxsight's own packages. All load on first
+use: this package imports torch.
+"""
 
 from __future__ import annotations
 
-from onnxsight.exporter._api import export
-from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._errors import (AccuracyError, CaptureError, CheckerError, DecompositionError,
-                                        ExportError, InvalidArgumentError, RuntimeCheckError, TranslationError)
-from onnxsight.exporter._program import ONNXProgram
-from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
-from onnxsight.exporter._registry import Registry, Translation, default_registry, target_key, translation
+from typing import TYPE_CHECKING
 
-__all__ = ["AccuracyError", "CaptureAttempt", "CaptureError", "CheckerError", "DecompositionError", "ExportError",
-           "ExportRecord", "GraphBuilder", "InvalidArgumentError", "ONNXProgram", "Registry", "RuntimeCheckError",
-           "StageRecord", "Translation", "TranslationError", "Value", "default_registry", "export", "target_key",
-           "translation"]
+from onnxsight._lazy import lazy_names
+
+_ERRORS = ("CaptureError", "CheckerError", "DecompositionError", "ExportError", "InvalidArgumentError",
+           "TranslationError")
+_PUBLIC = {
+    "export": "onnxsight.exporter._api",
+    "GraphBuilder": "onnxsight.exporter._builder",
+    "Value": "onnxsight.exporter._builder",
+    "ONNXProgram": "onnxsight.exporter._program",
+    "Registry": "onnxsight.exporter._registry",
+    "default_registry": "onnxsight.exporter._registry",
+    "translation": "onnxsight.exporter._registry",
+    **{name: "onnxsight.exporter._errors" for name in _ERRORS},
+}
+_INTERNAL = {
+    "CaptureAttempt": "onnxsight.exporter._record",
+    "ExportRecord": "onnxsight.exporter._record",
+    "StageRecord": "onnxsight.exporter._record",
+    "Translation": "onnxsight.exporter._registry",
+    "target_key": "onnxsight.exporter._registry",
+    "op_display": "onnxsight.exporter._translate",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
+
+if TYPE_CHECKING:
+    from onnxsight.exporter._api import export
+    from onnxsight.exporter._builder import GraphBuilder, Value
+    from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
+                                            InvalidArgumentError, TranslationError)
+    from onnxsight.exporter._program import ONNXProgram
+    from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
+    from onnxsight.exporter._registry import Registry, Translation, default_registry, target_key, translation
+    from onnxsight.exporter._translate import op_display

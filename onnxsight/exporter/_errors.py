@@ -1,4 +1,11 @@
-"""ExportError and its per-stage subclasses."""
+"""ExportError and its per-stage subclasses: the errors ``onnxsight.export`` raises.
+
+Each is public as ``onnxsight.<Name>`` and says so: ``__module__`` is
+``"onnxsight"``, so a traceback reads ``onnxsight.TranslationError: ...``
+rather than naming this private module (the way ``onnx_ir`` and ``pydantic``
+present their errors). A failed comparison under ``verify=True`` is not an
+error: the program comes back with ``.verification`` and the ACC diagnostics.
+"""
 
 from __future__ import annotations
 
@@ -37,28 +44,35 @@ class ExportError(Exception):
 
 
 class InvalidArgumentError(ExportError, ValueError):
+    """The arguments of ``export()`` are wrong (the ARG rules); also a ``ValueError``."""
+
     stage = "arguments"
 
 
 class CaptureError(ExportError):
+    """``torch.export`` could not capture the model with any strategy."""
+
     stage = "capture"
 
 
 class DecompositionError(ExportError):
+    """Decomposing the captured program to core ATen failed."""
+
     stage = "decompose"
 
 
 class TranslationError(ExportError):
+    """Operators without an ONNX translation, or whose translation failed: all of them at once."""
+
     stage = "translate"
 
 
 class CheckerError(ExportError):
+    """The ONNX model fails the ONNX checker or strict shape inference."""
+
     stage = "check"
 
 
-class RuntimeCheckError(ExportError):
-    stage = "onnxruntime"
-
-
-class AccuracyError(ExportError):
-    stage = "accuracy"
+for _public in (ExportError, InvalidArgumentError, CaptureError, DecompositionError, TranslationError, CheckerError):
+    _public.__module__ = "onnxsight"
+del _public

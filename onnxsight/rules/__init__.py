@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnxsight.rules._catalog import *  # noqa: F401,F403  (the rule constants)
 from onnxsight.rules._catalog import CATALOG
-from onnxsight.rules._rule import Level, Rule, RuleDocs
+from onnxsight.rules._rule import Level, Rule, RuleDocs, clean_text
 
 
 def get(code: str) -> Rule:

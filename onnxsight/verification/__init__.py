@@ -2,18 +2,48 @@
 
 ``verify`` compares an exported program with its ONNX model value by value;
 ``verify_onnx`` compares one ONNX model on two execution providers. Both
-return a :class:`VerificationResult`.
+return a :class:`VerificationResult`; tolerances are a :class:`Tolerance`;
+``VerificationError`` says verification could not run. ``__all__`` is that
+public surface (also at the top level, ``onnxsight.verify``); the other names
+are the engine's parts, for onnxsight's own packages and tests. All load on
+first use (this package imports onnx, ONNX Runtime and pandas).
 """
 
 from __future__ import annotations
 
-from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, verify
-from onnxsight.verification._bundle import ReproCase
-from onnxsight.verification._metrics import Metrics, compare
-from onnxsight.verification._onnx_only import verify_onnx
-from onnxsight.verification._result import VerificationResult
-from onnxsight.verification._runners import OrtRunner, Runner, TorchRunner, VerificationError
-from onnxsight.verification._tolerance import Bounds, Tolerance
+from typing import TYPE_CHECKING
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "Bounds", "Metrics", "OrtRunner", "ReproCase", "Runner", "Tolerance",
-           "TorchRunner", "VerificationError", "VerificationResult", "compare", "verify", "verify_onnx"]
+from onnxsight._lazy import lazy_names
+
+_PUBLIC = {
+    "verify": "onnxsight.verification._api",
+    "verify_onnx": "onnxsight.verification._onnx_only",
+    "VerificationResult": "onnxsight.verification._result",
+    "Tolerance": "onnxsight.verification._tolerance",
+    "VerificationError": "onnxsight.verification._runners",
+}
+_INTERNAL = {
+    "DEFAULT_MEMORY_BUDGET": "onnxsight.verification._api",
+    "ReproCase": "onnxsight.verification._bundle",
+    "Metrics": "onnxsight.verification._metrics",
+    "compare": "onnxsight.verification._metrics",
+    "OrtRunner": "onnxsight.verification._runners",
+    "Runner": "onnxsight.verification._runners",
+    "TorchRunner": "onnxsight.verification._runners",
+    "available_providers": "onnxsight.verification._runners",
+    "Bounds": "onnxsight.verification._tolerance",
+}
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
+
+if TYPE_CHECKING:
+    from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, verify
+    from onnxsight.verification._bundle import ReproCase
+    from onnxsight.verification._metrics import Metrics, compare
+    from onnxsight.verification._onnx_only import verify_onnx
+    from onnxsight.verification._result import VerificationResult
+    from onnxsight.verification._runners import (OrtRunner, Runner, TorchRunner, VerificationError,
+                                                 available_providers)
+    from onnxsight.verification._tolerance import Bounds, Tolerance
