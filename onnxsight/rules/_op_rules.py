@@ -107,10 +107,11 @@ EDGE_CASE_SEMANTICS = define(
 
 UNSUPPORTED_OP_ARGUMENTS = define(
     "OPS006", "op-arguments-unsupported", E,
-    "{op} is translated only for {supported}; got {got}",
+    "{op}: argument {argument}={got} is not translated; supported: {supported}",
     "Use a supported variant of the call or pass a custom translation.",
     what="Reports a call whose arguments select a variant the translation does not implement "
-         "(for example a padding mode or an interpolation mode).",
+         "(for example a padding mode, an interpolation mode, or a symbolic size where the "
+         "translation needs a static one).",
     why="Translating the other variant would compute something else; the message lists the "
         "supported variants.",
     example="""

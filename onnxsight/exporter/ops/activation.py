@@ -10,7 +10,7 @@ import math
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 
 aten = torch.ops.aten
 
@@ -191,5 +191,5 @@ def aten_rrelu_with_noise_functional(b: GraphBuilder, self: Value, noise: Value,
     In inference rrelu is leaky_relu with the mean slope; the noise buffer is unchanged.
     """
     if training:
-        raise NotImplementedError("rrelu in training mode draws random slopes; export the model in eval mode")
+        raise UnsupportedVariant("training", True, "False (rrelu in training draws random slopes; export in eval mode)")
     return b.op("LeakyRelu", self, alpha=(float(lower) + float(upper)) / 2), noise

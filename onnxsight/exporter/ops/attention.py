@@ -7,7 +7,7 @@ import math
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import dim, reduce
 
 aten = torch.ops.aten
@@ -22,7 +22,7 @@ def _repeat_kv(b: GraphBuilder, x: Value, heads: int) -> Value:
     """torch's ``x.repeat_interleave(heads // kv_heads, dim=-3)`` for grouped-query attention."""
     kv_heads = _heads(x)
     if kv_heads is None:
-        raise NotImplementedError(f"enable_gqa needs static head counts, key/value shape is {x.shape}")
+        raise UnsupportedVariant("enable_gqa", f"True with key/value shape {x.shape}", "static head counts")
     if kv_heads == heads:
         return x
     rank = b.rank_of(x)

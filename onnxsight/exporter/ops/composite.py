@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import add_batch, drop_batch, expand_ints, unbatched
 from onnxsight.exporter.ops.elementwise import aten_maximum, aten_minimum
 from onnxsight.exporter.ops.elementwise_logic import aten_bitwise_and, aten_bitwise_or
@@ -60,7 +60,7 @@ def _conv_padding(b: GraphBuilder, input: Value, weight: Value, bias: Value | No
         return aten_convolution(b, input, weight, bias, stride, [0] * spatial, dilation, False, [0], groups)
     kernel = weight.shape[2:] if weight.shape is not None else None
     if padding != "same" or kernel is None or not all(isinstance(k, int) for k in kernel):
-        raise ValueError(f"conv padding={padding!r} is translated only for 'valid' and 'same' with a static kernel")
+        raise UnsupportedVariant("padding", repr(padding), "'valid', or 'same' with a static kernel size")
     # torch's 'same': total = dilation * (kernel - 1), the extra element (odd totals) at the end.
     totals = [d * (k - 1) for d, k in zip(expand_ints(dilation, spatial), kernel)]
     begins = [t // 2 for t in totals]
@@ -139,7 +139,7 @@ def aten_pad(b: GraphBuilder, self: Value, pad: Sequence[int | Value], mode: str
              value: float | None = None) -> Value:
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
     if mode not in _PAD_MODES:
-        raise ValueError(f"pad mode {mode!r} is not one of {sorted(_PAD_MODES)}")
+        raise UnsupportedVariant("mode", repr(mode), ", ".join(repr(m) for m in sorted(_PAD_MODES)))
     rank = b.rank_of(self)
     # Negative entries crop. torch clamps into the original tensor, which is padding the
     # positive entries first and cropping after (cropping first can leave nothing to replicate).

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 
 higher_order = torch.ops.higher_order
 
@@ -131,7 +131,7 @@ def _scan(b: GraphBuilder, fn: torch.fx.GraphModule, init: Sequence[Value], xs: 
           extra: Sequence[Any]) -> tuple[Value, ...]:
     """ONNX Scan over dim 0 of ``xs``: ``fn(*carries, *slices, *extra) -> (*next_carries, *ys)``."""
     if not xs:
-        raise ValueError("scan without inputs to scan over has no ONNX Scan form")
+        raise UnsupportedVariant("xs", "[]", "at least one tensor to scan over (ONNX Scan needs one)")
     body = b.subgraph()
     states = [_formal(b, c, "state") for c in init]
     slices = [_formal(b, x, "slice", drop_first=True) for x in xs]

@@ -6,7 +6,7 @@ import torch
 
 from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops.elementwise import Operand, promoted
 
 aten = torch.ops.aten
@@ -102,7 +102,8 @@ def _bitwise(b: GraphBuilder, op_type: str, *args: Operand) -> Value:
     if not _dtypes.is_integer(dtype):
         raise TypeError(f"{op_type} needs bool or integer tensors, got {dtype}")
     if b.opset < 18:
-        raise TypeError(f"bitwise ops on {dtype} tensors need opset 18 ({op_type}); opset {b.opset} has bool only")
+        raise UnsupportedVariant("self", f"dtype {dtype} at opset {b.opset}", f"bool tensors ({op_type} on integers "
+                                 "needs opset 18)")
     return b.op(op_type, *values, dtype=dtype)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import dim, reduce
 
 aten = torch.ops.aten
@@ -61,9 +61,9 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
                    *, dense_max: bool) -> tuple[Value | None, ...]:
     """The (B, D) bags and None for the three bookkeeping outputs (an error if one of them is read)."""
     if any(b.node.output_used(i) for i in (1, 2, 3)):
-        raise NotImplementedError("only the first output of embedding_bag (the bags) is translated")
+        raise UnsupportedVariant("outputs", "offset2bag, bag_size or max_indices read", "output 0 (the bags) only")
     if indices.rank != 1:
-        raise NotImplementedError(f"embedding_bag with {indices.rank}-D indices (F.embedding_bag flattens them)")
+        raise UnsupportedVariant("indices", f"{indices.rank}-D", "1-D indices (F.embedding_bag flattens them)")
     i64 = torch.int64
     bag, bags = _bags(b, indices, offsets, include_last_offset, -1 if padding_idx is None else int(padding_idx))
     rows = b.op("Gather", weight, indices, axis=0)                                    # (N, D)
@@ -93,7 +93,7 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
             out = b.op("ScatterND", b.op("Expand", lowest, shape), bag, rows, reduction="max")
         out = b.op("Where", b.op("Equal", out, lowest, dtype=torch.bool), b.scalar(0.0, weight), out)  # empty bags
     else:
-        raise ValueError(f"embedding_bag mode {mode}")
+        raise UnsupportedVariant("mode", mode, "0 (sum), 1 (mean), 2 (max)")
     out = b.op("Slice", out, b.const([0], i64), bags, b.const([0], i64), dtype=weight.dtype, shape=b.node.out_shape)
     return out, None, None, None
 

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops.shape import axes, diagonal_layout, norm_dim, strided_positions
 
 aten = torch.ops.aten
@@ -264,7 +264,8 @@ def aten_scatter_reduce_17(b: GraphBuilder, self: Value, dim: int, index: Value,
     Opset 17's ScatterElements has no max/min reduction (added in 18).
     """
     if reduce in ("amax", "amin"):
-        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r} needs opset 18 (ScatterElements max/min)")
+        raise UnsupportedVariant("reduce", repr(reduce),
+                                 "'sum', 'prod', 'mean' at opset 17 ('amax', 'amin' need opset 18)")
     return _scatter_reduce(b, self, dim, index, src, reduce, include_self)
 
 

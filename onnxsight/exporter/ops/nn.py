@@ -7,7 +7,7 @@ from typing import Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import expand_ints
 
 aten = torch.ops.aten
@@ -80,7 +80,8 @@ def aten_replication_pad(b: GraphBuilder, self: Value, padding: Sequence[int]) -
         begin, end = padding[index], padding[index + 1]
         size = self.shape[axis] if self.shape is not None else None
         if not isinstance(size, int) or not isinstance(begin, int) or not isinstance(end, int):
-            raise NotImplementedError(f"replication pad with negative padding needs static sizes, got {self.shape}")
+            raise UnsupportedVariant("padding", list(padding),
+                                     f"negative entries only with static sizes (input shape {self.shape})")
         if begin == 0 and end == 0:
             continue
         source = [min(max(j - begin, 0), size - 1) for j in range(size + begin + end)]
@@ -116,7 +117,7 @@ def aten_pixel_unshuffle(b: GraphBuilder, self: Value, downscale_factor: int) ->
     factor = int(downscale_factor)
     channels = self.shape[-3] if self.shape is not None else None
     if not isinstance(channels, int):
-        raise NotImplementedError(f"pixel_unshuffle needs a static channel count, got shape {self.shape}")
+        raise UnsupportedVariant("self", f"shape {self.shape}", "a static channel count")
     blocks = factor * factor
     order = [k * channels + c for c in range(channels) for k in range(blocks)]
     out = _as_4d(b, self, "SpaceToDepth", blocksize=factor)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import add_batch, drop_batch, expand_ints, reduce, unbatched
 
 aten = torch.ops.aten
@@ -125,7 +125,7 @@ def _avg_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], st
     if (ceil_mode or divisor_override) and static:
         out = _avg_pool_exact(b, x, dims, kernel, strides, pads, ceil_mode, count_include_pad, divisor_override)
     elif divisor_override:
-        raise NotImplementedError(f"avg_pool with divisor_override needs static spatial sizes, got {x.shape}")
+        raise UnsupportedVariant("divisor_override", divisor_override, f"None with symbolic spatial sizes {x.shape}")
     else:
         # Without ceil_mode every window lies inside the padded input, so ONNX's divisor is torch's.
         out = b.op("AveragePool", x, kernel_shape=kernel, strides=strides, pads=pads + pads,
@@ -155,7 +155,8 @@ def aten_avg_pool3d(b: GraphBuilder, self: Value, kernel_size: Sequence[int], st
 def _static_spatial(x: Value, spatial: int, op: str) -> list[int]:
     dims = list(x.shape[-spatial:]) if x.shape is not None else []
     if len(dims) != spatial or not all(isinstance(d, int) for d in dims):
-        raise NotImplementedError(f"{op} needs static spatial sizes unless the output size is 1, got {x.shape}")
+        raise UnsupportedVariant("output_size", f"for input shape {x.shape}", "1 (global pooling) "
+                                 "unless the spatial sizes are static")
     return dims
 
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 
 aten = torch.ops.aten
 
@@ -48,7 +48,7 @@ def _resize(b: GraphBuilder, x: Value, spatial: int, mode: str, output_size: Seq
         # torch's antialiased kernels (PIL's): filter weights renormalised inside the
         # input (exclude_outside) and, for cubic, a = -0.5.
         if align_corners:
-            raise NotImplementedError("interpolate(antialias=True, align_corners=True) has no ONNX Resize form")
+            raise UnsupportedVariant("align_corners", True, "False with antialias=True (ONNX Resize has no such form)")
         attrs.update(coordinate_transformation_mode="half_pixel", antialias=1, exclude_outside=1)
         if mode == "cubic":
             attrs["cubic_coeff_a"] = -0.5

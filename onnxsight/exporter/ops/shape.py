@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 
 aten = torch.ops.aten
 
@@ -294,7 +294,7 @@ def diagonal_layout(b: GraphBuilder, self: Value, offset: int, dim1: int, dim2: 
     assert self.shape is not None
     n1, n2 = self.shape[d1], self.shape[d2]
     if not isinstance(n1, int) or not isinstance(n2, int):
-        raise NotImplementedError(f"diagonal over symbolic dims ({n1}, {n2}) is not supported")
+        raise UnsupportedVariant("self", f"shape {self.shape}", f"static sizes of dims {d1} and {d2}")
     perm = [d for d in range(rank) if d not in (d1, d2)] + [d1, d2]
     moved = self if perm == list(range(rank)) else b.op("Transpose", self, perm=perm)
     flat_shape = b.op("Concat", b.shape_of(moved, 0, rank - 2), b.const([n1 * n2], torch.int64), axis=0)
@@ -323,7 +323,7 @@ def aten_unfold(b: GraphBuilder, self: Value, dimension: int, size: int, step: i
     assert self.shape is not None
     length = self.shape[dim]
     if not isinstance(length, int):
-        raise NotImplementedError(f"unfold over a symbolic dim ({length}) is not supported")
+        raise UnsupportedVariant("self", f"shape {self.shape}", f"a static size of dimension {dim}")
     windows = (length - size) // step + 1
     index = b.const([[i * step + j for j in range(size)] for i in range(windows)], torch.int64)
     picked = b.op("Gather", self, index, axis=dim)  # dims: before, windows, size, after
