@@ -242,8 +242,8 @@ def _export_failed(options: argparse.Namespace, console: Console, exc: onnxsight
 
 def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Sequence[Any], **record_args: Any) -> None:
     """Write the reports (--report), the SARIF (--sarif) and the CI summary (--summary) asked for."""
-    from onnxsight.reports import markdown
-    from onnxsight.reports._export import build_run_record, write_reports
+    from onnxsight.pipeline import build_run_record
+    from onnxsight.reports import markdown, write_reports
 
     wants = getattr(options, "report", None) or getattr(options, "summary", None) or getattr(options, "sarif", None)
     if not wants:
@@ -265,7 +265,7 @@ def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Seque
 
 
 def cmd_report(options: argparse.Namespace, console: Console) -> int:
-    from onnxsight.reports._export import rerender
+    from onnxsight.reports import rerender
 
     path = options.path
     if os.path.isdir(path):

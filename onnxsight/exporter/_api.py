@@ -31,18 +31,22 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            registry: Registry | None = None) -> ONNXProgram:
-    """Export ``model`` to ONNX.
+    """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
+
+    Users call :func:`onnxsight.export` (``onnxsight.pipeline``), which runs this
+    and then verification and the reports. This core knows nothing of either:
+    the exporter sits below them (DESIGN.md, "Packages"). ``registry`` is the
+    extension point for a whole translation table of one's own (tests, other
+    backends); ``custom_translations`` is the documented way to add a few.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
-    problem's rule code, operator and source line. With ``report=True`` the
-    markdown/HTML/SARIF reports are written whether the export succeeds or not.
+    problem's rule code, operator and source line, with ``.diagnostics`` and
+    ``.record`` set.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location())
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
-    program: ONNXProgram | None = None
     try:
         program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                           output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
@@ -54,25 +58,16 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
                 if len(files) > 1:
                     ctx.emit(rules.EXTERNAL_DATA_WRITTEN, count=len(program.initializers),
                              size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1], data_file=files[1])
-        if verify:
-            _verify(program, args, kwargs, ctx, record)
     except errors.ExportError as exc:
         exc.diagnostics = ctx.diagnostics
         exc.record = record
-        if report:
-            _write_reports(exc, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
         raise
     except Exception as exc:
         ctx.emit(rules.INTERNAL_ERROR, stage=record.stages[-1].name if record.stages else "export",
                  error_type=type(exc).__name__, error=str(exc)[:500])
-        wrapped = errors.ExportError(f"onnxsight failed internally: {type(exc).__name__}: {exc}",
-                                     diagnostics=ctx.diagnostics, record=record)
-        if report:
-            _write_reports(wrapped, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
-        raise wrapped from exc
+        raise errors.ExportError(f"onnxsight failed internally: {type(exc).__name__}: {exc}",
+                                 diagnostics=ctx.diagnostics, record=record) from exc
     program.diagnostics = ctx.diagnostics
-    if report:
-        _write_reports(None, record, ctx, artifacts_dir, program=program, inputs=(model, args, kwargs))
     return program
 
 
@@ -262,29 +257,3 @@ def _has_dict(spec: Any) -> bool:
     if spec.type is dict or (spec.type is not None and issubclass(spec.type, dict)):
         return True
     return any(_has_dict(child) for child in spec.children())
-
-
-def _verify(program: ONNXProgram, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord) -> None:
-    """export(..., verify=True): run the verification engine and keep its result on the program."""
-    from onnxsight.verification import verify as run_verify
-
-    with record.stage("accuracy") as stage:
-        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs)
-        program.verification = result
-        ctx.extend(result.diagnostics)
-        if not result.passed:
-            stage.status = "failed"
-            stage.detail = f"{len(result.root_causes)} root cause(s)"
-
-
-def _write_reports(error: errors.ExportError | None, record: ExportRecord, ctx: DiagnosticContext,
-                   artifacts_dir: str | os.PathLike, *, program: ONNXProgram | None,
-                   inputs: tuple[Any, Any, Any] | None = None) -> None:
-    """report=True: write markdown, HTML and SARIF, success or failure. ``inputs``: (model, args, kwargs)."""
-    from onnxsight.reports import write_export_reports
-
-    paths = write_export_reports(record=record, diagnostics=ctx.diagnostics, program=program,
-                                 error=error, artifacts_dir=os.fspath(artifacts_dir), inputs=inputs)
-    if error is not None:
-        error.report_paths = list(paths)
-        error.report_path = paths[0] if paths else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import onnx
 import torch
@@ -22,6 +22,9 @@ from onnxsight.exporter._translate_program import TranslatedGraph
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
 PRODUCER = "onnxsight"
+
+# (diagnostics, path, *, record) -> the path written: how a program's diagnostics become a SARIF file.
+SarifWriter = Callable[..., str]
 
 
 def tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
@@ -73,6 +76,13 @@ class ONNXProgram:
         self.diagnostics: list[Diagnostic] = list(diagnostics)
         self.record = record
         self.verification: Any = None  # set by export(..., verify=True)
+        # NOTE: SARIF is rendered by onnxsight.reports, which sits beside the exporter, not under it
+        # (DESIGN.md: reports renders records; the exporter may import only rules and diagnostics).
+        # So the program does not know how to write SARIF itself: whoever composes the layers hands it
+        # the writer. onnxsight.export (onnxsight.pipeline) sets reports.write_sarif here on every
+        # program it returns; a program from the bare core (onnxsight.exporter.export) has none until
+        # given one, and write_sarif says so instead of reaching up into reports.
+        self.sarif_writer: SarifWriter | None = None
         self._model_proto: onnx.ModelProto | None = None
         self._session_cache: dict[tuple, Any] = {}
 
@@ -83,6 +93,17 @@ class ONNXProgram:
         if self._model_proto is None:
             self._model_proto = assemble(self._translated)
         return self._model_proto
+
+    def model_structure(self) -> onnx.ModelProto:
+        """The model to read its structure from (nodes, inputs, opsets), never copying large weights.
+
+        The embedded model when it is small (built once and shared with save() and the
+        runtime), else the graph with initializers left out: a model over 2 GB is not
+        serialised into memory just to count its nodes.
+        """
+        if self.weights_size <= EXTERNAL_DATA_THRESHOLD:
+            return self.model_proto
+        return assemble(self._translated, with_data=False)
 
     @property
     def value_names(self) -> dict[str, str]:
@@ -186,10 +207,13 @@ class ONNXProgram:
         return [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
 
     def write_sarif(self, path: str | os.PathLike) -> str:
-        """Write this export's diagnostics as a SARIF 2.1.0 log."""
-        from onnxsight.reports import write_sarif
+        """Write this export's diagnostics as a SARIF 2.1.0 log (with the writer onnxsight.export gave it)."""
+        if self.sarif_writer is None:
+            raise RuntimeError("this ONNXProgram came from the exporter core (onnxsight.exporter.export), which "
+                               "does not render reports: export with onnxsight.export, or call "
+                               "onnxsight.reports.write_sarif(program.diagnostics, path, record=program.record)")
+        return self.sarif_writer(self.diagnostics, path, record=self.record)
 
-        return write_sarif(self.diagnostics, path, record=self.record)
 
     def __repr__(self) -> str:
         nodes = len(self._translated.graph.node)

@@ -19,7 +19,7 @@ import attr
 import sarif_om
 
 from onnxsight.diagnostics import Diagnostic, Location, as_location
-from onnxsight.rules._rule import clean_text
+from onnxsight.rules import clean_text
 
 SRCROOT = "SRCROOT"
 MAX_STACK_FRAMES = 40

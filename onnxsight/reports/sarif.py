@@ -33,7 +33,7 @@ from onnxsight.diagnostics import (
 )
 from onnxsight.reports import _sarif_parts as parts
 from onnxsight.reports._files import write_text_atomic
-from onnxsight.rules._rule import Rule, clean_text
+from onnxsight.rules import Rule, clean_text
 from onnxsight.rules.docs import render_markdown, render_text
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -233,7 +233,7 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
 
 
 def _target(node: Any) -> str:
-    from onnxsight.exporter._translate import op_display
+    from onnxsight.exporter import op_display
 
     return op_display(node.target)
 

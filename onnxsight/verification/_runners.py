@@ -111,6 +111,13 @@ class TorchRunner:
 
 
 # -- ONNX Runtime ----------------------------------------------------------------------------------
+def available_providers() -> list[str]:
+    """The ONNX Runtime execution providers this machine has (what a run record lists)."""
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())
+
+
 def resolve_providers(requested: Sequence[str], ctx: DiagnosticContext, *, fallback: bool = False) -> list[str]:
     """The providers to use; an unavailable one raises (ORT003) or, with ``fallback``, is dropped (ORT004)."""
     import onnxruntime as ort

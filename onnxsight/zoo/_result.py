@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
-from onnxsight.reports._files import write_text_atomic
+from onnxsight.reports import write_text_atomic
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"
 CRASHED, TIMEOUT, OOM = "crashed", "timeout", "oom"

@@ -65,9 +65,9 @@ def test_op_only_in_newer_opset_reports_ops003() -> None:
             return torch.relu(x)
 
     with pytest.raises(onnxsight.ExportError) as info:
-        onnxsight.export(M(), (torch.randn(2),), registry=registry)
+        onnxsight.exporter.export(M(), (torch.randn(2),), registry=registry)
     assert "OPS003 operator aten.relu.default needs opset 21 or newer; the export targets opset 18" in str(info.value)
-    program = onnxsight.export(M(), (torch.randn(2),), registry=registry, opset_version=21)
+    program = onnxsight.exporter.export(M(), (torch.randn(2),), registry=registry, opset_version=21)
     assert [n.op_type for n in program.model_proto.graph.node] == ["Relu"]
 
 

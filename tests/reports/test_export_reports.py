@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import onnxsight
-from onnxsight.reports._export import rerender
-from onnxsight.reports._record import RunRecord, paths_for, reserve_paths
+import onnxsight.pipeline
+import onnxsight.verification
+from onnxsight.reports import RunRecord, rerender
+from onnxsight.reports._record import paths_for, reserve_paths
 
 EVIL = "<script>__pwned=1</script>"
 EVIL_IMG = "<img src=x onerror=__pwned=1>"
@@ -237,3 +239,46 @@ def test_rerender_from_the_run_record(tmp_path: Path) -> None:
         bad = tmp_path / "x_run.json"
         bad.write_text("{}")
         rerender(bad)
+
+
+# -- the orchestration lives in onnxsight.pipeline: the exporter core knows nothing of reports or verification --
+
+PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", "opset_version", "dynamic_shapes",
+                 "dynamic_axes", "external_data", "custom_translations", "report", "verify", "artifacts_dir"]
+
+
+@pytest.mark.parametrize(("function", "expected"), [
+    (onnxsight.pipeline.export, PUBLIC_EXPORT),  # DESIGN.md's public contract, and nothing more
+    (onnxsight.exporter.export, [p for p in PUBLIC_EXPORT if p not in ("report", "verify", "artifacts_dir")]
+     + ["registry"]),                            # the core: no reports, no verification; registry= as extension
+])
+def test_export_signatures(function: Any, expected: list[str]) -> None:
+    import inspect
+
+    assert list(inspect.signature(function).parameters) == expected
+
+
+def test_verification_crash_still_writes_the_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_verify(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the engine fell over")
+
+    monkeypatch.setattr(onnxsight.verification, "verify", broken_verify)
+    model, args = tiny_mlp()
+    with pytest.raises(onnxsight.ExportError, match="the engine fell over") as info:
+        onnxsight.pipeline.export(model, args, report=True, verify=True, artifacts_dir=tmp_path)
+    run = assert_reports(info.value.report_paths, info.value)
+    assert run.status == "export failed"
+    [internal] = [d for d in info.value.diagnostics if d.rule.code == "INT001"]
+    assert internal.fields["stage"] == "accuracy" and internal.fields["error_type"] == "RuntimeError"
+    assert [s["status"] for s in run.stages if s["name"] == "accuracy"] == ["failed"]
+    assert run.facts["onnx_nodes"] >= 3  # the program existed: its facts are in the report
+
+
+def test_write_sarif_is_given_by_the_pipeline(tmp_path: Path) -> None:
+    model, args = tiny_mlp()
+    core = onnxsight.exporter.export(model, args)
+    with pytest.raises(RuntimeError, match=r"onnxsight\.reports\.write_sarif\(program\.diagnostics"):
+        core.write_sarif(tmp_path / "core.sarif")
+    program = onnxsight.pipeline.export(model, args)
+    path = program.write_sarif(tmp_path / "m.sarif")
+    assert json.loads(Path(path).read_text())["runs"][0]["tool"]["driver"]["name"] == "onnxsight"

@@ -1,0 +1,216 @@
+"""DESIGN.md's import table, pinned: every module under onnxsight/ is parsed and its imports checked.
+
+The table says which onnxsight packages each package may import; on top of
+it: no package imports another's private (``_``-prefixed) modules or names,
+reaches into ONNXProgram's private attributes, or loads torch/onnxruntime
+where the design keeps them out. Imports inside functions count as much as
+module-level ones: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "onnxsight"
+PACKAGES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+TOP_MODULES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_"))
+# Private helpers beside the root __init__ (onnxsight/_lazy.py): plumbing under every layer, importing
+# nothing of ours, importable by all (as the standard library is).
+FOUNDATION = frozenset(p.stem for p in ROOT.glob("_*.py") if p.stem not in ("__init__", "__main__"))
+EVERYTHING = frozenset(PACKAGES) | frozenset(TOP_MODULES) | {"onnxsight"}
+
+# DESIGN.md, "Packages": the onnxsight packages each one may import ("onnxsight" is the root facade).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "rules": frozenset(),
+    "diagnostics": frozenset({"rules"}),
+    "exporter": frozenset({"rules", "diagnostics"}),
+    "verification": frozenset({"exporter", "rules", "diagnostics"}),
+    "reports": frozenset({"rules", "diagnostics"}),
+    "pipeline": frozenset({"exporter", "verification", "reports", "rules", "diagnostics"}),
+    "zoo": EVERYTHING - {"cli", "demo"},
+    "cli": EVERYTHING,
+    "demo": EVERYTHING,          # the demo script sits beside the CLI
+    "onnxsight": EVERYTHING,     # __init__/__main__: the facade over everything
+    **{helper: frozenset() for helper in FOUNDATION},
+}
+# The root facade re-exports each name from the module that defines it, so that
+# ``from onnxsight import ExportError`` does not load torch through exporter/__init__;
+# it is the namespace's own front door, not another package reaching in.
+MAY_IMPORT_PRIVATE = frozenset({"onnxsight"})
+# Names of the root package any module may read (set before the facade imports anything).
+ROOT_METADATA = frozenset({"__version__"})
+# Third-party modules the design keeps out of a package: package -> {module: where it may appear}.
+NO_TORCH = ("rules", "diagnostics", "reports")
+ONNXRUNTIME_ALLOWED = {"verification": "anywhere", "exporter/_program.py": "inside functions"}
+LAZY_TABLE = re.compile(r"^onnxsight(\.[A-Za-z_]\w*)+$")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str          # dotted, absolute
+    names: tuple[str, ...]
+    line: int
+    in_function: bool
+
+
+def package_of(path: Path) -> str:
+    """The layer a source file belongs to: its top-level package, a top-level module's stem, or the root."""
+    parts = path.relative_to(ROOT).parts
+    if len(parts) > 1:
+        return parts[0]
+    return "onnxsight" if parts[0] in ("__init__.py", "__main__.py") else Path(parts[0]).stem
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, source: str | None = None) -> list[Import]:
+    """Every import statement (and lazy-import table entry) of one file, with relative imports resolved."""
+    text = path.read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(text, filename=str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend(Import(a.name, (), child.lineno, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                found.append(Import(base, tuple(a.name for a in child.names), child.lineno, in_function))
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str) and LAZY_TABLE.match(child.value):
+                found.append(Import(child.value, (), child.lineno, in_function))  # importlib.import_module tables
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def is_package_or_module(dotted: str) -> bool:
+    path = ROOT.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def targets(imp: Import) -> list[tuple[str, str]]:
+    """(layer, dotted name) for each onnxsight thing an import reaches."""
+    parts = imp.module.split(".")
+    if parts[0] != "onnxsight":
+        return []
+    if len(parts) > 1:
+        return [(parts[1], imp.module + (f".{n}" if n not in ("", "*") else "")) for n in imp.names or ("",)]
+    out = []
+    for name in imp.names or ("",):
+        if name in ROOT_METADATA:
+            continue
+        layer = name if name and is_package_or_module(f"onnxsight.{name}") else "onnxsight"
+        out.append((layer, f"onnxsight.{name}" if name else "onnxsight"))
+    return out
+
+
+SOURCES = sorted(ROOT.rglob("*.py"))
+assert SOURCES, "no sources found under onnxsight/"
+
+
+def is_private(dotted: str) -> bool:
+    """Whether ``onnxsight.<package>.<rest>`` names a ``_``-prefixed module or name inside the package."""
+    return any(p.startswith("_") and not p.startswith("__") for p in dotted.split(".")[2:])
+
+
+def layer_violations(path: Path, source: str | None = None) -> list[str]:
+    mine = package_of(path)
+    allowed = MAY_IMPORT[mine] | {mine} | (frozenset() if mine in FOUNDATION else FOUNDATION)
+    out = []
+    for imp in imports_of(path, source):
+        for layer, dotted in targets(imp):
+            where = f"{path.relative_to(ROOT.parent)}:{imp.line}"
+            if layer not in allowed:
+                out.append(f"{where}: {mine} imports {dotted} ({layer} is not in its row)")
+            elif layer != mine and mine not in MAY_IMPORT_PRIVATE and is_private(dotted):
+                out.append(f"{where}: {mine} imports another package's private {dotted}")
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_package_imports_only_what_design_allows(package: str) -> None:
+    files = [p for p in SOURCES if package_of(p) == package]
+    assert files or package in ("onnxsight",), f"no sources for {package}"
+    violations = [v for path in files for v in layer_violations(path)]
+    assert not violations, "\n".join(violations)
+
+
+def test_every_package_has_a_row() -> None:
+    assert set(PACKAGES) | set(TOP_MODULES) | FOUNDATION | {"onnxsight"} == set(MAY_IMPORT)
+
+
+def third_party_uses(path: Path, top: str) -> list[Import]:
+    return [i for i in imports_of(path) if i.module.split(".")[0] == top
+            or (i.module == "" and top in i.names)]
+
+
+@pytest.mark.parametrize("package", NO_TORCH)
+@pytest.mark.parametrize("library", ["torch", "onnxruntime"])
+def test_records_packages_never_load_torch_or_onnxruntime(package: str, library: str) -> None:
+    uses = [f"{p.relative_to(ROOT.parent)}:{i.line}" for p in SOURCES if package_of(p) == package
+            for i in third_party_uses(p, library)]
+    assert not uses, f"{package} imports {library}: {uses}"
+
+
+def test_onnxruntime_only_in_verification_and_the_programs_lazy_runner() -> None:
+    uses = []
+    for path in SOURCES:
+        rel = path.relative_to(ROOT).as_posix()
+        rule = ONNXRUNTIME_ALLOWED.get(package_of(path)) or ONNXRUNTIME_ALLOWED.get(rel)
+        for imp in third_party_uses(path, "onnxruntime"):
+            if rule == "anywhere" or (rule == "inside functions" and imp.in_function):
+                continue
+            uses.append(f"{rel}:{imp.line}")
+    assert not uses, f"onnxruntime imported outside verification: {uses}"
+
+
+def program_private_attributes() -> set[str]:
+    """``self._x`` attributes ONNXProgram sets: its private state, for the exporter's eyes only."""
+    tree = ast.parse((ROOT / "exporter" / "_program.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ONNXProgram")
+    return {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "self" and n.attr.startswith("_") and not n.attr.startswith("__")}
+
+
+def test_onnx_program_private_state_stays_in_the_exporter() -> None:
+    private = program_private_attributes()
+    assert "_translated" in private
+    uses = []
+    for path in SOURCES:
+        if package_of(path) == "exporter":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        uses += [f"{path.relative_to(ROOT.parent)}:{n.lineno}: .{n.attr}" for n in ast.walk(tree)
+                 if isinstance(n, ast.Attribute) and n.attr in private
+                 and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))]
+    assert not uses, "\n".join(uses)
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from onnxsight.exporter._translate import op_display", ["private onnxsight.exporter._translate.op_display"]),
+    ("from onnxsight.exporter import op_display", []),
+    ("from onnxsight.reports import write_sarif", ["onnxsight.reports.write_sarif (reports is not in its row)"]),
+    ("from onnxsight import __version__, rules", []),
+    ("import onnxsight", ["onnxsight (onnxsight is not in its row)"]),
+    ("_LAZY = {'x': 'onnxsight.pipeline'}", ["onnxsight.pipeline (pipeline is not in its row)"]),
+    ("from . import _graph", []),
+])
+def test_the_checker_itself(source: str, expected: list[str]) -> None:
+    """The checker sees what it should, as if the line were in verification/_probe.py."""
+    found = layer_violations(ROOT / "verification" / "_probe.py", source)
+    assert [v.split(": ", 1)[-1].replace("verification imports ", "").replace("another package's ", "")
+            for v in found] == expected
