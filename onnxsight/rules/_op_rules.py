@@ -117,7 +117,8 @@ UNSUPPORTED_OP_ARGUMENTS = define(
     example="""
         class M(torch.nn.Module):
             def forward(self, x):
-                return torch.nn.functional.grid_sample(x, grid, mode="bicubic", padding_mode="reflection")
+                return torch.nn.functional.interpolate(x, size=(3, 3), mode="bilinear",
+                                                       antialias=True, align_corners=True)   # OPS006
     """,
     how="Use one of the variants listed in the message, or pass a custom translation.",
     tags=("translate",))
