@@ -175,22 +175,25 @@ DTYPE_NOT_RUN_BY_ORT = define(
         "(CUDA has bfloat16 for most ops).",
     tags=("dtype", "onnxruntime"))
 
+# NOTE: removed, never emitted. Translations keep float64 as ONNX DOUBLE; where an ONNX operator has
+# no double variant (Celu, Elu, ...) they compute it from ops that run in double instead of casting.
 FLOAT64_DOWNCAST = define(
     "DTY003", "float64-downcast", N,
     "{value} was downcast from float64 to float32",
     "Use float32 inputs, or keep float64 if precision matters.",
-    what="Notes a float64 value that was converted to float32 in the ONNX graph.",
-    why="Results then differ from PyTorch by float32 rounding. onnxsight currently keeps float64 "
-        "everywhere (ONNX `DOUBLE`), so this rule is emitted only by translations that must "
-        "downcast for an operator without a double variant.",
+    what="Would note a float64 value converted to float32 in the ONNX graph. Removed: onnxsight "
+         "never downcasts float64, so no translation emits it.",
+    why="A downcast would make results differ from PyTorch by float32 rounding. onnxsight keeps "
+        "float64 everywhere (ONNX `DOUBLE`): where an ONNX operator has no double variant, its "
+        "translation computes the op from operators that run in double rather than casting to "
+        "float32, so the precision the model asks for is kept.",
     example="""
         class M(torch.nn.Module):
-            def forward(self, x):                        # x: float64
-                return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+            def forward(self, x):                        # x: float64: stays float64 in the ONNX graph
+                return torch.nn.functional.celu(x)       # no double Celu in ONNX: built from double ops
     """,
-    how="Pass float32 inputs if the precision is not needed; otherwise compare with tolerances "
-        "for float32.",
-    tags=("dtype",))
+    how="Nothing to do. float64 in a graph meant for float32 is DTY004 (float64-promotion).",
+    tags=("dtype",), removed=True)
 
 FLOAT64_COMPUTATION = define(
     "DTY004", "float64-promotion", N,
