@@ -45,9 +45,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 MAY_IMPORT_PRIVATE = frozenset({"onnxsight"})
 # Names of the root package any module may read (set before the facade imports anything).
 ROOT_METADATA = frozenset({"__version__"})
-# Third-party modules the design keeps out of a package: package -> {module: where it may appear}.
+# The packages of records and their rendering: neither torch nor onnxruntime, at any depth.
 NO_TORCH = ("rules", "diagnostics", "reports")
+# Where onnxruntime may be imported at all (a package, or one file and how).
 ONNXRUNTIME_ALLOWED = {"verification": "anywhere", "exporter/_program.py": "inside functions"}
+# A string naming one of our modules (an importlib.import_module table entry) counts as an import.
 LAZY_TABLE = re.compile(r"^onnxsight(\.[A-Za-z_]\w*)+$")
 
 
