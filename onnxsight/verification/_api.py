@@ -14,6 +14,7 @@ from onnxsight.verification._engine import EngineConfig, plan_pairs, run_engine
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._inputs import flat_user_inputs
 from onnxsight.verification._metrics import to_numpy
+from onnxsight.verification._reduce import reduce_repros
 from onnxsight.verification._reference import make_reference
 from onnxsight.verification._result import VerificationResult
 from onnxsight.verification._runners import OrtRunner, TorchRunner
@@ -40,7 +41,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
            random_inputs: bool = False, seed: int = 0, dim_sizes: Mapping[str, int] | None = None,
            memory_budget: int = DEFAULT_MEMORY_BUDGET, provider_fallback: bool = False,
            torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS,
-           reference: str | None = None) -> VerificationResult:
+           reference: str | None = None, repro_dir: str | os.PathLike | None = None) -> VerificationResult:
     """Compare ``prog`` (an :class:`onnxsight.ONNXProgram`) with PyTorch, value by value.
 
     ``args``/``kwargs`` default to the example inputs; ``random_inputs=True`` draws seeded
@@ -49,7 +50,9 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     verifies another model (an optimised copy, say) against the same program, pairing values
     by name where they survive. ``reference="float64"`` also runs PyTorch in float64 and
     judges each value within ``max(tolerance, k * PyTorch's own rounding error)`` (see
-    ``_reference.py``), so accumulated rounding is not a root cause. An unavailable provider raises
+    ``_reference.py``), so accumulated rounding is not a root cause. Each root cause's repro is
+    reduced to the smallest subgraph that still diverges; ``repro_dir`` writes the first one's
+    bundle there when verification fails (``result.repro_dir``). An unavailable provider raises
     :class:`~onnxsight.verification.VerificationError` (ORT003) unless
     ``provider_fallback=True``, which records ORT004 and runs on what is available.
     """
@@ -81,11 +84,18 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     finally:
         torch_runner.deactivate()
         ort_runner.deactivate()
+    if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
+        out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
+                                        ort_runner.providers, device=torch_device))
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx)
     info = {"mode": mode, "per_node": per_node, "reference": torch_runner.name, "providers": ort_runner.providers,
             "requested_providers": list(providers), "compared": len(out.rows), "paired": len(pairs),
             "sessions": out.sessions, "noise_floor": reference, "chunks": out.chunks, "error": out.error,
             "inputs": "random" if random_inputs else "example", "seed": seed,
             "tolerance": tolerance.to_dict(), "seconds": time.perf_counter() - start}
-    return VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
-                              graph_name=model.graph.name)
+    result = VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
+                                graph_name=model.graph.name)
+    if repro_dir is not None and result.repros and not result.passed:
+        result.write_repro(repro_dir)
+        result.repro_dir = result.info["repro_dir"] = os.fspath(repro_dir)
+    return result

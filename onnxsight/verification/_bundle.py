@@ -5,21 +5,25 @@ already know how to run::
 
     <dir>/model.onnx
     <dir>/test_data_set_0/input_0.pb ... output_0.pb
+    <dir>/repro.py      runs it with ONNX Runtime and prints the difference (onnx, onnxruntime, numpy only)
+    <dir>/README.md     the value, the ONNX nodes, the FX nodes and user lines behind them
+    <dir>/README.json   the same, for tools
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Any, Callable
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from onnxsight.verification._graph import GraphIndex, build_model, chunk_inputs, elem_type_name, elem_type_of
-from onnxsight.verification._tolerance import dtype_name
+from onnxsight.verification._tolerance import Tolerance, dtype_name
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,11 @@ class ReproCase:
     model: onnx.ModelProto
     inputs: tuple[tuple[str, np.ndarray], ...]
     expected: np.ndarray
+    info: Mapping[str, Any] = field(default_factory=dict)  # what the reducer found (level, nodes, diff)
+
+    def annotated(self, **info: Any) -> "ReproCase":
+        """A copy with more ``info``."""
+        return dataclasses.replace(self, info={**self.info, **info})
 
     def write(self, directory: str | os.PathLike, *, extra: dict[str, Any] | None = None) -> list[str]:
         """Write ``model.onnx`` and ``test_data_set_0/{input,output}_*.pb``; return the paths."""
@@ -47,11 +56,27 @@ class ReproCase:
         path = os.path.join(data_dir, "output_0.pb")
         _save_tensor(self.expected, self.value, out_type, path)
         paths.append(path)
-        info = {"value": self.value, "inputs": [n for n, _ in self.inputs], **(extra or {})}
+        info = {"value": self.value, "inputs": [n for n, _ in self.inputs], **self.info, **(extra or {})}
         with open(os.path.join(directory, "README.json"), "w", encoding="utf-8") as handle:
             json.dump(info, handle, indent=2, default=str)
         paths.append(os.path.join(directory, "README.json"))
+        if not info.get("atol_rtol"):
+            bounds = Tolerance().for_value(self.value, dtype_name(self.expected.dtype))
+            info["atol_rtol"] = (bounds.atol, bounds.rtol)
+        paths.extend(write_docs(directory, info))
         return paths
+
+
+def write_docs(directory: str, info: Mapping[str, Any]) -> list[str]:
+    """``repro.py`` and ``README.md`` of a bundle; return their paths."""
+    from onnxsight.verification._bundle_text import readme, script
+
+    atol, rtol = info["atol_rtol"]
+    paths = [os.path.join(directory, "repro.py"), os.path.join(directory, "README.md")]
+    for path, text in zip(paths, (script(float(atol), float(rtol)), readme(info))):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return paths
 
 
 def _save_tensor(array: np.ndarray, name: str, elem_type: int | None, path: str) -> None:

@@ -42,6 +42,7 @@ class VerificationResult:
         self.repros: dict[str, ReproCase] = dict(repros or {})
         self.info: dict[str, Any] = dict(info or {})
         self.graph_name = graph_name
+        self.repro_dir: str | None = None  # where verify(repro_dir=) wrote the first root cause's bundle
 
     @property
     def root_causes(self) -> pd.DataFrame:
