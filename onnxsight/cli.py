@@ -9,7 +9,6 @@ coloured only on a terminal (and never with ``NO_COLOR`` set).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import os
 import sys
@@ -17,12 +16,13 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, NoReturn, Sequence, TextIO
 
+from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, dynamic_axes, export_options_parser,
+                                   load_model, load_translations, model_location, split_target)
+
+__all__ = ["Console", "UsageError", "build_parser", "load_model", "main", "split_target"]
+
 EXIT_OK, EXIT_VERIFY, EXIT_EXPORT, EXIT_USAGE = 0, 1, 2, 3
 EXIT_CODES = "exit codes: 0 success, 1 verification failed, 2 export failed, 3 usage error"
-
-
-class UsageError(Exception):
-    """A problem with the command line or its inputs: exit code 3."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,75 +82,15 @@ class Console:
                   f"{diagnostic.message}", file=self.err, flush=True)
 
 
-# -- loading the user's model ---------------------------------------------------------------------------
-
-def split_target(spec: str) -> tuple[str, str]:
-    """``FILE.py[:FUNCTION]`` -> (file, function); the function defaults to ``build``."""
-    path, sep, function = spec.rpartition(":")
-    if sep and path.endswith(".py") and function.isidentifier():
-        return path, function
-    return spec, "build"
-
-
-def load_model(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
-    """Run ``FUNCTION()`` from ``FILE.py``: it returns ``(model, args)`` or ``(model, args, kwargs)``."""
-    path, function = split_target(spec)
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file")
-    name = f"onnxsight_user_{abs(hash(os.path.abspath(path)))}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise UsageError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
-        raise UsageError(f"{path} raised {type(exc).__name__} on import: {exc}") from exc
-    finally:
-        sys.path.pop(0)
-    build = getattr(module, function, None)
-    if not callable(build):
-        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise UsageError(f"{path} has no function {function!r}; it defines: {', '.join(found) or 'nothing callable'}")
-    try:
-        built = build()
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"{path}:{function}() raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(built, tuple) or len(built) not in (2, 3):
-        raise UsageError(f"{path}:{function}() must return (model, args) or (model, args, kwargs), "
-                         f"got {type(built).__name__}")
-    model, args, *rest = built
-    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-    return model, args, dict(rest[0] or {}) if rest else {}
-
-
-def batch_dynamic_shapes(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``--dynamic-batch``: dimension 0 of every tensor input is the dynamic ``batch`` dim."""
-    import inspect
-
-    import torch
-    from torch.utils import _pytree as pytree
-
-    batch = torch.export.Dim("batch")
-    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
-    return {name: pytree.tree_map(lambda v: {0: batch} if isinstance(v, torch.Tensor) and v.dim() else None, value)
-            for name, value in bound.items()}
-
-
 # -- commands --------------------------------------------------------------------------------------------
 
 def cmd_export(options: argparse.Namespace, console: Console) -> int:
     import onnxsight
 
-    with console.step(f"loading {options.model}"):
-        model, args, kwargs = load_model(options.model)
-    name = type(model).__name__
-    dynamic = batch_dynamic_shapes(model, args, kwargs) if options.dynamic_batch else None
+    model, args, kwargs, arguments = _load(options, console)
     try:
-        with console.step(f"exporting {name}" + (" and verifying" if options.verify else "")):
-            program = onnxsight.export(model, args, options.output, kwargs=kwargs, opset_version=options.opset,
-                                       dynamic_shapes=dynamic, verify=options.verify)
+        with console.step(f"exporting {type(model).__name__}" + (" and verifying" if options.verify else "")):
+            program = onnxsight.export(model, args, options.output, verify=options.verify, **arguments)
     except onnxsight.ExportError as exc:
         return _export_failed(options, console, exc, (model, args, kwargs))
     console.diagnostics(program.diagnostics)
@@ -161,43 +101,92 @@ def cmd_export(options: argparse.Namespace, console: Console) -> int:
     return _verdict(result, console)
 
 
+def _load(options: argparse.Namespace, console: Console) -> tuple[Any, tuple, dict, dict[str, Any]]:
+    """Run the user's FUNCTION() and turn the flags into export() keyword arguments."""
+    with console.step(f"loading {options.model}"):
+        model, args, kwargs = load_model(options.model)
+        arguments: dict[str, Any] = {"kwargs": kwargs, "opset_version": options.opset,
+                                     "input_names": options.input_names, "output_names": options.output_names}
+        if options.translations:
+            arguments["custom_translations"] = load_translations(options.translations)
+    if options.dynamic:
+        arguments["dynamic_axes"] = dynamic_axes(options.dynamic)
+    elif options.dynamic_batch:
+        arguments["dynamic_shapes"] = batch_dynamic_shapes(model, args, kwargs)
+    return model, args, kwargs, arguments
+
+
+# Providers `onnxsight verify model.onnx` tests by default, in order, when this onnxruntime has them.
+ACCELERATORS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "DmlExecutionProvider", "CoreMLExecutionProvider")
+
+
+def default_target(console: Console) -> str:
+    """The provider under test when --target is not given: a GPU one when there is one, else CPU (said so)."""
+    from onnxsight.verification import available_providers
+
+    available = available_providers()
+    for provider in ACCELERATORS:
+        if provider in available:
+            return provider
+    console.info(f"note: this onnxruntime has no GPU provider (available: {', '.join(available)}): running on "
+                 "CPUExecutionProvider against itself checks that the model loads and runs, not that two "
+                 "providers agree; pass --target PROVIDER to compare")
+    return "CPUExecutionProvider"
+
+
 def cmd_verify(options: argparse.Namespace, console: Console) -> int:
     if split_target(options.model)[0].endswith(".py"):
         return _verify_python(options, console)
     if options.mode != "propagated":
         raise UsageError("--mode isolated needs the PyTorch model: pass FILE.py[:FUNCTION]")
+    for flag in ("opset", "translations", "dynamic", "input_names", "output_names"):
+        if getattr(options, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} applies to FILE.py[:FUNCTION] (it exports the model); "
+                             f"{options.model} is already ONNX")
+    import onnx
+
     import onnxsight
     from onnxsight.verification import VerificationError
 
     if not os.path.isfile(options.model):
         raise UsageError(f"{options.model}: no such file")
-    target = options.target or "CUDAExecutionProvider"
+    target = options.target or default_target(console)
+    name = os.path.splitext(os.path.basename(options.model))[0]
+    try:
+        structure = onnx.load(options.model, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - the user's file
+        raise UsageError(f"{options.model}: not an ONNX model ({type(exc).__name__}: {exc})") from exc
     try:
         with console.step(f"verifying {os.path.basename(options.model)} on {target} against {options.reference}"):
             result = onnxsight.verify_onnx(options.model, reference=options.reference, target=target,
                                            per_node=options.per_node)
     except VerificationError as exc:
-        console.diagnostics(exc.diagnostics)
-        console.error(str(exc))
-        return EXIT_EXPORT
+        return _verification_failed(options, console, exc, kind="verify", model_name=name, onnx_model=structure)
     console.diagnostics(result.diagnostics)
-    import onnx
-
-    name = os.path.splitext(os.path.basename(options.model))[0]
     _finish(options, console, verification=result, diagnostics=result.diagnostics, kind="verify", model_name=name,
-            onnx_model=onnx.load(options.model, load_external_data=False))
+            onnx_model=structure)
     return _verdict(result, console)
+
+
+def _verification_failed(options: argparse.Namespace, console: Console, exc: Exception, **record_args: Any) -> int:
+    """Verification could not run: its diagnostics once, the reports asked for, exit 2."""
+    diagnostics = list(getattr(exc, "diagnostics", ()))
+    console.diagnostics(diagnostics)
+    _finish(options, console, diagnostics=[*record_args.pop("diagnostics", ()), *diagnostics], error=exc,
+            **record_args)
+    code = getattr(exc, "rule", None)
+    console.error(f"verification could not run ({code})" if diagnostics and code else str(exc))
+    return EXIT_EXPORT
 
 
 def _verify_python(options: argparse.Namespace, console: Console) -> int:
     import onnxsight
     from onnxsight.verification import VerificationError
 
-    with console.step(f"loading {options.model}"):
-        model, args, kwargs = load_model(options.model)
+    model, args, kwargs, arguments = _load(options, console)
     try:
         with console.step(f"exporting {type(model).__name__}"):
-            program = onnxsight.export(model, args, kwargs=kwargs)
+            program = onnxsight.export(model, args, **arguments)
     except onnxsight.ExportError as exc:
         return _export_failed(options, console, exc, (model, args, kwargs))
     providers = (options.target,) if options.target else ("CPUExecutionProvider",)
@@ -206,9 +195,8 @@ def _verify_python(options: argparse.Namespace, console: Console) -> int:
             result = onnxsight.verify(program, args, kwargs, mode=options.mode, per_node=options.per_node,
                                       providers=providers)
     except VerificationError as exc:
-        console.diagnostics(exc.diagnostics)
-        console.error(str(exc))
-        return EXIT_EXPORT
+        return _verification_failed(options, console, exc, program=program, inputs=(model, args, kwargs),
+                                    record=program.record, diagnostics=program.diagnostics)
     program.verification = result
     diagnostics = list(program.diagnostics) + list(result.diagnostics)
     console.diagnostics(result.diagnostics)
@@ -233,11 +221,12 @@ def _verdict(result: Any, console: Console) -> int:
 
 
 def _export_failed(options: argparse.Namespace, console: Console, exc: onnxsight.ExportError, inputs: tuple) -> int:
-    """Show an ExportError's diagnostics, write the reports asked for, and give the export exit code."""
+    """Show an ExportError's diagnostics once, write the reports asked for, and give the exit code."""
     console.diagnostics(exc.diagnostics)
     _finish(options, console, error=exc, inputs=inputs, record=exc.record, diagnostics=exc.diagnostics)
     console.error(exc.summary)
-    return EXIT_EXPORT
+    # Arguments export() rejected before any work (ARG rules) are the command line's to fix: a usage error.
+    return EXIT_USAGE if getattr(exc, "stage", None) == "arguments" else EXIT_EXPORT
 
 
 def _finish(options: argparse.Namespace, console: Console, *, diagnostics: Sequence[Any], **record_args: Any) -> None:
@@ -347,27 +336,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"onnxsight {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{export,verify,report,rules,zoo}")
     sub.required = True
-    common, outputs = _common(), _outputs()
+    common, outputs, export_options = _common(), _outputs(), export_options_parser()
 
-    p = sub.add_parser("export", parents=[common, outputs], formatter_class=formatter,
+    p = sub.add_parser("export", parents=[common, outputs, export_options], formatter_class=formatter,
                        help="export a model defined in a Python file",
                        description="Export FUNCTION()'s model (FUNCTION returns (model, args) or "
                                    "(model, args, kwargs); default: build) to ONNX.",
                        epilog=_examples("onnxsight export model.py -o model.onnx",
                                         "onnxsight export zoo.py:resnet -o r.onnx --opset 20 --dynamic-batch",
+                                        "onnxsight export m.py -o m.onnx --translations my_ops:TRANSLATIONS "
+                                        "--input-names tokens --output-names logits --dynamic tokens:0:batch "
+                                        "--dynamic tokens:1:sequence",
                                         "onnxsight export model.py -o m.onnx --verify --report out/ "
                                         '--summary "$GITHUB_STEP_SUMMARY"'))
     p.add_argument("model", metavar="FILE.py[:FUNCTION]")
     p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="the ONNX file to write")
-    p.add_argument("--opset", type=int, default=None, metavar="N", help="ONNX opset (default 18; 17..23)")
-    p.add_argument("--dynamic-batch", action="store_true",
-                   help="make dimension 0 of every tensor input a dynamic 'batch' dim (example batch > 1)")
     p.add_argument("--verify", action="store_true", help="verify the export against PyTorch, value by value")
+    p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
 
-    p = sub.add_parser("verify", parents=[common, outputs], formatter_class=formatter,
+    p = sub.add_parser("verify", parents=[common, outputs, export_options], formatter_class=formatter,
                        help="compare ONNX with PyTorch, or one ONNX model on two providers",
-                       description="With FILE.py[:FUNCTION]: export and compare every value with PyTorch. "
-                                   "With model.onnx: compare the model on --target against --reference.",
+                       description="With FILE.py[:FUNCTION]: export (with the export options below) and "
+                                   "compare every value with PyTorch on --target (default CPU). With model.onnx: "
+                                   "compare the model on --target against --reference. The default --target "
+                                   "for model.onnx is the first GPU provider this onnxruntime has (CUDA, ROCm, "
+                                   "DirectML, CoreML); without one it is CPUExecutionProvider, which then only "
+                                   "checks that the model loads and runs (said so on stderr).",
                        epilog=_examples("onnxsight verify model.py --mode isolated",
                                         "onnxsight verify model.onnx --target CUDAExecutionProvider --per-node",
                                         "onnxsight verify model.onnx --sarif verify.sarif --report out/"))
@@ -375,8 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", default="CPUExecutionProvider", metavar="PROVIDER",
                    help="reference provider for model.onnx (default CPUExecutionProvider)")
     p.add_argument("--target", default=None, metavar="PROVIDER",
-                   help="provider under test (model.onnx: default CUDAExecutionProvider; "
-                        "FILE.py: default CPUExecutionProvider)")
+                   help="provider under test (model.onnx: default the first GPU provider available, else "
+                        "CPUExecutionProvider; FILE.py: default CPUExecutionProvider)")
     p.add_argument("--per-node", action=argparse.BooleanOptionalAction, default=True,
                    help="compare every intermediate value, not only the outputs (default: on)")
     p.add_argument("--mode", choices=("propagated", "isolated"), default="propagated",
@@ -415,8 +409,34 @@ def _zoo_missing() -> int:
     return EXIT_USAGE
 
 
+# 128 + SIGPIPE: what a shell reports for a process whose reader went away (`seq 1000000 | head -1`).
+EXIT_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (141 when the reader of stdout has gone away)."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a broken pipe surfaces here, not in the interpreter's own flush at exit
+        return code
+    except BrokenPipeError:
+        # NOTE: `onnxsight rules | head` closes the pipe after its lines: not a failure to report with a
+        # traceback. Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet too
+        # (the recipe in Python's docs, "Note on SIGPIPE").
+        _stdout_to_devnull()
+        return EXIT_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (captured in tests)
+        pass
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         options = parser.parse_args(argv)
@@ -427,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(quiet=options.quiet, verbose=options.verbose, color=False if options.no_color else None)
     _configure_logging(console)
     try:
-        return COMMANDS[options.command](options, console)
+        with _located_at_model_file(options):
+            return COMMANDS[options.command](options, console)
     except UsageError as exc:
         console.error(str(exc))
         return EXIT_USAGE
@@ -436,12 +457,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+@contextmanager
+def _located_at_model_file(options: argparse.Namespace) -> Iterator[None]:
+    """Diagnostics without a source line of their own point at the model file given (never the launcher)."""
+    spec = getattr(options, "model", None)
+    if not spec or not split_target(spec)[0].endswith(".py"):
+        yield
+        return
+    from onnxsight.diagnostics import Location, user_entry_point
+
+    file, line, function = model_location(spec)
+    with user_entry_point(Location(file=file, line=line, function=function)):
+        yield
+
+
+class _NotDiagnostics(logging.Filter):
+    """--verbose shows onnxsight's log, but each diagnostic is printed once, by Console.diagnostics."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from onnxsight.diagnostics import Diagnostic
+
+        return not any(isinstance(arg, Diagnostic) for arg in (record.args or ()))
+
+
 def _configure_logging(console: Console) -> None:
     """onnxsight logs each diagnostic as it is found: shown live with --verbose, otherwise summarised."""
     logger = logging.getLogger("onnxsight")
     if console.verbose:
         handler = logging.StreamHandler(console.err)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_NotDiagnostics())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     else:

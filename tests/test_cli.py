@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -217,3 +218,64 @@ def test_python_dash_m_entry_point() -> None:
     done = subprocess.run([sys.executable, "-m", "onnxsight", "rules", "NOPE000"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == cli.EXIT_USAGE and "unknown rule" in done.stderr
+
+
+TRANSLATIONS_FILE = textwrap.dedent('''
+    import torch
+
+    def relu_as_max(b, x):
+        """relu as Max(x, 0): visible in the graph, so the test knows this translation was used."""
+        return b.op("Max", x, b.scalar(0.0, like=x))
+
+    TRANSLATIONS = {torch.ops.aten.relu.default: relu_as_max}
+
+    def translations():
+        return {"aten::relu": relu_as_max}
+
+    def build():
+        """Sequence model: axes 0 (batch) and 1 (sequence) can both be dynamic."""
+        return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), (torch.randn(2, 5, 4),)
+''')
+
+
+@pytest.mark.parametrize("spec", ["{d}/ops.py:TRANSLATIONS", "{d}/ops.py:translations", "cli_test_ops:TRANSLATIONS"])
+def test_export_covers_the_readme_example(spec: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--translations, --input-names/--output-names and --dynamic on any axis, as export() takes them."""
+    import onnx
+
+    (tmp_path / "ops.py").write_text(TRANSLATIONS_FILE)
+    (tmp_path / "cli_test_ops.py").write_text(TRANSLATIONS_FILE)
+    monkeypatch.chdir(tmp_path)  # MODULE:ATTR imports from the working directory
+    code, out, err = run("export", tmp_path / "ops.py", "-o", tmp_path / "m.onnx", "--translations",
+                         spec.format(d=tmp_path), "--input-names", "features", "--output-names", "scores",
+                         "--dynamic", "features:0:batch", "--dynamic", "features:1", "--opset", "20",
+                         capsys=capsys)
+    assert code == cli.EXIT_OK, err
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    assert [i.name for i in model.graph.input] == ["features"] and [o.name for o in model.graph.output] == ["scores"]
+    dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "features_dim_1", 4]
+    assert "Max" in [n.op_type for n in model.graph.node] and "Relu" not in [n.op_type for n in model.graph.node]
+    assert model.opset_import[0].version == 20
+
+
+def test_verify_python_takes_the_export_options(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run("verify", model_file, "--opset", "21", "--dynamic", "x:0:batch", capsys=capsys)
+    assert code == cli.EXIT_OK, err
+    assert "verification passed" in err
+
+
+def test_verify_onnx_without_target_says_what_it_compares(model_file: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from onnxsight.verification import available_providers
+
+    assert run("export", model_file, "-o", tmp_path / "m.onnx", "-q", capsys=capsys)[0] == cli.EXIT_OK
+    code, out, err = run("verify", tmp_path / "m.onnx", "--sarif", tmp_path / "v.sarif", capsys=capsys)
+    assert code == cli.EXIT_OK, err
+    target = cli.default_target(cli.Console(err=open(os.devnull, "w")))
+    assert target in available_providers()
+    assert f"on {target} against CPUExecutionProvider" in err
+    if target == "CPUExecutionProvider":
+        assert "no GPU provider" in err
+    assert (tmp_path / "v.sarif").exists()

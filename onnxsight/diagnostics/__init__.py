@@ -12,7 +12,7 @@ from __future__ import annotations
 from onnxsight.diagnostics._context import DiagnosticContext, as_location, module_path, node_location
 from onnxsight.diagnostics._diagnostic import Diagnostic
 from onnxsight.diagnostics._location import (
-    Location, caller_location, is_user_file, parse_stack_trace, traceback_frames, user_frame)
+    Location, caller_location, is_user_file, parse_stack_trace, traceback_frames, user_entry_point, user_frame)
 from onnxsight.rules import Level
 
 __all__ = ["Diagnostic", "Level", "Location"]

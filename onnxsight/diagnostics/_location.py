@@ -6,13 +6,16 @@ own code, i.e. not inside torch, onnxsight or the Python standard library.
 
 from __future__ import annotations
 
+import contextvars
 import linecache
 import os
 import re
 import sys
 import sysconfig
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Iterator
 
 _FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?\s*$')
 
@@ -45,7 +48,8 @@ class Location:
 
 def _library_roots() -> tuple[str, ...]:
     roots = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # onnxsight/
-    for key in ("stdlib", "platstdlib"):
+    # "scripts": the console-script launchers (.venv/bin/onnxsight), which are nobody's source code.
+    for key in ("stdlib", "platstdlib", "scripts"):
         path = sysconfig.get_paths().get(key)
         if path:
             roots.add(os.path.abspath(path))
@@ -104,8 +108,29 @@ def user_frame(frames: tuple[Location, ...]) -> Location | None:
     return None
 
 
+_ENTRY: contextvars.ContextVar[Location | None] = contextvars.ContextVar("onnxsight_entry", default=None)
+
+
+@contextmanager
+def user_entry_point(location: Location | None) -> Iterator[None]:
+    """Within this block, ``caller_location`` falls back to ``location`` when no user frame is on the stack.
+
+    The command line calls the library from its own frames only; the user's file is
+    the model file named on the command line, so that is where diagnostics without
+    a source line of their own are shown (never the ``.venv/bin/onnxsight`` launcher).
+    """
+    token = _ENTRY.set(location)
+    try:
+        yield
+    finally:
+        _ENTRY.reset(token)
+
+
 def caller_location(frame: FrameType | None = None) -> Location | None:
-    """The innermost user frame of the current Python stack (the call site of onnxsight.export)."""
+    """The innermost user frame of the current Python stack (the call site of onnxsight.export).
+
+    Without one (the command line), the entry point set by ``user_entry_point``, if any.
+    """
     frame = frame or sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
@@ -113,7 +138,7 @@ def caller_location(frame: FrameType | None = None) -> Location | None:
             return Location(file=path, line=frame.f_lineno, function=frame.f_code.co_name,
                             code=(linecache.getline(path, frame.f_lineno).strip() or None))
         frame = frame.f_back
-    return None
+    return _ENTRY.get()
 
 
 def traceback_frames(exc: BaseException) -> tuple[Location, ...]:
