@@ -22,6 +22,7 @@ from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
+from onnxsight.exporter._schema_check import check_type_constraints, require_outputs
 from onnxsight.exporter._translate_program import names_read, translate_program
 
 
@@ -107,7 +108,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     model.eval()
     try:
         with record.stage("capture") as stage:
-            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts)
+            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
             if exported is None:
                 stage.status = "failed"
                 _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
@@ -137,13 +138,18 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     program = ONNXProgram(translated, decomposed, ctx.diagnostics, record)
     with record.stage("check") as stage:
         _report_io(ctx, model, program, args, kwargs, input_names, output_names)
+        if not require_outputs(ctx, translated.graph, decomposed):
+            stage.status = "failed"
+            _fail(errors.TranslationError, f"{type(model).__name__} returns no tensor to export", ctx, record)
         try:
             onnx.checker.check_model(_checkable(program))
         except onnx.checker.ValidationError as exc:
             ctx.emit(rules.CHECKER_FAILED, error=str(exc)[:800])
             stage.status = "failed"
             _fail(errors.CheckerError, "the exported model is not valid ONNX", ctx, record)
-        _infer_shapes(ctx, program)
+        if check_type_constraints(ctx, _infer_shapes(ctx, program)):
+            stage.status = "failed"
+            _fail(errors.CheckerError, "the exported model breaks ONNX operator type constraints", ctx, record)
         if ctx.errors:
             stage.status = "failed"
             _fail(errors.TranslationError, "the exported model does not match the requested inputs/outputs",
@@ -173,12 +179,17 @@ def _structure(program: ONNXProgram) -> onnx.ModelProto:
     return model
 
 
-def _infer_shapes(ctx: DiagnosticContext, program: ONNXProgram) -> None:
-    """ONX002: ONNX's strict shape inference over the structure (cheap: no weights are copied)."""
+def _infer_shapes(ctx: DiagnosticContext, program: ONNXProgram) -> onnx.ModelProto:
+    """ONX002: ONNX's strict shape inference over the structure (cheap: no weights are copied).
+
+    Returns the structure with the inferred types (lenient inference where strict fails), for ONX004.
+    """
+    structure = _structure(program)
     try:
-        onnx.shape_inference.infer_shapes(_structure(program), strict_mode=True)
+        return onnx.shape_inference.infer_shapes(structure, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         ctx.emit(rules.SHAPE_INFERENCE_FAILED, error=str(exc).strip()[:800])
+    return onnx.shape_inference.infer_shapes(structure)
 
 
 def _resolve_overload(target: Any) -> Any:

@@ -189,6 +189,34 @@ STATE_MUTATION_DROPPED = define(
         "for inference (call `model.eval()`).",
     tags=("io", "state"))
 
+NO_TENSOR_OUTPUTS = define(
+    "IO006", "no-tensor-outputs", E,
+    "forward() returns no tensor: its outputs {outputs} are Python values, so the ONNX graph would "
+    "have no outputs",
+    "Return tensors (torch.tensor(value) or a tensor computed from the inputs), or compute the "
+    "values outside the model.",
+    what="Refuses to write a model whose `forward()` returns only Python numbers, strings, `None` "
+         "or nothing at all.",
+    why="torch.export specialises Python numbers to the values seen while tracing: they are "
+        "constants, not computations, and an ONNX graph without outputs computes nothing (ONNX "
+        "Runtime even refuses to load one). Writing it would hand the user a model that cannot run.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return x.shape[0] * 2, 3.0           # IO006: ([0] = 4, [1] = 3.0)
+    """,
+    how="""
+        Return tensors, so that the values are computed by the graph:
+
+        ```python
+        def forward(self, x):
+            return torch.tensor(x.shape[0] * 2), torch.tensor(3.0)
+        ```
+
+        or, if the values are really fixed, compute them outside the model.
+    """,
+    tags=("io",))
+
 # -- ONX: ONNX model checks ---------------------------------------------------------------------
 CHECKER_FAILED = define(
     "ONX001", "onnx-checker-failed", E,
@@ -237,3 +265,26 @@ EXTERNAL_DATA_WRITTEN = define(
     how="Move the `.onnx` file together with the data file named in the message; they must stay "
         "in the same directory.",
     tags=("onnx",))
+
+TYPE_CONSTRAINT_VIOLATED = define(
+    "ONX004", "onnx-type-constraint-violated", E,
+    "node {onnx_node} ({op}) gets {role} {index} ({name}) of type {dtype}, which {op} does not accept "
+    "at opset {opset}; allowed: {allowed}",
+    "Cast the value to an allowed type in the translation (a custom translation: b.cast(x, dtype)), "
+    "or report the op and dtype as an onnxsight bug.",
+    what="Checks every node of the exported graph (and its subgraphs) against its ONNX operator "
+         "schema: each input and output element type must be one its type constraint allows at "
+         "the model's opset.",
+    why="`onnx.checker` does not check element types against type constraints, so such a model "
+        "is written without a word, and ONNX Runtime refuses to load it later (\"Type "
+        "'tensor(double)' of input parameter ... is invalid\").",
+    example="""
+        def celu_double(b, x):                   # a custom translation for aten.celu
+            return b.op("Celu", x)               # Celu takes float32 only
+
+        onnxsight.export(M(), (torch.randn(3, dtype=torch.float64),),
+                         custom_translations={torch.ops.aten.celu.default: celu_double})   # ONX004
+    """,
+    how="Cast the value to one of the allowed types before the node and back after it "
+        "(`b.cast`), or compute the op by its formula from ops that accept the type.",
+    tags=("onnx", "dtype"))

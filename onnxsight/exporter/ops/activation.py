@@ -6,6 +6,7 @@ sigmoid, tanh and relu belong to the elementwise family.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -61,55 +62,92 @@ def aten_leaky_relu(b: GraphBuilder, self: Value, negative_slope: float = 0.01) 
     return b.op("LeakyRelu", self, alpha=float(negative_slope))
 
 
+# NOTE: ONNX Celu takes float32 only, and Elu, Selu, HardSigmoid, HardSwish and Mish take bfloat16 only
+# from opset 22; ONNX Runtime's CPU provider has no float64 kernel for them either (NOT_IMPLEMENTED at
+# load). Half types are computed in float32 and cast back (as torch computes them); float64 by the
+# formula, from ops that run in double, so no precision is lost.
+def _half_via_float32(b: GraphBuilder, x: Value, emit: Callable[[Value], Value]) -> Value:
+    """``emit(x)``, in float32 for the half types the op does not take at this opset."""
+    native = {torch.float16, torch.float32} | ({torch.bfloat16} if b.opset >= 22 else set())
+    if x.dtype is None or x.dtype in native:
+        return emit(x)
+    return b.cast(emit(b.cast(x, torch.float32)), x.dtype)
+
+
+def _elu_formula(b: GraphBuilder, x: Value, alpha: float, scale: float, input_scale: float) -> Value:
+    """scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))"""
+    negative = b.op("Mul", b.op("Sub", b.op("Exp", b.op("Mul", x, b.scalar(input_scale, x))),
+                                b.scalar(1.0, x)), b.scalar(alpha, x))
+    positive = b.op("Greater", x, b.scalar(0.0, x), dtype=torch.bool)
+    return b.op("Mul", b.op("Where", positive, x, negative, dtype=x.dtype), b.scalar(scale, x))
+
+
+def _hardsigmoid_formula(b: GraphBuilder, x: Value) -> Value:
+    """clamp(x / 6 + 1 / 2, 0, 1)"""
+    shifted = b.op("Add", b.op("Mul", x, b.scalar(1 / 6, x)), b.scalar(0.5, x))
+    return b.op("Clip", shifted, b.scalar(0.0, x), b.scalar(1.0, x))
+
+
 @translation(aten.elu.default)
 def aten_elu(b: GraphBuilder, self: Value, alpha: float = 1, scale: float = 1, input_scale: float = 1) -> Value:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    if input_scale == 1:
+    if input_scale == 1 and self.dtype != torch.float64:
         # scale * elu_alpha(x) is exactly ONNX Selu(alpha, gamma=scale).
         if scale == 1:
-            return b.op("Elu", self, alpha=float(alpha))
-        return b.op("Selu", self, alpha=float(alpha), gamma=float(scale))
-    # scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))
-    negative = b.op("Mul", b.op("Sub", b.op("Exp", b.op("Mul", self, b.scalar(input_scale, self))),
-                                b.scalar(1.0, self)), b.scalar(alpha, self))
-    positive = b.op("Greater", self, b.scalar(0.0, self), dtype=torch.bool)
-    return b.op("Mul", b.op("Where", positive, self, negative, dtype=self.dtype), b.scalar(scale, self))
+            return _half_via_float32(b, self, lambda x: b.op("Elu", x, alpha=float(alpha)))
+        return _half_via_float32(b, self, lambda x: b.op("Selu", x, alpha=float(alpha), gamma=float(scale)))
+    return _elu_formula(b, self, alpha, scale, input_scale)
 
 
 @translation(aten.selu.default)
 def aten_selu(b: GraphBuilder, self: Value) -> Value:
     """selu(Tensor self) -> Tensor"""
-    return b.op("Selu", self, alpha=1.6732632423543772, gamma=1.0507009873554805)
+    return aten_elu(b, self, 1.6732632423543772, 1.0507009873554805)
 
 
 @translation(aten.celu.default)
 def aten_celu(b: GraphBuilder, self: Value, alpha: float = 1.0) -> Value:
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
-    return b.op("Celu", self, alpha=float(alpha))
+    if self.dtype == torch.float64:  # max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+        return b.op("Add", b.op("Relu", self), b.op("Min", b.scalar(0.0, self),
+                                                   _elu_formula(b, self, alpha, 1.0, 1.0 / alpha)))
+    if self.dtype in (None, torch.float32):
+        return b.op("Celu", self, alpha=float(alpha))
+    return b.cast(b.op("Celu", b.cast(self, torch.float32), alpha=float(alpha)), self.dtype)
 
 
 @translation(aten.hardswish.default)
 def aten_hardswish(b: GraphBuilder, self: Value) -> Value:
     """hardswish(Tensor self) -> Tensor"""
-    return b.op("HardSwish", self)
+    if self.dtype == torch.float64:
+        return b.op("Mul", self, _hardsigmoid_formula(b, self))
+    return _half_via_float32(b, self, lambda x: b.op("HardSwish", x))
 
 
 @translation(aten.hardsigmoid.default)
 def aten_hardsigmoid(b: GraphBuilder, self: Value) -> Value:
     """hardsigmoid(Tensor self) -> Tensor"""
-    return b.op("HardSigmoid", self, alpha=1 / 6, beta=0.5)
+    if self.dtype == torch.float64:
+        return _hardsigmoid_formula(b, self)
+    return _half_via_float32(b, self, lambda x: b.op("HardSigmoid", x, alpha=1 / 6, beta=0.5))
 
 
 @translation(aten.mish.default, until=17)
 def aten_mish(b: GraphBuilder, self: Value) -> Value:
     """mish(Tensor self) -> Tensor"""
-    return b.op("Mul", self, b.op("Tanh", b.op("Softplus", self)))
+    def formula(x: Value) -> Value:  # Softplus has no float64 kernel: log(1 + exp(x)) (inf -> x * 1)
+        soft = b.op("Log", b.op("Add", b.op("Exp", x), b.scalar(1.0, x))) if x.dtype == torch.float64 \
+            else b.op("Softplus", x)
+        return b.op("Mul", x, b.op("Tanh", soft))
+    return _half_via_float32(b, self, formula)
 
 
 @translation(aten.mish.default, since=18)
 def aten_mish_18(b: GraphBuilder, self: Value) -> Value:
     """mish(Tensor self) -> Tensor"""
-    return b.op("Mish", self)
+    if self.dtype == torch.float64:
+        return aten_mish(b, self)
+    return _half_via_float32(b, self, lambda x: b.op("Mish", x))
 
 
 @translation(aten._prelu_kernel.default)

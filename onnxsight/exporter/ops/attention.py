@@ -102,7 +102,39 @@ def aten_scaled_dot_product_attention_23(b: GraphBuilder, query: Value, key: Val
 
     ONNX Attention takes 4-D (B, H, L, E) inputs and has no dropout; other cases use the formula.
     """
-    if dropout_p > 0 or not (query.rank == key.rank == value.rank == 4):
+    if dropout_p > 0 or not (query.rank == key.rank == value.rank == 4) or _needs_formula(attn_mask):
         return _sdpa_formula(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    return b.op("Attention", query, key, value, attn_mask, is_causal=int(is_causal),
+    mask = None if attn_mask is None else _attention_mask(b, attn_mask, query, key)
+    return b.op("Attention", query, key, value, mask, is_causal=int(is_causal),
                 scale=None if scale is None else float(scale))
+
+
+# NOTE: torch broadcasts attn_mask against (B, H, L, S) from the right; ONNX Runtime's Attention
+# (1.2x, CPU) accepts a 2-D to 4-D mask only, whose query axis is exactly L and whose head axis
+# is 1 or H: a [B, 1, 1, S] padding mask (nn.MultiheadAttention's key_padding_mask), [1, S] or
+# [S] fails at run time with "inconsistent q_sequence_length". Such masks are expanded to
+# [..., L, S] first. Bool masks are kept (True: attend, as torch), all-masked rows included.
+def _needs_formula(mask: Value | None) -> bool:
+    """Masks Attention cannot take in any shape: unknown rank, or more than 4 axes."""
+    return mask is not None and (mask.rank is None or mask.rank > 4)
+
+
+def _same_size(a: int | str | None, b: int | str | None) -> bool:
+    return a is not None and a == b
+
+
+def _attention_mask(b: GraphBuilder, mask: Value, query: Value, key: Value) -> Value:
+    """``mask`` in a shape ONNX Runtime's Attention accepts: 2-D to 4-D, query axis L, key axis S."""
+    rank = mask.rank or 0
+    shape, q_shape, k_shape = mask.shape or (), query.shape or (), key.shape or ()
+    fits = (rank >= 2 and _same_size(shape[-2], q_shape[-2] if q_shape else None)
+            and _same_size(shape[-1], k_shape[-2] if k_shape else None)
+            and (rank < 3 or shape[-3] == 1 or _same_size(shape[-3], _heads(query))))
+    if fits:
+        return mask
+    lead = max(rank, 2) - 2
+    target = b.op("Concat", b.const([1] * lead, torch.int64), dim(b, query, -2), dim(b, key, -2), axis=0,
+                  dtype=torch.int64)
+    out_shape = (*shape[:lead], q_shape[-2] if q_shape else None, k_shape[-2] if k_shape else None) \
+        if rank >= 2 else (q_shape[-2] if q_shape else None, k_shape[-2] if k_shape else None)
+    return b.op("Expand", mask, target, dtype=mask.dtype, shape=out_shape)
