@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import torch
@@ -66,7 +67,12 @@ def decomposition_table(keep: tuple = KEPT_OPS) -> dict:
 
 def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> torch.export.ExportedProgram:
     """Run decompositions; ops in ``extra_keep`` (custom translations' targets) are kept too."""
-    return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
+    # NOTE: torch's own pytree code warns (FutureWarning, `isinstance(treespec, LeafSpec)` is
+    # deprecated) while re-tracing: a message about torch's internals that the user can do nothing
+    # about. Silenced here, for this call only, as capture does (exporter/_capture.py).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
+        return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
 
 
 def needs_decomposition(program: torch.export.ExportedProgram, registry: Any, opset: int) -> str | None:

@@ -182,3 +182,28 @@ def test_binary_file_object_receives_the_model(tmp_path: Any) -> None:
 def test_good_calls_next_to_the_bad_ones_still_export(options: dict[str, Any]) -> None:
     program = onnxsight.export(One(), (X4,), **options)
     assert not [d for d in program.diagnostics if d.rule.code.startswith("ARG")]
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.nn.functional.glu(x, -1),
+    lambda x: torch.lerp(x, x * 2, 0.3),
+    lambda x: x.clone().add_(1),
+], ids=["glu", "lerp", "in-place"])
+def test_decomposition_prints_no_torch_future_warning(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """torch's pytree FutureWarning during run_decompositions never reaches the user's terminal."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = onnxsight.export(Fn(fn), (torch.randn(2, 4),))
+    assert [s.status for s in program.record.stages if s.name == "decompose"] == ["ok"]
+    assert not [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
