@@ -1,75 +1,234 @@
-"""Capture: torch.export non-strict, then strict; every attempt recorded and classified."""
+"""Capture: torch.export non-strict, then strict; every attempt recorded and classified.
+
+Dynamic dims: a dim the user asked dynamic either stays dynamic, is narrowed by
+one of torch.export's suggested fixes (a range or a relation, applied and
+reported as CAP007 with the ``dynamic_shapes`` code to write), or is refused
+(CAP005/CAP008, naming the input, axis and the user's line). The outcome of
+every requested dim is kept in ``facts["dynamic_dims"]`` (see ``_audit``).
+"""
 
 from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import torch
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, traceback_frames, user_frame
+from onnxsight.exporter import _audit as audit
+from onnxsight.exporter._fixes import RequestedDim, parse_fixes, refine, render, requested_dims
 from onnxsight.exporter._record import CaptureAttempt
+from onnxsight.exporter._torchlog import TorchLog, recording
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
+MAX_FIX_ROUNDS = 4
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def classify(exc: BaseException) -> rules.Rule:
-    """The catalog rule that best names why torch.export failed."""
-    name = type(exc).__name__
-    text = str(exc)
-    user_error_type = str(getattr(exc, "error_type", ""))
-    if "INVALID_INPUT" in user_error_type and "dynamic_shapes" in text:  # structure torch checks, we did not
-        return rules.BAD_DYNAMIC_SHAPES
-    if "specializ" in text or ("inferred to be a constant" in text):
-        return rules.DYNAMIC_DIM_SPECIALIZED
-    if name in ("ConstraintViolationError",) or "CONSTRAINT_VIOLATION" in user_error_type:
-        return rules.DYNAMIC_SHAPE_VIOLATION
-    if name in ("GuardOnDataDependentSymNode", "DataDependentOutputException") or "DYNAMIC_CONTROL_FLOW" in user_error_type \
-            or "data-dependent" in text.lower() or "data dependent" in text.lower():
-        return rules.DATA_DEPENDENT_CONTROL_FLOW
-    if name in ("Unsupported", "UncapturedHigherOrderOpError") or "UNSUPPORTED" in user_error_type:
-        return rules.UNSUPPORTED_PYTHON_CONSTRUCT
+    """The catalog rule for why torch.export failed, by exception type and structured fields.
+
+    The exception and its causes are inspected outermost first; torch's message
+    text is never matched, except to tell an INVALID_INPUT about dynamic_shapes.
+    """
+    from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported, UserError, UserErrorType
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
+
+    for error in _chain(exc):
+        if isinstance(error, UserError):
+            kind = error.error_type
+            if kind in (UserErrorType.CONSTRAINT_VIOLATION, UserErrorType.DYNAMIC_DIM):
+                return rules.DYNAMIC_SHAPE_VIOLATION
+            if kind is UserErrorType.DYNAMIC_CONTROL_FLOW:
+                return rules.DATA_DEPENDENT_CONTROL_FLOW
+            if kind is UserErrorType.INVALID_INPUT and "dynamic_shapes" in str(error):
+                return rules.BAD_DYNAMIC_SHAPES
+        elif isinstance(error, ConstraintViolationError):
+            return rules.DYNAMIC_SHAPE_VIOLATION
+        elif isinstance(error, (GuardOnDataDependentSymNode, DataDependentOutputException,
+                                DynamicOutputShapeException)):
+            return rules.DATA_DEPENDENT_CONTROL_FLOW
+        elif isinstance(error, (Unsupported, UncapturedHigherOrderOpError)):
+            return rules.UNSUPPORTED_PYTHON_CONSTRUCT
     return rules.ALL_CAPTURE_FAILED
 
 
 def _short(exc: BaseException, limit: int = 600) -> str:
+    """torch's first paragraph: the sentence that says what went wrong, without its debugging advice."""
     text = str(exc).strip() or type(exc).__name__
+    text = text.split("\n\n")[0].strip()
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+@dataclass
+class _Try:
+    program: torch.export.ExportedProgram | None
+    error: BaseException | None
+    log: TorchLog
+    seconds: float
+
+
+def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
+         oblivious: bool) -> _Try:
+    """One torch.export call with torch's logging recorded instead of printed."""
+    from torch.fx.experimental import _config as shapes_config
+
+    start = time.perf_counter()
+    with recording() as log, warnings.catch_warnings(), shapes_config.patch(backed_size_oblivious=oblivious):
+        # torch.export's own deprecation noise, not the user's concern.
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+        try:
+            program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
+                                          strict=strict)
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
+            return _Try(None, exc, log, time.perf_counter() - start)
+    return _Try(program, None, log, time.perf_counter() - start)
+
+
+@dataclass
+class _Session:
+    """One strategy, retried with torch.export's safe fixes applied, until it succeeds or is refused."""
+
+    model: torch.nn.Module
+    args: tuple
+    kwargs: dict[str, Any]
+    ctx: DiagnosticContext
+    attempts: list[CaptureAttempt]
+    strategy: str
+    strict: bool
+    dims: list[RequestedDim]
+    entries: dict[tuple[str, int], dict[str, Any]]
+    final: bool = False                  # a refusal or an unfixable constraint was reported: stop
+    error: BaseException | None = None
+    applied: list[str] = field(default_factory=list)
+
+    def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
+        shapes, oblivious = dynamic_shapes, any(d.size <= 1 for d in self.dims)
+        for _ in range(MAX_FIX_ROUNDS):
+            attempt = _run(self.model, self.args, self.kwargs, shapes, self.strict, oblivious)
+            label = self.strategy + (", size-oblivious" if oblivious else "") + \
+                (f", {len(self.applied)} fix(es) applied" if self.applied else "")
+            if attempt.program is not None:
+                self.attempts.append(CaptureAttempt(label, True, attempt.seconds, log=attempt.log.log_lines()))
+                return self._accept(attempt, shapes, oblivious)
+            exc = attempt.error
+            assert exc is not None
+            rule = classify(exc)
+            self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
+                                                rule.code, log=attempt.log.log_lines()))
+            self.error = exc
+            if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
+                if oblivious:  # size-oblivious capture hit something else: capture as torch.export does
+                    oblivious = False
+                    continue
+                self._strategy_failed(attempt, exc)
+                return None
+            shapes = self._fix(attempt, shapes, exc, oblivious)
+            if shapes is None:
+                return None
+        self._violation(attempt, exc)
+        return None
+
+    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, oblivious: bool) -> Any:
+        """The refined dynamic_shapes to try next, or None once a refusal or violation is reported."""
+        message = str(getattr(exc, "msg", None) or exc)
+        by_label = {d.label: d for d in self.dims}
+        fixes = parse_fixes(message, set(by_label))
+        static = [(by_label[f.name], f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label]
+        static += [(by_label[name], value, f"{name} = {value}") for name, value in audit.specialised(message)
+                   if name in by_label and all(name != d.label for d, _, _ in static)]
+        if static:
+            for dim, value, text in static:
+                audit.refuse(self.ctx, self.entries, attempt.log, dim, value, text, shapes,
+                             size_cause=dim.size <= 1)
+            self.final = True
+            return None
+        if not fixes:
+            self._violation(attempt, exc)
+            return None
+        try:
+            refined = refine(message, shapes)
+        except Exception:  # noqa: BLE001 - a fix torch cannot apply itself is reported, not guessed
+            self._violation(attempt, exc)
+            return None
+        self.applied.extend(f.text for f in fixes)
+        audit.narrowed(self.entries, attempt.log, self.dims, fixes)
+        return refined
+
+    def _accept(self, attempt: _Try, shapes: Any, oblivious: bool) -> torch.export.ExportedProgram | None:
+        program = attempt.program
+        assert program is not None
+        if oblivious:
+            problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
+            small = [d for d in self.dims if d.size <= 1]
+            if problem is not None:
+                for dim in small:
+                    audit.refuse(self.ctx, self.entries, attempt.log, dim, dim.size, problem, shapes,
+                                 size_cause=True)
+                self.final = True
+                return None
+            audit.kept_size_oblivious(self.ctx, self.entries, small)
+        if self.applied:
+            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes))
+        return program
+
+    def _strategy_failed(self, attempt: _Try, exc: BaseException) -> None:
+        frames = traceback_frames(exc)
+        self.ctx.emit(rules.CAPTURE_STRATEGY_FAILED, location=user_frame(frames), stack=frames,
+                      strategy=self.strategy, seconds=f"{attempt.seconds:.2f}", error_type=type(exc).__name__,
+                      error=_short(exc, 300))
+
+    def _violation(self, attempt: _Try, exc: BaseException) -> None:
+        """CAP004: constraints torch.export offers no applicable fix for."""
+        frames = traceback_frames(exc)
+        names = audit.violated(str(getattr(exc, "msg", None) or exc), self.dims)
+        location = next((loc for loc in (audit.where(attempt.log, d) for d in names) if loc), None)
+        self.ctx.emit(rules.DYNAMIC_SHAPE_VIOLATION, location=location or user_frame(frames), stack=frames,
+                      dims=", ".join(d.describe() for d in names) or "the dynamic dims", error=_short(exc))
+        for dim in names:
+            audit.set_status(self.entries, dim, "refused", _short(exc, 200), location)
+        self.final = True
+
+
 def capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any,
-            ctx: DiagnosticContext, attempts: list[CaptureAttempt]) -> torch.export.ExportedProgram | None:
-    """Try each strategy in order; append an attempt per try. None when all failed (errors emitted)."""
+            ctx: DiagnosticContext, attempts: list[CaptureAttempt],
+            facts: dict[str, Any] | None = None) -> torch.export.ExportedProgram | None:
+    """Try each strategy in order; append an attempt per try. None when all failed (errors emitted).
+
+    ``facts["dynamic_dims"]`` receives the audit of every dim asked dynamic.
+    """
+    dims = requested_dims(model, args, kwargs, dynamic_shapes)
+    entries = audit.start(dims)
+    if facts is not None and dims:
+        facts["dynamic_dims"] = list(entries.values())
     failures: list[tuple[str, BaseException]] = []
     for strategy, strict in STRATEGIES:
-        start = time.perf_counter()
-        try:
-            with warnings.catch_warnings():
-                # torch.export's own deprecation noise, not the user's concern.
-                warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-                program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                                              strict=strict)
-        except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
-            seconds = time.perf_counter() - start
-            rule = classify(exc)
-            attempts.append(CaptureAttempt(strategy, False, seconds, type(exc).__name__, _short(exc), rule.code))
-            failures.append((strategy, exc))
-            frames = traceback_frames(exc)
-            ctx.emit(rules.CAPTURE_STRATEGY_FAILED, location=user_frame(frames), stack=frames,
-                     strategy=strategy, seconds=f"{seconds:.2f}", error_type=type(exc).__name__,
-                     error=_short(exc, 300))
-            continue
-        attempts.append(CaptureAttempt(strategy, True, time.perf_counter() - start))
-        return program
+        session = _Session(model, args, kwargs, ctx, attempts, strategy, strict, dims, entries)
+        program = session.run(dynamic_shapes)
+        if program is not None:
+            audit.confirm(entries, dims)
+            return program
+        if session.final:
+            return None
+        assert session.error is not None
+        failures.append((strategy, session.error))
     # Every strategy failed: report the first (most informative, non-strict) failure as the error.
     strategy, exc = failures[0]
     frames = traceback_frames(exc)
-    rule = classify(exc)
-    fields = dict(strategy=strategy, error=_short(exc), error_type=type(exc).__name__,
-                  strategies=", ".join(s for s, _ in failures))
-    if rule is rules.DYNAMIC_DIM_SPECIALIZED:
-        fields.update(dim="?", input="?", value="a constant")
-    ctx.emit(rule, location=user_frame(frames), stack=frames, **fields)
+    location = user_frame(frames)
+    ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
+             error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
+             dims="the dynamic dims", cause=audit.cause(location))
     return None

@@ -24,6 +24,8 @@ class CaptureAttempt:
     error_type: str | None = None
     error: str | None = None
     rule: str | None = None
+    # torch's own log lines (WARNING and above) during the attempt: kept for the report, never printed.
+    log: tuple[str, ...] = ()
 
 
 @dataclass
@@ -34,6 +36,8 @@ class ExportRecord:
     opset: int = 18
     stages: list[StageRecord] = field(default_factory=list)
     attempts: list[CaptureAttempt] = field(default_factory=list)
+    # Model and run facts for the reports. ``facts["dynamic_dims"]``: the specialisation audit, one dict
+    # per dim asked dynamic (input, axis, dim, status, detail, file, line; see exporter/_audit.py).
     facts: dict[str, Any] = field(default_factory=dict)
     # The captured (then decomposed) program, kept for the reports' model facts even when a
     # later stage fails; never serialised.

@@ -127,7 +127,7 @@ CAPTURE_STRATEGY_FAILED = define(
 
 DATA_DEPENDENT_CONTROL_FLOW = define(
     "CAP002", "data-dependent-control-flow", E,
-    "control flow depends on tensor data ({strategy}): {error}",
+    "{cause} depends on tensor data, which {strategy} cannot trace: {error}",
     "Use torch.cond for data-dependent branches, or make the condition depend on shapes only.",
     what="Reports a Python `if`/`while` (or `bool()`/`int()` call) whose value depends on the "
          "contents of a tensor, which torch.export cannot trace.",
@@ -154,7 +154,7 @@ DATA_DEPENDENT_CONTROL_FLOW = define(
 
 UNSUPPORTED_PYTHON_CONSTRUCT = define(
     "CAP003", "unsupported-python-construct", E,
-    "{strategy} cannot trace a Python construct: {error}",
+    "{strategy} cannot trace a Python construct at {cause}: {error}",
     "Rewrite the construct in plain tensor operations, or move it out of forward().",
     what="Reports Python features torch.export cannot trace: calls into C extensions, "
          "generators with side effects, unsupported builtins, I/O inside `forward()`.",
@@ -171,39 +171,56 @@ UNSUPPORTED_PYTHON_CONSTRUCT = define(
 
 DYNAMIC_SHAPE_VIOLATION = define(
     "CAP004", "dynamic-shape-constraint-violation", E,
-    "dynamic shape constraints are violated: {error}",
-    "Adjust dynamic_shapes to the constraints torch.export reports (for example min/max of a Dim).",
+    "dynamic shape constraints on {dims} are violated and torch.export offers no fix onnxsight can apply: "
+    "{error}",
+    "Adjust dynamic_shapes to the constraints torch.export reports (a Dim's min/max, or one Dim shared by "
+    "equal dimensions).",
     what="Reports that the model's code constrains a dimension marked dynamic (for example "
-         "requires it to be even, or equal to another dimension).",
-    why="The exported model would accept sizes the code cannot handle.",
+         "requires it to be even, or equal to another dimension) in a way none of torch.export's "
+         "suggested fixes resolves.",
+    why="The exported model would accept sizes the code cannot handle. Fixes that only narrow a "
+        "range or add a relation are applied automatically (CAP007); this error remains when "
+        "torch.export suggests nothing, or something it cannot apply itself.",
     example="""
         class M(torch.nn.Module):
-            def forward(self, x, y):
-                return x + y               # forces dim 0 of x == dim 0 of y
+            def forward(self, x):
+                return x.unflatten(0, (2, -1))   # dim 0 must be even: no Dim expresses "even" alone
 
-        batch, other = torch.export.Dim("batch"), torch.export.Dim("other")
-        onnxsight.export(M(), (a, b), dynamic_shapes={"x": {0: batch}, "y": {0: other}})
+        onnxsight.export(M(), (torch.randn(6, 3),), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
     """,
-    how="Use the suggested fixes torch.export prints: share one `Dim` between equal dimensions, "
-        "or give the `Dim` the `min`/`max` the code requires.",
+    how="Give the `Dim` the range the code requires, share one `Dim` between equal dimensions, or "
+        "express a multiple with a derived Dim (`k = Dim(\"k\"); {0: 2 * k}`).",
     tags=("capture", "dynamic-shapes"))
 
 DYNAMIC_DIM_SPECIALIZED = define(
     "CAP005", "dynamic-dim-specialized", E,
-    "dimension {dim} of input {input} was marked dynamic but the model specialised it to {value}",
-    "Remove the dimension from dynamic_shapes, or change the code that forces it to a constant.",
-    what="Reports a dimension marked dynamic that the model's code forces to one value.",
-    why="The ONNX model could only run with that size; torch.export stops rather than silently "
-        "export a static model.",
+    "input `{input}` axis {axis} ({dim}) is marked dynamic, but {cause} fixes it to {value}; torch.export's fix "
+    "`{suggestion}` would export it static, so onnxsight does not apply it. Write that line in terms of the "
+    "dynamic size, or make the axis static yourself: {static}",
+    "Rewrite the line named in the message in terms of the dynamic size (`x.shape[0]`, `-1`), or stop "
+    "marking the axis dynamic.",
+    what="Reports a dimension marked dynamic that the model's code forces to one value, with the input "
+         "(forward()'s argument and the path inside it), the axis, the value and the user's line that "
+         "forced it.",
+    why="The ONNX model could only run with that size. torch.export suggests making the dim a "
+        "constant and torch.onnx applies that silently; onnxsight refuses, because the model "
+        "would then fail (or compute wrong numbers) at every other size the user asked for.",
     example="""
         class M(torch.nn.Module):
             def forward(self, x):
-                return x.reshape(4, 8)          # batch * 8 must be 32: batch == 4
+                return x.view(4, -1)            # CAP005: batch must be 4
 
         onnxsight.export(M(), (torch.randn(4, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
     """,
-    how="Write the code in terms of the dynamic size (`x.reshape(-1, 8)`), or stop marking the "
-        "dimension dynamic.",
+    how="""
+        Write the code in terms of the dynamic size:
+
+        ```python
+        return x.view(x.shape[0], -1)
+        ```
+
+        or, if the size really is fixed, stop marking it dynamic (`{"x": {0: 4}}` or no entry).
+    """,
     tags=("capture", "dynamic-shapes"))
 
 ALL_CAPTURE_FAILED = define(
@@ -223,6 +240,70 @@ ALL_CAPTURE_FAILED = define(
     how="Read the CAP001 warnings that precede this error: the non-strict error usually names the "
         "line. Rewrite that line with plain tensor operations.",
     tags=("capture",))
+
+DYNAMIC_SHAPE_FIX_APPLIED = define(
+    "CAP007", "dynamic-shape-fix-applied", W,
+    "{dims} only works for the sizes torch.export's fix allows ({fixes}), required by {cause}; onnxsight "
+    "applied it. To export without this warning, write: {code}",
+    "Put the dynamic_shapes from the message in your export() call, or change the code that needs it.",
+    what="Reports that torch.export found a dimension marked dynamic to be valid for fewer sizes than "
+         "asked (a maximum, a minimum, a multiple of 8, equal to another dimension), and that onnxsight "
+         "applied torch.export's suggested fix and exported.",
+    why="The fix only narrows a range or adds a relation: every size the exported model accepts is "
+        "computed correctly, but sizes outside the fix are rejected at run time. The user should know, "
+        "and can make it explicit.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, input_ids):
+                seq = input_ids.shape[1]
+                return self.tok(input_ids) + self.pos(self.position_ids[:, :seq])   # seq <= 512
+
+        onnxsight.export(M(), (ids,), dynamic_shapes={"input_ids": {1: Dim("seq")}})
+        # CAP007 ... write: seq = Dim('seq', max=512); dynamic_shapes = {'input_ids': {1: seq}}
+    """,
+    how="Copy the `dynamic_shapes` code from the message into the export call; if the limit is not "
+        "intended, change the line the message names.",
+    tags=("capture", "dynamic-shapes"))
+
+EXAMPLE_SIZE_SPECIALIZED = define(
+    "CAP008", "example-size-specialized", E,
+    "input `{input}` axis {axis} ({dim}) is marked dynamic but the example has size {size}, which "
+    "torch.export specialises{cause}; pass an example of shape {shape} for `{input}`",
+    "Export with an example whose dynamic axes have size 2 or more.",
+    what="Reports a dimension marked dynamic whose example size is 0 or 1 and that cannot be kept "
+         "dynamic: torch.export specialises sizes 0 and 1, and capturing size-oblivious either fails or "
+         "gives a graph that computes something else at the example.",
+    why="With a batch-1 example the model is traced as if the batch were always 1 (broadcasting, "
+        "squeezes); torch.onnx exports that and computes wrong numbers at batch 2. The cause is the "
+        "example, not the model.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return x.squeeze(0) if x.shape[0] == 1 else x   # CAP008 with a batch-1 example
+
+        onnxsight.export(M(), (torch.randn(1, 3),), dynamic_shapes={"x": {0: Dim("batch")}})
+    """,
+    how="Pass an example with size 2 or more along every dynamic axis (`torch.randn(2, 3)`), or stop "
+        "marking the axis dynamic.",
+    tags=("capture", "dynamic-shapes"))
+
+SIZE_ONE_EXAMPLE_KEPT_DYNAMIC = define(
+    "CAP009", "size-one-example-kept-dynamic", N,
+    "input `{input}` axis {axis} ({dim}) has size {size} in the example, which torch.export would "
+    "specialise; onnxsight captured it size-oblivious and checked the graph at the example, so it stays "
+    "dynamic",
+    "Export with an example of size 2 or more along dynamic axes to skip this step.",
+    what="Notes that a dimension marked dynamic had size 0 or 1 in the example and was kept dynamic by "
+         "capturing with torch.export's size-oblivious reasoning, then checking that the captured graph "
+         "computes the model's outputs at the example.",
+    why="torch.export specialises sizes 0 and 1; without this step a batch-1 example with a dynamic "
+        "batch fails to export (or, in torch.onnx, exports a model wrong at other sizes).",
+    example="""
+        onnxsight.export(cnn, (torch.randn(1, 3, 224, 224),),
+                         dynamic_shapes={"x": {0: Dim("batch")}})   # CAP009: batch stays dynamic
+    """,
+    how="Nothing is wrong. An example of size 2 along each dynamic axis avoids the extra check.",
+    tags=("capture", "dynamic-shapes"))
 
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(

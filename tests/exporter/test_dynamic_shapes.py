@@ -43,15 +43,24 @@ def test_dynamic_axes_by_input_name_and_list_form() -> None:
     assert program.model_proto.graph.input[0].name == "features"
 
 
-def test_specialised_dynamic_dim_is_a_capture_error() -> None:
+@pytest.mark.parametrize("style", ["dynamic_shapes", "dynamic_axes"])
+def test_specialised_dynamic_dim_is_a_cap005_at_the_model_line(style: str) -> None:
     class Fixed(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.reshape(2, 8)  # forces the batch to 2
 
+    line = Fixed.forward.__code__.co_firstlineno + 1
+    options = ({"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}} if style == "dynamic_shapes"
+               else {"dynamic_axes": {"x": {0: "batch"}}})
     with pytest.raises(onnxsight.ExportError) as info:
-        onnxsight.export(Fixed(), (torch.randn(2, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
-    codes = {d.code for d in info.value.diagnostics if d.level.value == "error"}
-    assert codes & {"CAP004", "CAP005"}, codes
+        onnxsight.export(Fixed(), (torch.randn(2, 8),), **options)
+    errors = [d for d in info.value.diagnostics if d.level.value == "error"]
+    assert [d.code for d in errors] == ["CAP005"]
+    assert (errors[0].location.file, errors[0].location.line) == (__file__, line)
+    assert "input `x` axis 0" in errors[0].message and f"test_dynamic_shapes.py:{line}" in errors[0].message
+    assert "fixes it to 2" in errors[0].message
+    assert [(e["input"], e["axis"], e["status"], e["line"]) for e in info.value.record.facts["dynamic_dims"]] == [
+        ("x", 0, "refused", line)]
 
 
 def test_varargs_module_takes_one_nested_entry_per_bound_argument() -> None:

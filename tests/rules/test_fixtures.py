@@ -71,7 +71,21 @@ class DataDependentBranch(torch.nn.Module):
 
 class Specialised(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.reshape(4, 8)
+        return x.reshape(4, 8)  # @CAP005
+
+
+class PositionLimit(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(1, 16, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.table[:, : x.shape[1]]  # @CAP007
+
+
+class SqueezeBatch(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze(0) if x.shape[0] == 1 else x  # @CAP008
 
 
 class FloorDivide(torch.nn.Module):
@@ -188,7 +202,13 @@ CASES: tuple[Case, ...] = (
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
-    Case("CAP005", Specialised, args=(torch.randn(4, 8),), marker="export",
+    Case("CAP005", Specialised, args=(torch.randn(4, 8),),
+         options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
+    Case("CAP007", PositionLimit, args=(torch.randn(2, 5, 4),),
+         options={"dynamic_shapes": {"x": {1: torch.export.Dim("seq")}}}),
+    Case("CAP008", SqueezeBatch, args=(torch.randn(1, 3),),
+         options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
+    Case("CAP009", Sin, args=(torch.randn(1, 4),), marker="export",
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
     Case("OPS001", CustomOp),
     Case("OPS002", Sin, marker="sin", options={"registry": Registry()}),

@@ -1,0 +1,150 @@
+"""The specialisation audit: what became of every dim the user asked dynamic, and the diagnostics saying so.
+
+Each requested dim gets one entry in ``record.facts["dynamic_dims"]``::
+
+    {"input": "x", "axis": 0, "dim": "batch", "status": "dynamic" | "narrowed" | "refused" | "unknown",
+     "detail": "...", "file": "/path/model.py", "line": 12, "code": "return x.view(4, -1)"}
+
+``narrowed``: a torch.export fix (range or relation) was applied, ``detail`` is the fix;
+``refused``: the dim cannot stay dynamic, ``detail`` says why and ``file``/``line`` where.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable
+
+import torch
+from torch.utils import _pytree as pytree
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext, Location
+from onnxsight.exporter._fixes import Fix, RequestedDim, refine, render
+from onnxsight.exporter._torchlog import TorchLog
+
+Entries = dict[tuple[str, int], dict[str, Any]]
+_MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
+_SOLVED = re.compile(r"solving the guards generated for (\S+) = \S+ resulted in a specialized value of (-?\d+)")
+
+
+def start(dims: Iterable[RequestedDim]) -> Entries:
+    return {(d.path, d.axis): {"input": d.path, "axis": d.axis, "dim": d.name, "status": "unknown", "detail": "",
+                               "file": None, "line": None, "code": None} for d in dims}
+
+
+def set_status(entries: Entries, dim: RequestedDim, status: str, detail: str, location: Location | None) -> None:
+    entry = entries.get((dim.path, dim.axis))
+    if entry is not None:
+        entry.update(status=status, detail=detail, file=location.file if location else None,
+                     line=location.line if location else None, code=location.code if location else None)
+
+
+def specialised(message: str) -> list[tuple[str, int]]:
+    """(dim label, value) for each "specialized it to be a constant" torch reports without a fix line."""
+    found = [(m[1], int(m[2])) for m in _MARKED.finditer(message)]
+    return found + [(m[1], int(m[2])) for m in _SOLVED.finditer(message)]
+
+
+def violated(message: str, dims: Iterable[RequestedDim]) -> list[RequestedDim]:
+    """The requested dims torch's violation message names (for the message, never for classifying)."""
+    return [d for d in dims if re.search(rf"(?<![\w']){re.escape(d.label)}(?![\w'])", message)]
+
+
+def where(log: TorchLog, dim: RequestedDim, *, specialised: bool = False) -> Location | None:
+    symbol = log.source_symbols().get(dim.source)
+    return log.where(symbol, specialised=specialised) if symbol else None
+
+
+def cause(location: Location | None) -> str:
+    if location is None:
+        return "the model's code"
+    path = os.path.relpath(location.file) if not os.path.relpath(location.file).startswith("..") else location.file
+    code = f"`{location.code}` " if location.code else ""
+    return f"{code}at {path}:{location.line}"
+
+
+def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dim: RequestedDim, value: int | None,
+           fix: str, shapes: Any, *, size_cause: bool) -> None:
+    """CAP005 (the code fixes the dim to a constant) or CAP008 (the example's size 0/1 is the cause)."""
+    location = where(log, dim, specialised=True)
+    if size_cause:
+        shape = _grown_shape(dim)
+        ctx.emit(rules.EXAMPLE_SIZE_SPECIALIZED, location=location, input=dim.path, axis=dim.axis,
+                 dim=dim.name or "Dim.DYNAMIC", size=dim.size,
+                 cause=f"; {cause(location)} depends on it" if location else "", shape=shape)
+        set_status(entries, dim, "refused", f"example size {dim.size}: {fix}", location)
+        return
+    ctx.emit(rules.DYNAMIC_DIM_SPECIALIZED, location=location, input=dim.path, axis=dim.axis,
+             dim=dim.name or "Dim.DYNAMIC", value=value if value is not None else "a constant",
+             cause=cause(location), suggestion=fix, static=_static_code(fix, shapes))
+    set_status(entries, dim, "refused", f"specialised to {value}: torch.export suggests `{fix}`", location)
+
+
+def _static_code(fix: str, shapes: Any) -> str:
+    try:
+        return render(refine(f"Suggested fixes:\n  {fix}\n", shapes))
+    except Exception:  # noqa: BLE001 - an unnamed Dim.DYNAMIC: say it in words
+        return "drop the axis from dynamic_shapes"
+
+
+def _grown_shape(dim: RequestedDim) -> str:
+    """The example's shape with the dim at 2: what to pass instead."""
+    shape = [2 if axis == dim.axis else size for axis, size in enumerate(dim.shape)]
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def narrowed(entries: Entries, log: TorchLog, dims: Iterable[RequestedDim], fixes: Iterable[Fix]) -> None:
+    by_label = {d.label: d for d in dims}
+    for fix in fixes:
+        dim = by_label.get(fix.name)
+        if dim is not None and fix.kind in ("range", "relation"):
+            set_status(entries, dim, "narrowed", fix.text, where(log, dim))
+
+
+def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[RequestedDim],
+                  applied: list[str], code: str) -> None:
+    """CAP007: the export succeeded with torch.export's fixes; the message is the code to write."""
+    touched = [d for d in dims if entries.get((d.path, d.axis), {}).get("status") == "narrowed"]
+    location = next((Location(e["file"], e["line"], code=e["code"]) for d in touched
+                     if (e := entries[(d.path, d.axis)])["file"]), None)
+    ctx.emit(rules.DYNAMIC_SHAPE_FIX_APPLIED, location=location,
+             dims=", ".join(d.describe() for d in touched) or "the dynamic dims", fixes="; ".join(applied),
+             cause=cause(location), code=code)
+
+
+def kept_size_oblivious(ctx: DiagnosticContext, entries: Entries, dims: Iterable[RequestedDim]) -> None:
+    for dim in dims:
+        ctx.emit(rules.SIZE_ONE_EXAMPLE_KEPT_DYNAMIC, input=dim.path, axis=dim.axis, dim=dim.name or "Dim.DYNAMIC",
+                 size=dim.size)
+        set_status(entries, dim, "dynamic", f"example size {dim.size}: captured size-oblivious, checked at the "
+                   "example", None)
+
+
+def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Module, args: tuple,
+                     kwargs: dict) -> str | None:
+    """None when the captured graph computes what the model does at the example; else what differs."""
+    try:
+        with torch.no_grad():
+            expected = pytree.tree_leaves(model(*args, **kwargs))
+            got = pytree.tree_leaves(program.module()(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - a runtime assert at size 1 is the answer here
+        return f"the graph captured for sizes >= 2 fails at the example: {type(exc).__name__}: " \
+               f"{(str(exc).strip().splitlines() or [''])[0][:200]}"
+    if len(expected) != len(got):
+        return f"the graph captured for sizes >= 2 returns {len(got)} outputs at the example, the model {len(expected)}"
+    for index, (want, have) in enumerate(zip(expected, got)):
+        if isinstance(want, torch.Tensor):
+            try:
+                torch.testing.assert_close(have, want)
+            except AssertionError:
+                return f"the graph captured for sizes >= 2 computes output {index} differently at the example"
+    return None
+
+
+def confirm(entries: Entries, dims: Iterable[RequestedDim]) -> None:
+    """After a successful capture: every dim not narrowed (or noted) stayed dynamic."""
+    for dim in dims:
+        entry = entries.get((dim.path, dim.axis))
+        if entry is not None and entry["status"] == "unknown":
+            entry["status"] = "dynamic"

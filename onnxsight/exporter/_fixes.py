@@ -1,0 +1,159 @@
+"""The dims a user asked dynamic, torch.export's suggested fixes, and the ``dynamic_shapes`` code to write.
+
+torch.export's ConstraintViolation error ends with a "Suggested fixes:" block:
+``seq = Dim('seq', max=32)`` narrows a range, ``seq = 8*_seq - 3`` (with a new
+root ``_seq``) or ``b = a`` adds a relation, ``batch = 4`` makes a dim a
+constant. onnxsight applies the first two kinds and never the third when the
+dim was asked dynamic (see ``_capture``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import torch
+
+_FIX = re.compile(r"^\s*(?P<name>[^=\s][^=]*?)\s*=\s*(?P<rhs>.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class RequestedDim:
+    """One axis of one input leaf that ``dynamic_shapes`` marks dynamic."""
+
+    path: str            # forward()'s argument and the path inside it: ``x``, ``inputs['a']``
+    axis: int
+    name: str | None     # the torch.export Dim's name; None for ``Dim.DYNAMIC``
+    size: int            # the example's size along ``axis``
+    source: str          # torch's name for it: ``L['inputs']['a'].size()[0]``
+    shape: tuple[int, ...] = ()  # the example leaf's shape
+
+    @property
+    def label(self) -> str:
+        """How torch's messages name the dim: the Dim's name, else its source."""
+        return self.name or self.source
+
+    def describe(self) -> str:
+        return f"input `{self.path}` axis {self.axis} ({self.name or 'Dim.DYNAMIC'})"
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One line of torch.export's "Suggested fixes" block."""
+
+    name: str
+    kind: str           # "static" | "range" | "root" | "relation"
+    text: str           # the line as torch wrote it
+    value: int | None = None
+
+
+def bound_arguments(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(inspect.signature(model.forward).bind(*args, **kwargs).arguments)
+
+
+def requested_dims(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any],
+                   dynamic_shapes: Any) -> list[RequestedDim]:
+    """Every axis ``dynamic_shapes`` asks dynamic (named Dims, derived Dims, ``Dim.DYNAMIC``)."""
+    if dynamic_shapes is None:
+        return []
+    try:
+        bound = bound_arguments(model, args, kwargs)
+    except TypeError:
+        return []
+    spec = dict(zip(bound, dynamic_shapes)) if isinstance(dynamic_shapes, (tuple, list)) else dynamic_shapes
+    if not isinstance(spec, Mapping):
+        return []
+    found: list[RequestedDim] = []
+    for arg, value in bound.items():
+        if arg in spec:
+            found.extend(_walk(spec[arg], value, arg, f"L[{arg!r}]"))
+    return found
+
+
+def _walk(spec: Any, value: Any, path: str, source: str) -> Iterator[RequestedDim]:
+    if isinstance(value, torch.Tensor):
+        items = spec.items() if isinstance(spec, Mapping) else enumerate(spec) if isinstance(spec, (list, tuple)) \
+            else ()
+        for axis, dim in items:
+            if isinstance(axis, int) and 0 <= axis < value.dim() and _asks_dynamic(dim):
+                name = getattr(dim, "__name__", None)
+                yield RequestedDim(path, axis, name if isinstance(name, str) else None, int(value.shape[axis]),
+                                   f"{source}.size()[{axis}]", tuple(int(n) for n in value.shape))
+    elif isinstance(value, Mapping) and isinstance(spec, Mapping):
+        for key, item in value.items():
+            if key in spec:
+                yield from _walk(spec[key], item, f"{path}[{key!r}]", f"{source}[{key!r}]")
+    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+        for index, (sub, item) in enumerate(zip(spec, value)):
+            yield from _walk(sub, item, f"{path}[{index}]", f"{source}[{index}]")
+
+
+def _asks_dynamic(dim: Any) -> bool:
+    """Named and derived Dims and ``Dim.DYNAMIC`` must stay dynamic; ``AUTO``, ``STATIC``, ints need not."""
+    hint = getattr(dim, "type", None)
+    if hint is not None and type(dim).__name__ == "_DimHint":
+        return hint.name == "DYNAMIC"
+    return isinstance(dim, torch.export.Dim) and type(dim).__name__ != "_StaticDim"
+
+
+def parse_fixes(message: str, requested: set[str]) -> list[Fix]:
+    """The "Suggested fixes" block of a torch.export error; [] when there is none."""
+    _, found, block = message.partition("Suggested fixes:")
+    if not found:
+        return []
+    fixes: list[Fix] = []
+    for line in block.strip("\n").splitlines():
+        if not line.strip():
+            break
+        match = _FIX.match(line)
+        if match is None:
+            continue
+        name, rhs = match["name"], match["rhs"]
+        if re.fullmatch(r"-?\d+", rhs):
+            fixes.append(Fix(name, "static", line.strip(), int(rhs)))
+        elif rhs.startswith("Dim("):
+            fixes.append(Fix(name, "range" if name in requested else "root", line.strip()))
+        else:
+            fixes.append(Fix(name, "relation", line.strip()))
+    return fixes
+
+
+def refine(message: str, dynamic_shapes: Any) -> Any:
+    """torch.export's own application of its suggested fixes to ``dynamic_shapes``."""
+    from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+    return refine_dynamic_shapes_from_suggested_fixes(message, dynamic_shapes)
+
+
+def render(dynamic_shapes: Any) -> str:
+    """The Python to write: ``seq = Dim("seq", max=32); dynamic_shapes = {"x": {1: seq}}``."""
+    roots: dict[str, str] = {}
+    body = _render(dynamic_shapes, roots)
+    return "; ".join([*(f"{name} = {text}" for name, text in roots.items()), f"dynamic_shapes = {body}"])
+
+
+def _render(spec: Any, roots: dict[str, str]) -> str:
+    if isinstance(spec, Mapping):
+        return "{" + ", ".join(f"{key!r}: {_render(value, roots)}" for key, value in spec.items()) + "}"
+    if isinstance(spec, (list, tuple)):
+        items = [_render(value, roots) for value in spec]
+        return ("[" + ", ".join(items) + "]") if isinstance(spec, list) else \
+            ("(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")")
+    if type(spec).__name__ == "_DimHint":
+        return f"Dim.{spec.type.name}"
+    if isinstance(spec, torch.export.Dim):
+        root = getattr(spec, "root", None)
+        _root(root if root is not None else spec, roots)
+        return spec.__name__
+    return repr(spec)
+
+
+def _root(dim: Any, roots: dict[str, str]) -> None:
+    bounds = []
+    if getattr(dim, "min", None) not in (None, 0):
+        bounds.append(f"min={dim.min}")
+    if str(getattr(dim, "max", "int_oo")) not in ("int_oo", "oo", "None"):
+        bounds.append(f"max={dim.max}")
+    roots.setdefault(dim.__name__, f"Dim({', '.join([repr(dim.__name__), *bounds])})")

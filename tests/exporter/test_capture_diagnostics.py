@@ -1,0 +1,234 @@
+"""Capture diagnostics: why a dim cannot stay dynamic, torch.export's safe fixes applied, no torch noise.
+
+Each case is a model, its example and dynamic_shapes, and the diagnostic it must
+produce: code, level, the line of this file it points at (``# @marker``) and
+the words its message must contain (the input, the axis, the file:line, the fix).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+import onnxsight
+from onnxsight.exporter._capture import classify
+
+HERE = os.path.abspath(__file__)
+NAME = os.path.basename(HERE)
+
+
+def _line(marker: str) -> int:
+    with open(HERE, encoding="utf-8") as handle:
+        numbers = [n for n, text in enumerate(handle, 1) if text.rstrip().endswith(f"# @{marker}")]
+    assert len(numbers) == 1, f"marker @{marker} must appear once, found {numbers}"
+    return numbers[0]
+
+
+# -- models ---------------------------------------------------------------------------------------
+class BertEmbeddings(torch.nn.Module):
+    """BERT's embedding block: position ids sliced to the sequence length (at most 32 here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens, self.positions = torch.nn.Embedding(100, 16), torch.nn.Embedding(32, 16)
+        self.register_buffer("position_ids", torch.arange(32)[None])
+        self.query = torch.nn.Linear(16, 16)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        seq = input_ids.shape[1]
+        h = self.tokens(input_ids) + self.positions(self.position_ids[:, :seq])  # @bert
+        scores = self.query(h) @ h.transpose(1, 2)
+        return torch.softmax(scores, -1) @ h
+
+
+class PadToMultipleOf8(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.pad(x, (0, (8 - x.shape[1] % 8) % 8))
+        return x.view(x.shape[0], -1, 8).sum(-1)  # @pad8
+
+
+class DataDependentBranch(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int((x > 0).sum())  # @datadep
+        return x * n if n > 2 else x
+
+
+class ViewFour(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(4, -1)  # @view4
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.norm(self.conv(x))).mean((2, 3))
+
+
+class SqueezeSingleBatch(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze(0) if x.shape[0] == 1 else x  # @squeeze
+
+
+class NestedInputs(torch.nn.Module):
+    def forward(self, inputs: dict[str, Any]) -> torch.Tensor:
+        return inputs["a"].view(2, -1).sum() + inputs["b"]["c"].sum()  # @nested
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    model: Callable[[], torch.nn.Module]
+    args: tuple
+    dynamic_shapes: Any
+    code: str
+    marker: str | None                  # the model line the diagnostic points at; None: the export call
+    words: tuple[str, ...] = ()
+    exported: bool = False              # the export succeeds (a warning or note, not an error)
+    status: dict[tuple[str, int], str] = field(default_factory=dict)
+
+
+def _where(marker: str) -> str:
+    return f"{NAME}:{_line(marker)}"
+
+
+CASES = (
+    Case("bert-seq-max", BertEmbeddings, (torch.randint(0, 100, (2, 5)),), {"input_ids": {1: Dim("seq")}},
+         "CAP007", "bert", ("input `input_ids` axis 1 (seq)", "seq = Dim('seq', max=32)",
+                            "dynamic_shapes = {'input_ids': {1: seq}}"),
+         exported=True, status={("input_ids", 1): "narrowed"}),
+    Case("pad-to-8", PadToMultipleOf8, (torch.randn(2, 13),), {"x": {1: Dim("seq")}},
+         "CAP007", "pad8", ("input `x` axis 1 (seq)", "_seq = Dim('_seq', min=1)",
+                            "dynamic_shapes = {'x': {1: 8*_seq - 3}}"),
+         exported=True, status={("x", 1): "narrowed"}),
+    Case("data-dependent", DataDependentBranch, (torch.randn(4, 3),), None, "CAP002", "datadep",
+         ("data",)),
+    Case("view-specialises-batch", ViewFour, (torch.randn(4, 6),), {"x": {0: Dim("batch")}}, "CAP005", "view4",
+         ("input `x` axis 0 (batch)", "fixes it to 4", "`batch = 4`", "x.view(4, -1)",
+          "dynamic_shapes = {'x': {0: 4}}"),
+         status={("x", 0): "refused"}),
+    Case("cnn-batch-1", lambda: SmallCNN().eval(), (torch.randn(1, 3, 8, 8),),
+         {"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}}, "CAP009", None,
+         ("input `x` axis 0 (batch)", "size 1", "stays dynamic"),
+         exported=True, status={("x", 0): "dynamic", ("x", 2): "dynamic", ("x", 3): "dynamic"}),
+    Case("squeeze-batch-1", SqueezeSingleBatch, (torch.randn(1, 3),), {"x": {0: Dim("batch")}}, "CAP008", "squeeze",
+         ("input `x` axis 0 (batch)", "size 1", "shape (2, 3)"), status={("x", 0): "refused"}),
+    Case("nested-dict", NestedInputs, ({"a": torch.randn(2, 6), "b": {"c": torch.randn(3, 5)}},),
+         {"inputs": {"a": {0: Dim("rows")}, "b": {"c": {1: Dim("cols")}}}}, "CAP005", "nested",
+         ("input `inputs['a']` axis 0 (rows)", "fixes it to 2", "`rows = 2`",
+          "dynamic_shapes = {'inputs': {'a': {0: 2}, 'b': {'c': {1: cols}}}}"),
+         status={("inputs['a']", 0): "refused"}),
+)
+
+
+def _export(case: Case) -> tuple[Any, list[Any], Any]:
+    """(program or None, diagnostics, record)."""
+    try:
+        program = onnxsight.export(case.model(), case.args, dynamic_shapes=case.dynamic_shapes)  # @export
+    except onnxsight.ExportError as exc:
+        return None, exc.diagnostics, exc.record
+    return program, program.diagnostics, program.record
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_capture_diagnostic(case: Case, capfd: pytest.CaptureFixture[str]) -> None:
+    program, diagnostics, record = _export(case)
+    assert (program is not None) == case.exported, [str(d) for d in diagnostics]
+    found = [d for d in diagnostics if d.code == case.code]
+    assert found, f"{case.code} not emitted; got {[str(d) for d in diagnostics]}"
+    diagnostic = found[0]
+    assert not [d for d in diagnostics if d.code == "CAP005" and case.code != "CAP005"]
+    where = _line(case.marker or "export")
+    assert diagnostic.location is not None and (diagnostic.location.file, diagnostic.location.line) == (HERE, where)
+    if case.marker:
+        assert f"{NAME}:{where}" in diagnostic.message
+    for word in case.words:
+        assert word in diagnostic.message, (word, diagnostic.message)
+    assert not re.search(r"<\w+\?>|\?", diagnostic.message.replace("?)", "")), diagnostic.message
+    audit = {(e["input"], e["axis"]): e for e in record.facts.get("dynamic_dims", [])}
+    for key, status in case.status.items():
+        assert audit[key]["status"] == status, audit
+        if status in ("refused", "narrowed"):
+            assert (audit[key]["file"], audit[key]["line"]) == (HERE, where)
+    err = capfd.readouterr().err
+    assert not re.search(r"^[IWE]\d{4} |torch/|def forward\(", err, re.M), err
+
+
+def test_failed_capture_keeps_torch_log_in_the_record(capfd: pytest.CaptureFixture[str]) -> None:
+    _, _, record = _export(CASES[2])
+    assert [a.success for a in record.attempts] == [False, False]
+    assert any("def forward(" in line or "torch" in line for a in record.attempts for line in a.log)
+    assert "torch/" not in capfd.readouterr().err
+
+
+def test_fix_applied_model_runs_at_the_sizes_the_fix_allows() -> None:
+    model = BertEmbeddings().eval()
+    program = onnxsight.export(model, (torch.randint(0, 100, (2, 5)),),
+                               dynamic_shapes={"input_ids": {1: Dim("seq")}})
+    for seq in (3, 17, 32):
+        ids = torch.randint(0, 100, (2, seq))
+        torch.testing.assert_close(program(ids)[0], model(ids), atol=1e-4, rtol=1e-4)
+
+
+def test_batch_one_example_exports_a_model_right_at_batch_two() -> None:
+    model = SmallCNN().eval()
+    program = onnxsight.export(model, (torch.randn(1, 3, 8, 8),),
+                               dynamic_shapes={"x": {0: Dim("batch"), 2: Dim("h"), 3: Dim("w")}})
+    shape = program.model_proto.graph.input[0].type.tensor_type.shape
+    assert [d.dim_param or d.dim_value for d in shape.dim] == ["batch", 3, "h", "w"]
+    for size in ((2, 3, 8, 8), (3, 3, 5, 7), (1, 3, 8, 8)):
+        x = torch.randn(*size)
+        torch.testing.assert_close(program(x)[0], model(x), atol=1e-4, rtol=1e-4)
+
+
+# -- classification by exception type ------------------------------------------------------------------
+def _user_error(kind: str, message: str = "failed", cause: BaseException | None = None) -> BaseException:
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    error = UserError(UserErrorType[kind], message)
+    error.__cause__ = cause
+    return error
+
+
+def _exceptions() -> list[tuple[str, Callable[[], BaseException], str]]:
+    from torch._dynamo.exc import UncapturedHigherOrderOpError, Unsupported
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
+
+    nonzero = torch.ops.aten.nonzero.default
+    return [
+        ("UserError-CONSTRAINT_VIOLATION", lambda: _user_error("CONSTRAINT_VIOLATION"), "CAP004"),
+        ("UserError-DYNAMIC_DIM", lambda: _user_error("DYNAMIC_DIM"), "CAP004"),
+        ("UserError-DYNAMIC_CONTROL_FLOW", lambda: _user_error("DYNAMIC_CONTROL_FLOW"), "CAP002"),
+        ("UserError-INVALID_INPUT-dynamic_shapes",
+         lambda: _user_error("INVALID_INPUT", "mismatch between `inputs` and `dynamic_shapes`"), "ARG003"),
+        ("UserError-ANTI_PATTERN-from-guard",
+         lambda: _user_error("ANTI_PATTERN", cause=GuardOnDataDependentSymNode(sympy.Symbol("u0"), "u0")),
+         "CAP002"),
+        ("ConstraintViolationError", lambda: ConstraintViolationError("s0 not in range"), "CAP004"),
+        ("GuardOnDataDependentSymNode", lambda: GuardOnDataDependentSymNode(sympy.Symbol("u0"), "u0"), "CAP002"),
+        ("DataDependentOutputException", lambda: DataDependentOutputException(nonzero), "CAP002"),
+        ("DynamicOutputShapeException", lambda: DynamicOutputShapeException(nonzero), "CAP002"),
+        ("Unsupported", lambda: Unsupported("generator"), "CAP003"),
+        ("UncapturedHigherOrderOpError", lambda: UncapturedHigherOrderOpError("cond"), "CAP003"),
+        # torch's words alone never decide: these read like CAP005/CAP002 but are plain RuntimeErrors.
+        ("RuntimeError-specialized-words",
+         lambda: RuntimeError("You marked batch as dynamic but your code specialized it"), "CAP006"),
+        ("RuntimeError-data-dependent-words",
+         lambda: RuntimeError("Could not extract specialized integer from data-dependent expression"), "CAP006"),
+    ]
+
+
+@pytest.mark.parametrize("name,make,code", _exceptions(), ids=[n for n, _, _ in _exceptions()])
+def test_classify_by_exception_type(name: str, make: Callable[[], BaseException], code: str) -> None:
+    assert classify(make()).code == code
