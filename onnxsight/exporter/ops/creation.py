@@ -160,12 +160,37 @@ def _f64(b: GraphBuilder, x: Any) -> Value:
     return b.cast(x, torch.float64) if isinstance(x, Value) else b.const(float(x), torch.float64)
 
 
+def _i64(b: GraphBuilder, x: Any) -> Value:
+    """A bound as int64, truncated toward zero (C's cast, as torch's ``Scalar.to<int64_t>()``)."""
+    return b.cast(x, torch.int64) if isinstance(x, Value) else b.const(int(x), torch.int64)
+
+
+
+# NOTE: torch's arange into an integer dtype (RangeFactories.cpp) truncates start and step to int64
+# and fills start + i * step; its length is ceil((end - start) / step) in double from the bounds as
+# given, except for int64 where it is computed from the truncated bounds too. So
+# arange(-0.5, 4, dtype=int32) has 5 elements [0..4] but the same with int64 has 4.
+def _arange_integral(b: GraphBuilder, start: Any, end: Any, step: Any, out: torch.dtype) -> Value:
+    """arange with float bounds into an integer dtype, with torch's length and values."""
+    if out == torch.int64:
+        return b.op("Range", _i64(b, start), _i64(b, end), _i64(b, step), dtype=torch.int64)
+    if not any(isinstance(x, Value) for x in (start, end, step)):
+        count: Value = b.const(max(0, math.ceil((float(end) - float(start)) / float(step))), torch.int64)
+    else:
+        span = b.op("Div", b.op("Sub", _f64(b, end), _f64(b, start)), _f64(b, step))
+        count = b.op("Max", b.cast(b.op("Ceil", span), torch.int64), b.const(0, torch.int64))
+    index = b.op("Range", b.const(0, torch.int64), count, b.const(1, torch.int64), dtype=torch.int64)
+    return b.cast(b.op("Add", _i64(b, start), b.op("Mul", index, _i64(b, step))), out)
+
+
 @translation(aten.arange.start_step)
 def aten_arange_start_step(b: GraphBuilder, start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = None,
                            layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
     out = b.node.out_dtype or dtype or torch.int64
+    if not out.is_floating_point and any(not _is_int(x) for x in (start, end, step)):
+        return _arange_integral(b, start, end, step, out)
     if all(_is_int(x) for x in (start, end, step)):
         ints = [b.cast(x, torch.int64) if isinstance(x, Value) else b.const(x, torch.int64) for x in (start, end, step)]
         return b.cast(b.op("Range", *ints, dtype=torch.int64), out)
