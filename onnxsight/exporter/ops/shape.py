@@ -322,10 +322,17 @@ def aten_unfold(b: GraphBuilder, self: Value, dimension: int, size: int, step: i
     dim = norm_dim(dimension, rank)
     assert self.shape is not None
     length = self.shape[dim]
-    if not isinstance(length, int):
-        raise UnsupportedVariant("self", f"shape {self.shape}", f"a static size of dimension {dim}")
-    windows = (length - size) // step + 1
-    index = b.const([[i * step + j for j in range(size)] for i in range(windows)], torch.int64)
+    if isinstance(length, int):
+        windows = (length - size) // step + 1
+        index = b.const([[i * step + j for j in range(size)] for i in range(windows)], torch.int64)
+    else:  # symbolic length: window starts Range(0, (length - size) // step + 1) * step, in the graph
+        i64 = torch.int64
+        length_value = b.op("Squeeze", b.shape_of(self, dim, dim + 1), dtype=i64, shape=())
+        count = b.op("Add", b.op("Div", b.op("Sub", length_value, b.const(size, i64)), b.const(step, i64)),
+                     b.const(1, i64), dtype=i64, shape=())
+        starts = b.op("Mul", b.op("Range", b.const(0, i64), count, b.const(1, i64)), b.const(step, i64))
+        index = b.op("Add", b.op("Unsqueeze", starts, b.const([1], i64)), b.const([list(range(size))], i64),
+                     dtype=i64, shape=(None, size))
     picked = b.op("Gather", self, index, axis=dim)  # dims: before, windows, size, after
     perm = list(range(dim + 1)) + list(range(dim + 2, rank + 1)) + [dim + 1]
     return b.op("Transpose", picked, perm=perm)

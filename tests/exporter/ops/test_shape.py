@@ -130,3 +130,12 @@ def test_as_strided_with_symbolic_sizes(fn: Callable[..., Any]) -> None:
     """as_strided with a dynamic batch (ConvNeXt's layer scale, torchvision's stochastic depth) runs at other batches."""
     assert_like_eager(fn, torch.randn(4, 6), dynamic_shapes=(({0: BATCH},),),
                       runs=[(torch.randn(7, 6),), (torch.randn(2, 6),)])
+
+
+@pytest.mark.parametrize(("dimension", "size", "step"), [(0, 2, 1), (0, 3, 2), (-2, 1, 3), (1, 2, 1)])
+def test_unfold_over_a_symbolic_dim(dimension: int, size: int, step: int) -> None:
+    """Windows over a dynamic dim are counted in the graph: other lengths give other window counts."""
+    dynamic = torch.export.Dim("n", min=5, max=64)
+    assert_like_eager(lambda t: t.unfold(dimension, size, step) * 2, torch.randn(6, 5),
+                      dynamic_shapes=(({0: dynamic, 1: torch.export.Dim("m", min=5, max=64)},),),
+                      runs=[(torch.randn(9, 5),), (torch.randn(5, 7),)])
