@@ -104,6 +104,16 @@ def test_errors_present_themselves_as_onnxsight_names(name: str) -> None:
         assert issubclass(cls, onnxsight.ExportError)
 
 
+@pytest.mark.parametrize("name", ERRORS)
+def test_errors_pickle_by_their_public_name(name: str) -> None:
+    """pickle finds a class by ``__module__`` + name: ``onnxsight.<Name>`` must resolve to the same class."""
+    import pickle
+
+    error = getattr(onnxsight, name)("summary")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again).startswith("summary")
+
+
 def test_a_traceback_names_the_public_error() -> None:
     try:
         raise onnxsight.TranslationError("Unsupported could not be translated to ONNX")
