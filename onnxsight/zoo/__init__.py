@@ -8,9 +8,7 @@ Command line: ``onnxsight zoo run|list|report`` (``onnxsight.zoo.cli``).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from onnxsight._lazy import lazy_names
 from onnxsight.zoo._spec import BUILTIN_SUITES, ModelSpec, Suite, SuiteUnavailable, load_suite, load_suites
 
 _LAZY = {
@@ -26,8 +24,4 @@ _LAZY = {
 
 __all__ = sorted(["BUILTIN_SUITES", "ModelSpec", "Suite", "SuiteUnavailable", "load_suite", "load_suites", *_LAZY])
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'onnxsight.zoo' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
