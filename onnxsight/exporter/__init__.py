@@ -34,6 +34,7 @@ _INTERNAL = {
     "Translation": "onnxsight.exporter._registry",
     "target_key": "onnxsight.exporter._registry",
     "op_display": "onnxsight.exporter._translate",
+    "require_artifacts_dir": "onnxsight.exporter._inputs",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -43,6 +44,7 @@ __getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
 if TYPE_CHECKING:
     from onnxsight.exporter._api import export
     from onnxsight.exporter._builder import GraphBuilder, Value
+    from onnxsight.exporter._inputs import require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError)
     from onnxsight.exporter._program import ONNXProgram

@@ -16,6 +16,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import ExportError, ONNXProgram
 from onnxsight.exporter import export as export_core
+from onnxsight.exporter import require_artifacts_dir
 from onnxsight.pipeline._run_record import build_run_record
 from onnxsight.reports import write_reports, write_sarif
 
@@ -36,6 +37,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     error carries their paths (``.report_path``, ``.report_paths``).
     """
     inputs = (model, args, kwargs)
+    if report:
+        require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last
     try:
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
