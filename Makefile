@@ -8,7 +8,7 @@ JOBS   ?= 2
 # The torch the suite and README's benchmarks were run with; `make setup TORCH=torch` takes pip's choice.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-ops test-zoo test-ray test-all bench bench-startup bench-large sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-ops test-mutation test-zoo test-ray test-all bench bench-startup bench-large sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -34,6 +34,11 @@ test: setup browser-deps
 # in docs/op-coverage.json. `make test` runs the curated per-family lists in tests/exporter/ops.
 test-ops: setup
 	$(PY) -m tests.exporter.ops.coverage --out docs/op-coverage.json --limit 3
+
+# The verifier measures itself: faults injected into every dev-zoo model (smoke, tricky, transformers),
+# detection and clean rates per mode in docs/mutation.json (README.md quotes them).
+test-mutation: setup
+	$(PY) -m tests.verification.mutation --out docs/mutation.json --per-kind 8
 
 # The whole development zoo.
 test-zoo: setup
