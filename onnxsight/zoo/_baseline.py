@@ -40,6 +40,27 @@ class RegressionPolicy:
     time_floor_seconds: float = 1.0
 
 
+def auto_baseline(store: Any, run_id: str) -> str | None:
+    """``--baseline auto``: the latest earlier run over the same suites (in any order) that recorded results.
+
+    Never a run of other suites: against a run of ``smoke`` every ``transformers``
+    model would be new and every smoke model missing, which says nothing. With no
+    such run there is no baseline (and ``--fail-on new-errors`` counts every failure).
+    """
+    current = store.run_info(run_id)
+    if current is None:
+        return None
+    wanted = _suite_set(current["suites"])
+    runs = store.runs()
+    earlier = runs[(runs["models"] > 0) & (runs["run_id"] != run_id) & (runs["started"] <= current["started"])]
+    same = earlier[earlier["suites"].map(lambda suites: _suite_set(suites) == wanted).astype(bool)]
+    return None if same.empty else str(same.iloc[-1]["run_id"])
+
+
+def _suite_set(suites: Any) -> frozenset[str]:
+    return frozenset(part.strip() for part in str(suites or "").split(",") if part.strip())
+
+
 def _change(model: str, kind: str, detail: str, **values: Any) -> dict[str, Any]:
     return {"model": model, "kind": kind, "detail": detail, "regression": kind in REGRESSIONS, **values}
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence, TextIO
 
 from onnxsight.zoo import _sarif
-from onnxsight.zoo._baseline import REGRESSIONS, RegressionPolicy, compare
+from onnxsight.zoo._baseline import REGRESSIONS, RegressionPolicy, auto_baseline, compare
 from onnxsight.zoo._executors import Limits, make_executor
 from onnxsight.zoo._progress import Progress
 from onnxsight.zoo._result import PASSED, ModelResult
@@ -126,7 +126,7 @@ def _load_baseline(spec: str | None, store: ResultsStore, run_id: str
     if not spec:
         return None, None, None
     if spec == "auto":
-        previous = store.previous_run(run_id) or store.previous_run(run_id, same_suites=False)
+        previous = auto_baseline(store, run_id)  # the same suites only, never a run of others
         if previous is None:
             return None, None, None
         info = store.run_info(previous) or {}

@@ -127,3 +127,22 @@ def test_merged_sarif_is_valid(tmp_path) -> None:
     results = [_result("a", "failed", diagnostics=[_unsupported("aten.x")]), _result("b")]
     done = finish("r", options, results, store, skipped=[], interrupted=False)
     check_sarif_file(done.paths["merged_sarif"], "zoo_baseline_merged")
+
+
+@pytest.mark.parametrize("history, now, expected", [
+    ([("a", "smoke"), ("b", "tricky")], "smoke", "a"),                    # the latest run of other suites is skipped
+    ([("a", "smoke,tricky"), ("b", "smoke")], "tricky,smoke", "a"),       # same suites in another order
+    ([("a", "smoke"), ("b", "smoke,tricky")], "smoke", "a"),              # a superset is other suites
+    ([("a", "tricky")], "smoke", None),                                   # none: no baseline at all
+    ([("a", "smoke"), ("b", "smoke")], "smoke", "b"),                     # the latest of several
+    ([("a", "smoke", 0), ("b", "tricky")], "smoke", None),                # a run without results is no baseline
+], ids=["other-suites-later", "order", "superset", "none", "latest", "empty-run"])
+def test_baseline_auto_compares_the_same_suites(tmp_path, history: list, now: str, expected: str | None) -> None:
+    from onnxsight.zoo._runner import _load_baseline
+
+    store = ResultsStore(str(tmp_path / "store.sqlite"))
+    for run_id, suites, *count in history:
+        store.begin_run(run_id, out_dir=str(tmp_path / run_id), suites=suites.split(","))
+        store.add_results(run_id, [_result("m")] * (count[0] if count else 1))
+    store.begin_run("now", out_dir=str(tmp_path / "now"), suites=now.split(","))
+    assert _load_baseline("auto", store, "now")[0] == expected
