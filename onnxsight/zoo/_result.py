@@ -21,7 +21,8 @@ class ModelResult:
     """What happened to one model: stage reached, status, timings, sizes, accuracy, diagnostics.
 
     ``status`` is one of :data:`STATUSES`: ``failed`` means onnxsight reported
-    a problem (export error or accuracy mismatch); ``error`` that the model
+    a problem (export error, accuracy mismatch, or an exported program that
+    differs from the model's eager forward: ACC007); ``error`` that the model
     itself could not be built or run eagerly; the last three that its process
     crashed, hung or ran out of memory.
     """

@@ -73,8 +73,55 @@ def _output_diff(expected: Any, actual: list) -> tuple[float, int, float]:
             return float("inf"), len(reference), scale
         if ref.numel():
             diff = (ref.detach().double() - got.double()).abs()
-            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+            worst = max(worst, float(diff.nan_to_num(nan=float("inf"), posinf=float("inf")).max()))
     return worst, len(reference), scale
+
+
+def _eager_verdict(result: ModelResult, expected: Any, actual: list, prog: Any, spec: Any) -> bool:
+    """ACC007 unless every ONNX output equals the model's eager output under the verification tolerance.
+
+    Called once ONNX is known to match the exported program, so a disagreement here is the capture's:
+    Python state baked in at trace time, not a translation error. NaN/Inf disagreements fail.
+    """
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from onnxsight.verification import Tolerance, compare
+
+    tolerance = spec.tolerance if spec.tolerance is not None else Tolerance()
+    reference = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    names = list(prog.output_names)
+    for index, ref in enumerate(reference):
+        name = names[index] if index < len(names) else f"output {index}"
+        got = actual[index] if index < len(actual) else None
+        ref = torch.view_as_real(ref) if ref.is_complex() else ref
+        ref_np = ref.detach().cpu().float().numpy() if ref.dtype == torch.bfloat16 else ref.detach().cpu().numpy()
+        got_np = None if got is None else (got.detach().cpu().numpy() if isinstance(got, torch.Tensor) else got)
+        if got_np is not None:
+            bounds = tolerance.for_value(name, ref.dtype)
+            metrics = compare(ref_np, got_np, bounds, expected_dtype=ref.dtype)
+            if metrics.passed:
+                continue
+            diff = "inf (NaN/Inf on one side only)" if metrics.nonfinite_introduced or metrics.nan_inf_mismatch \
+                else (f"shape {tuple(got_np.shape)} vs eager {tuple(ref_np.shape)}" if metrics.shape_mismatch
+                      else f"{metrics.max_abs_diff:.3g}")
+            limit = f"atol {bounds.atol:g}, rtol {bounds.rtol:g}"
+        else:
+            diff, limit = "missing (the ONNX model has fewer outputs than forward() returns)", "-"
+        _emit_eager_mismatch(result, spec, name, diff, limit)
+        return False
+    return True
+
+
+def _emit_eager_mismatch(result: ModelResult, spec: Any, output: str, diff: str, limit: str) -> None:
+    from onnxsight import rules
+    from onnxsight.diagnostics import DiagnosticContext, Location
+
+    file, line = spec.source
+    ctx = DiagnosticContext()
+    ctx.emit(rules.EXPORT_DIFFERS_FROM_EAGER, location=Location(file, line) if file else None,
+             output=output, max_abs_diff=diff, tolerance=limit)
+    result.diagnostics.extend(d.to_dict() for d in ctx.diagnostics)
 
 
 def _export_stages(record: Any) -> list[dict[str, Any]]:
@@ -91,7 +138,7 @@ def _first_error(diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _root_cause(diagnostics: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first ACC002 root cause (value, op, source line), else the first error diagnostic."""
+    """The first ACC002 root cause (value, op, source line), else the first error diagnostic (ACC007...)."""
     for diag in diagnostics:
         if diag["rule"] == "ACC002":
             loc = diag.get("location") or {}
@@ -194,6 +241,8 @@ def run_model(task: dict[str, Any]) -> ModelResult:
             result.max_abs_diff, result.outputs_compared, result.reference_max_abs = _output_diff(expected, actual)
         with stage("verify"):
             verdict = _verify(result, prog, args, kwargs, task, spec)
+            # ONNX matches the exported program: does the exported program compute what forward() does?
+            verdict = verdict and _eager_verdict(result, expected, actual, prog, spec)
         result.status = PASSED if verdict else FAILED
         result.root_cause = None if verdict else _root_cause(result.diagnostics)
         _mark(task["model_dir"], "done")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from onnxsight.zoo._worker import run_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,3 +34,26 @@ def test_failed_export_names_the_op(tmp_path) -> None:
     assert result.failing_ops == ["zootest.twice.default"] or "zootest" in result.failing_ops[0]
     assert result.root_cause["rule"] == "OPS001"
     assert result.onnx_bytes is None and "export" in result.timings
+
+
+@pytest.mark.parametrize("model", ["counter", "reads_global", "inf_then_finite"])
+def test_export_that_differs_from_eager_fails_with_acc007(model: str, tmp_path) -> None:
+    result = run_model(_task(os.path.join(HERE, "suites", "eager_mismatch.py"), model, tmp_path))
+    assert (result.status, result.stage) == ("failed", "done")
+    assert result.verification["passed"] is True          # ONNX matches the exported program...
+    assert result.root_cause["rule"] == "ACC007"            # ...which is not what forward() computes
+    message = result.root_cause["message"]
+    assert "not what your model computes eagerly" in message and "output" in message
+    assert result.root_cause["file"].endswith("eager_mismatch.py")
+
+
+def test_inf_difference_is_named(tmp_path) -> None:
+    result = run_model(_task(os.path.join(HERE, "suites", "eager_mismatch.py"), "inf_then_finite", tmp_path))
+    assert "inf" in result.root_cause["message"]
+    assert result.max_abs_diff == float("inf")              # recorded as inf, not as the largest float
+
+
+def test_faithful_stateful_model_passes(tmp_path) -> None:
+    result = run_model(_task(os.path.join(HERE, "suites", "eager_mismatch.py"), "buffer_state", tmp_path))
+    assert result.status == "passed" and result.root_cause is None
+    assert not [d for d in result.diagnostics if d["rule"] == "ACC007"]
