@@ -8,7 +8,7 @@ JOBS   ?= 2
 # The torch the suite and README's benchmarks were run with; `make setup TORCH=torch` takes pip's choice.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-ray test-all bench bench-startup bench-large sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-startup bench-large sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -43,6 +43,10 @@ test-mutation: setup
 # The whole development zoo.
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
+
+# Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
+test-zoo-opsets: setup
+	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo/test_opsets.py
 
 # The zoo job on a local Ray (installs the optional `ray` extra first).
 test-ray: setup
