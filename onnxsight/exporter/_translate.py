@@ -182,15 +182,21 @@ class Translator:
                           value=f"{value} (input of {op_display(node.target)})",
                           dtype=str(complex_input.dtype if complex_input is not None else None))
             return
-        vals = _meta_vals(node)
-        b = self.builder
-        info = NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
+        self._translate(node, entry.fn)
+
+    def _node_info(self, node: torch.fx.Node, vals: tuple) -> NodeInfo:
+        return NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
                         tuple(self._rename_dims(_val_shape(v)) for v in vals), vals, _used_outputs(node),
                         MappingProxyType(node_metadata(node)))
+
+    def _translate(self, node: torch.fx.Node, fn: Any) -> None:
+        """Call ``fn`` with ``b.node`` set to this node; bind its outputs, or report why it failed."""
+        vals = _meta_vals(node)
+        b = self.builder
         first_node = len(b.nodes)
-        with b.translating(info):
+        with b.translating(self._node_info(node, vals)):
             try:
-                result = entry.fn(b, *self.arg(node.args), **self.arg(node.kwargs))
+                result = fn(b, *self.arg(node.args), **self.arg(node.kwargs))
             except UnsupportedVariant as exc:
                 self._fail(node, first_node)
                 self.ctx.emit(rules.UNSUPPORTED_OP_ARGUMENTS, node=node, op=op_display(node.target),
