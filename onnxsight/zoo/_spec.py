@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 BUILTIN_SUITES: dict[str, str] = {
     "smoke": "onnxsight.zoo.suites.smoke",
@@ -39,6 +39,8 @@ class ModelSpec:
     ``build()`` returns ``(model, args)`` or ``(model, args, kwargs)``; it runs
     in the worker process, so it may be slow or allocate freely. Tags select
     models (``--filter tag:vision``) and scheduling (``gpu`` needs a GPU worker).
+    ``custom_translations`` is passed to ``onnxsight.export`` as is (``{op: translation}``),
+    for a model with a custom op or one whose ATen op needs a translation of its own.
     """
 
     name: str
@@ -47,15 +49,18 @@ class ModelSpec:
     dynamic_shapes: Any = None
     tolerance: Any = None
     opset: int | None = None
+    custom_translations: Mapping[Any, Callable[..., Any]] | None = None
 
     def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
-                 dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None) -> None:
+                 dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None,
+                 custom_translations: Mapping[Any, Callable[..., Any]] | None = None) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "build", build)
         object.__setattr__(self, "tags", tuple(tags))
         object.__setattr__(self, "dynamic_shapes", dynamic_shapes)
         object.__setattr__(self, "tolerance", tolerance)
         object.__setattr__(self, "opset", opset)
+        object.__setattr__(self, "custom_translations", custom_translations)
 
     @property
     def source(self) -> tuple[str | None, int | None]:

@@ -190,7 +190,8 @@ def _export(result: ModelResult, model: Any, args: tuple, kwargs: dict, spec: An
 
     try:
         prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
-                                dynamic_shapes=spec.dynamic_shapes)
+                                dynamic_shapes=spec.dynamic_shapes,
+                                custom_translations=getattr(spec, "custom_translations", None))
     except onnxsight.ExportError as exc:
         result.status = FAILED
         result.export_stages = _export_stages(getattr(exc, "record", None))

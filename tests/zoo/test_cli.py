@@ -53,3 +53,42 @@ def test_report_rewrites_the_dashboard(tmp_path, capsys: pytest.CaptureFixture[s
     assert "dashboard:" in capsys.readouterr().out
     assert "m</td>" in (out / "dashboard.html").read_text() or "m<div" in (out / "dashboard.html").read_text()
     assert main(["zoo", "report", str(tmp_path / "empty")]) == 3
+
+
+CUSTOM_SUITE = '''
+import torch
+from onnxsight.zoo import ModelSpec
+
+@torch.library.custom_op("zoo_cli_test::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+@twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+class Twice(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.zoo_cli_test.twice(x)
+
+def twice_onnx(b, x):
+    return b.op("Add", x, x)
+
+def build():
+    return Twice(), (torch.randn(2, 3),)
+
+def suite():
+    return [ModelSpec("with_translation", build, custom_translations={"zoo_cli_test::twice": twice_onnx}),
+            ModelSpec("without_translation", build)]
+'''
+
+
+def test_model_spec_custom_translations_reach_the_export(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "custom_suite.py"
+    suite.write_text(CUSTOM_SUITE)
+    code = main(["zoo", "run", "--suite", str(suite), "--out", str(tmp_path / "out"), "--jobs", "1",
+                 "--fail-on", "never", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    store = ResultsStore(str(tmp_path / "onnxsight-zoo.sqlite"))
+    status = dict(store.results()[["model", "status"]].itertuples(index=False))
+    assert status == {"with_translation": "passed", "without_translation": "failed"}
