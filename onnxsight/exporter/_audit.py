@@ -3,17 +3,19 @@
 Each requested dim gets one entry in ``record.facts["dynamic_dims"]``::
 
     {"input": "x", "axis": 0, "dim": "batch", "status": "dynamic" | "narrowed" | "refused" | "unknown",
-     "detail": "...", "file": "/path/model.py", "line": 12, "code": "return x.view(4, -1)"}
+     "detail": "...", "file": "/path/model.py", "line": 12, "code": "return x.view(4, -1)",
+     "origin": "/site-packages/transformers/.../modeling_bert.py:210" or None}
 
 ``narrowed``: a torch.export fix (range or relation) was applied, ``detail`` is the fix;
-``refused``: the dim cannot stay dynamic, ``detail`` says why and ``file``/``line`` where.
+``refused``: the dim cannot stay dynamic, ``detail`` says why and ``file``/``line`` where (the user's
+line; ``origin`` the model library's line inside it, when the model comes from one).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import torch
 from torch.utils import _pytree as pytree
@@ -24,20 +26,33 @@ from onnxsight.exporter._fixes import Fix, RequestedDim, refine, render
 from onnxsight.exporter._torchlog import TorchLog
 
 Entries = dict[tuple[str, int], dict[str, Any]]
+Where = tuple[Optional[Location], Optional[Location]]    # (the user's line, a model library's line inside it)
 _MARKED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be a constant \((-?\d+)\)")
 _SOLVED = re.compile(r"solving the guards generated for (\S+) = \S+ resulted in a specialized value of (-?\d+)")
 
 
 def start(dims: Iterable[RequestedDim]) -> Entries:
     return {(d.path, d.axis): {"input": d.path, "axis": d.axis, "dim": d.name, "status": "unknown", "detail": "",
-                               "file": None, "line": None, "code": None} for d in dims}
+                               "file": None, "line": None, "code": None, "origin": None} for d in dims}
 
 
-def set_status(entries: Entries, dim: RequestedDim, status: str, detail: str, location: Location | None) -> None:
-    entry = entries.get((dim.path, dim.axis))
-    if entry is not None:
-        entry.update(status=status, detail=detail, file=location.file if location else None,
-                     line=location.line if location else None, code=location.code if location else None)
+def groups(dims: Iterable[RequestedDim]) -> dict[str, list[RequestedDim]]:
+    """Dims by the label torch's messages use; one Dim shared by several inputs is one label."""
+    found: dict[str, list[RequestedDim]] = {}
+    for dim in dims:
+        found.setdefault(dim.label, []).append(dim)
+    return found
+
+
+def set_status(entries: Entries, dims: Iterable[RequestedDim], status: str, detail: str,
+               where: Where = (None, None)) -> None:
+    location, origin = where
+    for dim in dims:
+        entry = entries.get((dim.path, dim.axis))
+        if entry is not None:
+            entry.update(status=status, detail=detail, file=location.file if location else None,
+                         line=location.line if location else None, code=location.code if location else None,
+                         origin=f"{origin.file}:{origin.line}" if origin else None)
 
 
 def specialised(message: str) -> list[tuple[str, int]]:
@@ -51,34 +66,46 @@ def violated(message: str, dims: Iterable[RequestedDim]) -> list[RequestedDim]:
     return [d for d in dims if re.search(rf"(?<![\w']){re.escape(d.label)}(?![\w'])", message)]
 
 
-def where(log: TorchLog, dim: RequestedDim, *, specialised: bool = False) -> Location | None:
-    symbol = log.source_symbols().get(dim.source)
-    return log.where(symbol, specialised=specialised) if symbol else None
+def where(log: TorchLog, dims: Iterable[RequestedDim], *, specialised: bool = False) -> Where:
+    """The user's line (and a library's line inside it) that specialised or constrained any of ``dims``."""
+    symbols = log.source_symbols()
+    for dim in dims:
+        symbol = symbols.get(dim.source)
+        event = log.where(symbol, specialised=specialised) if symbol else None
+        if event is not None:
+            return event.location, event.origin
+    return None, None
 
 
-def cause(location: Location | None) -> str:
+def _path(location: Location) -> str:
+    relative = os.path.relpath(location.file)
+    return location.file if relative.startswith("..") else relative
+
+
+def cause(location: Location | None, origin: Location | None = None) -> str:
+    """"`x.view(4, -1)` at model.py:12", with the library line first when the user's line calls into one."""
     if location is None:
         return "the model's code"
-    path = os.path.relpath(location.file) if not os.path.relpath(location.file).startswith("..") else location.file
-    code = f"`{location.code}` " if location.code else ""
-    return f"{code}at {path}:{location.line}"
+    line = origin or location
+    text = f"`{line.code}` at {_path(line)}:{line.line}" if line.code else f"{_path(line)}:{line.line}"
+    return f"{text} (called from {_path(location)}:{location.line})" if origin else text
 
 
-def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dim: RequestedDim, value: int | None,
+def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[RequestedDim], value: int | None,
            fix: str, shapes: Any, *, size_cause: bool) -> None:
     """CAP005 (the code fixes the dim to a constant) or CAP008 (the example's size 0/1 is the cause)."""
-    location = where(log, dim, specialised=True)
+    found = where(log, dims, specialised=True)
+    dim = dims[0]
     if size_cause:
-        shape = _grown_shape(dim)
-        ctx.emit(rules.EXAMPLE_SIZE_SPECIALIZED, location=location, input=dim.path, axis=dim.axis,
+        ctx.emit(rules.EXAMPLE_SIZE_SPECIALIZED, location=found[0], input=dim.path, axis=dim.axis,
                  dim=dim.name or "Dim.DYNAMIC", size=dim.size,
-                 cause=f"; {cause(location)} depends on it" if location else "", shape=shape)
-        set_status(entries, dim, "refused", f"example size {dim.size}: {fix}", location)
+                 cause=f"; {cause(*found)} depends on it" if found[0] else "", shape=_grown_shape(dim))
+        set_status(entries, dims, "refused", f"example size {dim.size}: {fix}", found)
         return
-    ctx.emit(rules.DYNAMIC_DIM_SPECIALIZED, location=location, input=dim.path, axis=dim.axis,
+    ctx.emit(rules.DYNAMIC_DIM_SPECIALIZED, location=found[0], input=dim.path, axis=dim.axis,
              dim=dim.name or "Dim.DYNAMIC", value=value if value is not None else "a constant",
-             cause=cause(location), suggestion=fix, static=_static_code(fix, shapes))
-    set_status(entries, dim, "refused", f"specialised to {value}: torch.export suggests `{fix}`", location)
+             cause=cause(*found), suggestion=fix, static=_static_code(fix, shapes))
+    set_status(entries, dims, "refused", f"specialised to {value}: torch.export suggests `{fix}`", found)
 
 
 def _static_code(fix: str, shapes: Any) -> str:
@@ -94,31 +121,32 @@ def _grown_shape(dim: RequestedDim) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def narrowed(entries: Entries, log: TorchLog, dims: Iterable[RequestedDim], fixes: Iterable[Fix]) -> None:
-    by_label = {d.label: d for d in dims}
+def narrowed(entries: Entries, log: TorchLog, dims: Iterable[RequestedDim], fixes: Iterable[Fix]) -> Where:
+    """Mark the dims a range or relation fix narrows; returns where the first of them was constrained."""
+    by_label = groups(dims)
+    first: Where = (None, None)
     for fix in fixes:
-        dim = by_label.get(fix.name)
-        if dim is not None and fix.kind in ("range", "relation"):
-            set_status(entries, dim, "narrowed", fix.text, where(log, dim))
+        if fix.kind in ("range", "relation") and fix.name in by_label:
+            found = where(log, by_label[fix.name])
+            set_status(entries, by_label[fix.name], "narrowed", fix.text, found)
+            first = first if first[0] else found
+    return first
 
 
-def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[RequestedDim],
-                  applied: list[str], code: str) -> None:
+def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[RequestedDim], applied: list[str],
+                  code: str, found: Where) -> None:
     """CAP007: the export succeeded with torch.export's fixes; the message is the code to write."""
     touched = [d for d in dims if entries.get((d.path, d.axis), {}).get("status") == "narrowed"]
-    location = next((Location(e["file"], e["line"], code=e["code"]) for d in touched
-                     if (e := entries[(d.path, d.axis)])["file"]), None)
-    ctx.emit(rules.DYNAMIC_SHAPE_FIX_APPLIED, location=location,
+    ctx.emit(rules.DYNAMIC_SHAPE_FIX_APPLIED, location=found[0],
              dims=", ".join(d.describe() for d in touched) or "the dynamic dims", fixes="; ".join(applied),
-             cause=cause(location), code=code)
+             cause=cause(*found), code=code)
 
 
-def kept_size_oblivious(ctx: DiagnosticContext, entries: Entries, dims: Iterable[RequestedDim]) -> None:
+def kept_size_oblivious(ctx: DiagnosticContext, dims: Iterable[RequestedDim]) -> None:
+    """CAP009, one per dim (a Dim shared by several inputs: its first) kept dynamic from a size-1 example."""
     for dim in dims:
         ctx.emit(rules.SIZE_ONE_EXAMPLE_KEPT_DYNAMIC, input=dim.path, axis=dim.axis, dim=dim.name or "Dim.DYNAMIC",
                  size=dim.size)
-        set_status(entries, dim, "dynamic", f"example size {dim.size}: captured size-oblivious, checked at the "
-                   "example", None)
 
 
 def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Module, args: tuple,

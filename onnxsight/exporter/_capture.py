@@ -22,6 +22,7 @@ from onnxsight.exporter import _audit as audit
 from onnxsight.exporter._fixes import RequestedDim, parse_fixes, refine, render, requested_dims
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter._torchlog import TorchLog, recording
+from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -81,17 +82,18 @@ class _Try:
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
-         oblivious: bool) -> _Try:
+         oblivious: bool, watched: frozenset[str]) -> _Try:
     """One torch.export call with torch's logging recorded instead of printed."""
     from torch.fx.experimental import _config as shapes_config
 
     start = time.perf_counter()
-    with recording() as log, warnings.catch_warnings(), shapes_config.patch(backed_size_oblivious=oblivious):
+    with recording(watched) as log, warnings.catch_warnings(), shapes_config.patch(backed_size_oblivious=oblivious):
         # torch.export's own deprecation noise, not the user's concern.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
         try:
-            program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                                          strict=strict)
+            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (ops/_rnn_capture.py)
+                program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
+                                              strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
             return _Try(None, exc, log, time.perf_counter() - start)
     return _Try(program, None, log, time.perf_counter() - start)
@@ -113,11 +115,13 @@ class _Session:
     final: bool = False                  # a refusal or an unfixable constraint was reported: stop
     error: BaseException | None = None
     applied: list[str] = field(default_factory=list)
+    where: audit.Where = (None, None)    # where the first applied fix was required
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
         shapes, oblivious = dynamic_shapes, any(d.size <= 1 for d in self.dims)
         for _ in range(MAX_FIX_ROUNDS):
-            attempt = _run(self.model, self.args, self.kwargs, shapes, self.strict, oblivious)
+            attempt = _run(self.model, self.args, self.kwargs, shapes, self.strict, oblivious,
+                           frozenset(d.source for d in self.dims))
             label = self.strategy + (", size-oblivious" if oblivious else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:
@@ -144,15 +148,16 @@ class _Session:
     def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, oblivious: bool) -> Any:
         """The refined dynamic_shapes to try next, or None once a refusal or violation is reported."""
         message = str(getattr(exc, "msg", None) or exc)
-        by_label = {d.label: d for d in self.dims}
+        by_label = audit.groups(self.dims)
         fixes = parse_fixes(message, set(by_label))
-        static = [(by_label[f.name], f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label]
-        static += [(by_label[name], value, f"{name} = {value}") for name, value in audit.specialised(message)
-                   if name in by_label and all(name != d.label for d, _, _ in static)]
+        static = {f.name: (f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label}
+        for name, value in audit.specialised(message):
+            if name in by_label:
+                static.setdefault(name, (value, f"{name} = {value}"))
         if static:
-            for dim, value, text in static:
-                audit.refuse(self.ctx, self.entries, attempt.log, dim, value, text, shapes,
-                             size_cause=dim.size <= 1)
+            for name, (value, text) in static.items():
+                audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes,
+                             size_cause=any(d.size <= 1 for d in by_label[name]))
             self.final = True
             return None
         if not fixes:
@@ -164,7 +169,8 @@ class _Session:
             self._violation(attempt, exc)
             return None
         self.applied.extend(f.text for f in fixes)
-        audit.narrowed(self.entries, attempt.log, self.dims, fixes)
+        found = audit.narrowed(self.entries, attempt.log, self.dims, fixes)
+        self.where = self.where if self.where[0] else found
         return refined
 
     def _accept(self, attempt: _Try, shapes: Any, oblivious: bool) -> torch.export.ExportedProgram | None:
@@ -172,16 +178,19 @@ class _Session:
         assert program is not None
         if oblivious:
             problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
-            small = [d for d in self.dims if d.size <= 1]
+            small = audit.groups(d for d in self.dims if d.size <= 1)
             if problem is not None:
-                for dim in small:
-                    audit.refuse(self.ctx, self.entries, attempt.log, dim, dim.size, problem, shapes,
+                for dims in small.values():
+                    audit.refuse(self.ctx, self.entries, attempt.log, dims, dims[0].size, problem, shapes,
                                  size_cause=True)
                 self.final = True
                 return None
-            audit.kept_size_oblivious(self.ctx, self.entries, small)
+            audit.kept_size_oblivious(self.ctx, [dims[0] for dims in small.values()])
+            for dims in small.values():
+                audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: captured "
+                                 "size-oblivious, checked at the example")
         if self.applied:
-            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes))
+            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         return program
 
     def _strategy_failed(self, attempt: _Try, exc: BaseException) -> None:
@@ -194,11 +203,10 @@ class _Session:
         """CAP004: constraints torch.export offers no applicable fix for."""
         frames = traceback_frames(exc)
         names = audit.violated(str(getattr(exc, "msg", None) or exc), self.dims)
-        location = next((loc for loc in (audit.where(attempt.log, d) for d in names) if loc), None)
-        self.ctx.emit(rules.DYNAMIC_SHAPE_VIOLATION, location=location or user_frame(frames), stack=frames,
+        found = audit.where(attempt.log, names)
+        self.ctx.emit(rules.DYNAMIC_SHAPE_VIOLATION, location=found[0] or user_frame(frames), stack=frames,
                       dims=", ".join(d.describe() for d in names) or "the dynamic dims", error=_short(exc))
-        for dim in names:
-            audit.set_status(self.entries, dim, "refused", _short(exc, 200), location)
+        audit.set_status(self.entries, names, "refused", _short(exc, 200), found)
         self.final = True
 
 

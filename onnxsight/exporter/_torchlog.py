@@ -11,13 +11,18 @@ errors do not carry in non-strict mode.
 
 from __future__ import annotations
 
+import functools
 import io
+import linecache
 import logging
+import os
 import re
 import sys
 from contextlib import contextmanager, redirect_stderr
 from dataclasses import dataclass
 from typing import Iterator
+
+import torch
 
 from onnxsight.diagnostics import Location, is_user_file
 
@@ -34,21 +39,24 @@ class ShapeEvent:
     symbols: tuple[str, ...]        # sympy symbol names involved (``s77``)
     text: str                       # the source name, the guard expression, or the replacement value
     location: Location | None       # the user's line that caused it (None: torch's own doing)
+    origin: Location | None = None  # the model library's line inside it (transformers), if any
 
 
 class TorchLog(logging.Handler):
     """Records torch's log lines and the ShapeEnv's decisions of one attempt."""
 
-    def __init__(self) -> None:
+    def __init__(self, watched: frozenset[str] = frozenset()) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
         self.events: list[ShapeEvent] = []
         self.dropped = 0
+        self.watched = watched              # torch's source names of the dims asked dynamic
+        self._symbols: set[str] = set()     # the symbols torch created for them
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if record.name == SHAPES_LOGGER and record.levelno < logging.WARNING:
-                event = _event(record)
+                event = self._event(record)
                 if event is not None:
                     self.events.append(event)
                 return
@@ -65,15 +73,29 @@ class TorchLog(logging.Handler):
         """torch's source name (``L['x'].size()[0]``) -> the symbol created for it."""
         return {e.text: e.symbols[0] for e in self.events if e.kind == "symbol" and e.symbols}
 
-    def where(self, symbol: str, *, specialised: bool = False) -> Location | None:
-        """The user's line that specialised (or else first constrained) ``symbol``."""
+    def where(self, symbol: str, *, specialised: bool = False) -> ShapeEvent | None:
+        """The event whose line specialised (or else first constrained) ``symbol``."""
         if specialised:
             for event in self.events:
                 if event.kind == "replacement" and event.symbols[:1] == (symbol,) and event.location:
-                    return event.location
+                    return event
         for event in self.events:
             if event.kind == "guard" and symbol in event.symbols and event.location:
-                return event.location
+                return event
+        return None
+
+    def _event(self, record: logging.LogRecord) -> ShapeEvent | None:
+        """A ShapeEnv decision about a watched dim; the user's line is looked up only for those."""
+        message, args = str(record.msg), record.args if isinstance(record.args, tuple) else ()
+        if "create_symbol" in message and len(args) >= 3 and str(args[2]) in self.watched:
+            self._symbols.add(str(args[0]))
+            return ShapeEvent("symbol", (str(args[0]),), str(args[2]), None)
+        if "[guard added]" in message and len(args) >= 2:
+            symbols = tuple(dict.fromkeys(_SYMBOL.findall(str(args[1]))))
+            if self._symbols.intersection(symbols):
+                return ShapeEvent("guard", symbols, str(args[1]), *_locations())
+        if message.startswith("set_replacement") and len(args) >= 2 and str(args[0]) in self._symbols:
+            return ShapeEvent("replacement", (str(args[0]),), str(args[1]), *_locations())
         return None
 
     def log_lines(self) -> tuple[str, ...]:
@@ -90,45 +112,65 @@ class TorchLog(logging.Handler):
                     self.dropped += 1
 
 
-def _event(record: logging.LogRecord) -> ShapeEvent | None:
-    message, args = str(record.msg), record.args if isinstance(record.args, tuple) else ()
-    if "create_symbol" in message and len(args) >= 3:
-        return ShapeEvent("symbol", (str(args[0]),), str(args[2]), None)
-    if "[guard added]" in message and len(args) >= 2:
-        expr = str(args[1])
-        return ShapeEvent("guard", tuple(dict.fromkeys(_SYMBOL.findall(expr))), expr, _user_location())
-    if message.startswith("set_replacement") and len(args) >= 2:
-        return ShapeEvent("replacement", (str(args[0]),), str(args[1]), _user_location())
-    return None
+@functools.lru_cache(maxsize=4096)
+def _is_user(path: str) -> bool:
+    return is_user_file(path)
 
 
-def _user_location() -> Location | None:
-    """The innermost user frame: TorchDynamo's traced stack in strict mode, the live stack otherwise."""
+@functools.lru_cache(maxsize=4096)
+def _is_model_code(path: str) -> bool:
+    """Code that defines a model: the user's, or a model library's (transformers, timm), not torch's or ours."""
+    if _is_user(path):
+        return True
+    if not path or path.startswith("<"):
+        return False
+    absolute = os.path.abspath(path)
+    roots = (os.path.dirname(os.path.abspath(torch.__file__)), os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), os.path.dirname(os.path.abspath(os.__file__)))
+    return not any(absolute.startswith(root + os.sep) for root in roots) and "site-packages" in absolute
+
+
+def _frames() -> list[tuple[str, int, str]]:
+    """(file, line, function), innermost first: TorchDynamo's traced stack in strict mode, else the live one."""
     try:
         from torch._guards import TracingContext
 
-        traced = TracingContext.extract_stack()
+        traced = [(f.filename, f.lineno or 0, f.name) for f in reversed(list(TracingContext.extract_stack()))]
     except Exception:  # noqa: BLE001
-        traced = ()
-    for summary in reversed(list(traced)):
-        if is_user_file(summary.filename):
-            return Location(summary.filename, summary.lineno, summary.name, (summary.line or "").strip() or None)
-    frame = sys._getframe(1)
+        traced = []
+    if traced:
+        return traced
+    frames, frame = [], sys._getframe(2)
     while frame is not None:
-        path = frame.f_code.co_filename
-        if is_user_file(path):
-            import linecache
-
-            code = linecache.getline(path, frame.f_lineno).strip() or None
-            return Location(path, frame.f_lineno, frame.f_code.co_name, code)
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
-    return None
+    return frames
+
+
+def _locations() -> tuple[Location | None, Location | None]:
+    """(the innermost user frame, the innermost model-code frame when it is a library's)."""
+    user = origin = None
+    for path, line, function in _frames():
+        if origin is None and _is_model_code(path):
+            origin = _location(path, line, function)
+        if _is_user(path):
+            user = _location(path, line, function)
+            break
+    return user, (origin if origin != user else None)
+
+
+def _location(path: str, line: int, function: str) -> Location:
+    return Location(path, line, function, linecache.getline(path, line).strip() or None)
 
 
 @contextmanager
-def recording() -> Iterator[TorchLog]:
-    """Route every torch logger's output, and what torch prints on stderr, to one :class:`TorchLog`."""
-    recorder = TorchLog()
+def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
+    """Route every torch logger's output, and what torch prints on stderr, to one :class:`TorchLog`.
+
+    ``watched``: torch's source names of the dims asked dynamic; only their ShapeEnv decisions are
+    kept, and the ShapeEnv's INFO logging is switched on only when there are some.
+    """
+    recorder = TorchLog(watched)
     loggers = [logging.getLogger("torch")] + [
         logger for name, logger in list(logging.root.manager.loggerDict.items())
         if isinstance(logger, logging.Logger) and name.startswith("torch.") and logger.handlers
@@ -144,7 +186,7 @@ def recording() -> Iterator[TorchLog]:
             shapes.propagate = False
             shapes.handlers = [recorder]
             saved.append((shapes, []))
-        if shapes.getEffectiveLevel() > logging.INFO:
+        if watched and shapes.getEffectiveLevel() > logging.INFO:
             shapes.setLevel(logging.INFO)
         with redirect_stderr(printed):
             yield recorder

@@ -243,8 +243,8 @@ ALL_CAPTURE_FAILED = define(
 
 DYNAMIC_SHAPE_FIX_APPLIED = define(
     "CAP007", "dynamic-shape-fix-applied", W,
-    "{dims} only works for the sizes torch.export's fix allows ({fixes}), required by {cause}; onnxsight "
-    "applied it. To export without this warning, write: {code}",
+    "{dims}: torch.export's fix `{fixes}`, required by {cause}, narrows the sizes the model accepts; "
+    "onnxsight applied it. To export without this warning, write: {code}",
     "Put the dynamic_shapes from the message in your export() call, or change the code that needs it.",
     what="Reports that torch.export found a dimension marked dynamic to be valid for fewer sizes than "
          "asked (a maximum, a minimum, a multiple of 8, equal to another dimension), and that onnxsight "

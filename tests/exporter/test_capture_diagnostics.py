@@ -49,6 +49,11 @@ class BertEmbeddings(torch.nn.Module):
         return torch.softmax(scores, -1) @ h
 
 
+class MaskedEmbeddings(BertEmbeddings):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(input_ids) * attention_mask[..., None]
+
+
 class PadToMultipleOf8(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.pad(x, (0, (8 - x.shape[1] % 8) % 8))
@@ -107,6 +112,11 @@ CASES = (
          "CAP007", "bert", ("input `input_ids` axis 1 (seq)", "seq = Dim('seq', max=32)",
                             "dynamic_shapes = {'input_ids': {1: seq}}"),
          exported=True, status={("input_ids", 1): "narrowed"}),
+    Case("bert-shared-seq", MaskedEmbeddings, (torch.randint(0, 100, (2, 5)), torch.ones(2, 5)),
+         {"input_ids": {1: Dim("seq")}, "attention_mask": {1: Dim("seq")}}, "CAP007", "bert",
+         ("input `input_ids` axis 1 (seq), input `attention_mask` axis 1 (seq)", "`seq = Dim('seq', max=32)`",
+          "dynamic_shapes = {'input_ids': {1: seq}, 'attention_mask': {1: seq}}"),
+         exported=True, status={("input_ids", 1): "narrowed", ("attention_mask", 1): "narrowed"}),
     Case("pad-to-8", PadToMultipleOf8, (torch.randn(2, 13),), {"x": {1: Dim("seq")}},
          "CAP007", "pad8", ("input `x` axis 1 (seq)", "_seq = Dim('_seq', min=1)",
                             "dynamic_shapes = {'x': {1: 8*_seq - 3}}"),
@@ -165,7 +175,7 @@ def test_capture_diagnostic(case: Case, capfd: pytest.CaptureFixture[str]) -> No
 
 
 def test_failed_capture_keeps_torch_log_in_the_record(capfd: pytest.CaptureFixture[str]) -> None:
-    _, _, record = _export(CASES[2])
+    _, _, record = _export(next(c for c in CASES if c.id == "data-dependent"))
     assert [a.success for a in record.attempts] == [False, False]
     assert any("def forward(" in line or "torch" in line for a in record.attempts for line in a.log)
     assert "torch/" not in capfd.readouterr().err
