@@ -26,7 +26,7 @@ def model_facts(exported: Any, model: Any, args: Any, kwargs: Any, program: Any,
     facts: dict[str, Any] = {"opset": getattr(record, "opset", None)}
     facts.update(_weights_by_dtype(exported, model))
     facts["inputs"] = (_onnx_io(onnx_model, "input") if onnx_model is not None
-                       else _inputs(exported, program, args, kwargs))
+                       else _inputs(exported, program, args, kwargs, model))
     facts["outputs"] = _onnx_io(onnx_model, "output") if onnx_model is not None else _ep_outputs(exported)
     if exported is not None:
         facts["aten_ops"] = dict(Counter(_aten_targets(exported.graph_module)).most_common())
@@ -74,7 +74,7 @@ def _shape(shape: Any) -> list[Any]:
     return [int(d) if isinstance(d, int) or str(d).isdigit() else str(d) for d in shape]
 
 
-def _inputs(exported: Any, program: Any, args: Any, kwargs: Any) -> list[dict[str, Any]]:
+def _inputs(exported: Any, program: Any, args: Any, kwargs: Any, model: Any = None) -> list[dict[str, Any]]:
     if exported is not None:
         nodes = {n.name: n for n in exported.graph_module.graph.nodes if n.op == "placeholder"}
         user = [s.arg.name for s in exported.graph_signature.input_specs
@@ -92,19 +92,34 @@ def _inputs(exported: Any, program: Any, args: Any, kwargs: Any) -> list[dict[st
         return rows
     if args is None and kwargs is None:
         return []
-    from torch.utils import _pytree as pytree  # only reached when torch is already in use
-
     args = args if isinstance(args, (tuple, list)) else (args,)
-    leaves, _ = pytree.tree_flatten_with_path((tuple(args), dict(kwargs or {})))
     rows = []
-    for path, leaf in leaves:
-        row = {"name": pytree.keystr(path)}
+    for name, leaf in _named_leaves(model, tuple(args), dict(kwargs or {})):
+        row = {"name": name}
         if hasattr(leaf, "dtype") and hasattr(leaf, "shape"):
             row.update(dtype=_dtype(leaf.dtype), shape=_shape(leaf.shape))
         else:
             row.update(dtype=type(leaf).__name__, shape=None)
         rows.append(row)
     return rows
+
+
+def _named_leaves(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """Input leaves named by forward()'s arguments (``tokens``, ``pair[0]``), as diagnostics name them.
+
+    Reached when capture failed (no graph to name them): falls back to positional paths
+    (``[0][1]``) only when the arguments do not bind to forward().
+    """
+    import inspect
+
+    from torch.utils import _pytree as pytree
+
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError, AttributeError):
+        return [(pytree.keystr(path), leaf) for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]]
+    return [(f"{name}{pytree.keystr(path)}", leaf) for name, value in bound.items()
+            for path, leaf in pytree.tree_flatten_with_path(value)[0]]
 
 
 def _ep_outputs(exported: Any) -> list[dict[str, Any]]:

@@ -123,3 +123,29 @@ def histogram_rows(histogram: Mapping[str, int] | None) -> list[tuple[str, int]]
 
 
 METRIC_COLUMNS = ("max_abs_diff", "max_rel_diff", "mismatch_fraction", "cosine")
+
+
+# A message longer than this (or on several lines) is shown by its first line, the whole of it
+# folded once below: torch's messages run to pages, and a table column holding one squeezes the
+# columns beside it into fragments.
+SHORT_TEXT = 160
+
+
+def is_long(text: Any) -> bool:
+    """Whether ``text`` is folded (several lines, or longer than ``SHORT_TEXT``)."""
+    value = "" if text is None else str(text).strip()
+    return "\n" in value or len(value) > SHORT_TEXT
+
+
+def first_line(text: Any, limit: int = SHORT_TEXT) -> str:
+    """The first non-empty line of ``text``, cut at ``limit`` characters with an ellipsis."""
+    value = "" if text is None else str(text)
+    line = next((part.strip() for part in value.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "\u2026"
+
+
+def attempt_error(attempt: Mapping[str, Any], limit: int = 100) -> str:
+    """A capture attempt's error as one short line (its full text is in the CAP diagnostics)."""
+    if not attempt.get("error_type"):
+        return ""
+    return first_line(f"{attempt['error_type']}: {attempt.get('error') or ''}", limit)

@@ -52,7 +52,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(seconds=fmt.seconds, size=fmt.size, number=fmt.number, shape=fmt.shape, where=fmt.where,
-                       sortkey=sort_key)
+                       sortkey=sort_key, first_line=fmt.first_line, attempt_error=fmt.attempt_error)
+    env.tests.update(long=fmt.is_long)
     return env
 
 

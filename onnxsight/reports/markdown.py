@@ -1,29 +1,30 @@
 """Markdown report and CI job summary: pure functions of a :class:`RunRecord`.
 
-Every string that comes from the model or the user is escaped for markdown
-and for the HTML that markdown viewers pass through, or shown inside a code
-fence longer than any backtick run in it.
+Every string that comes from the model or the user is escaped with
+backslashes (markdown punctuation, and ``<``/``&`` so that viewers pass no
+HTML through), never with HTML entities (which show as ``&gt;`` in raw
+markdown and in viewers that do not decode them), or shown inside a code
+fence longer than any backtick run in it. Long messages (torch's run to
+pages) appear by their first line, the whole text folded once.
 """
 
 from __future__ import annotations
 
-import html as _html
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from onnxsight.reports import _format as fmt
 from onnxsight.reports._record import RunRecord
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#<>&])")
 STATUS_MARK = {"ok": "ok", "failed": "FAILED", "not run": "not run", "skipped": "skipped", "running": "running"}
 HISTOGRAM_ROWS = 40
 SUMMARY_DIAGNOSTICS = 20
 
 
 def escape(text: Any) -> str:
-    """Text safe in markdown prose and table cells: HTML-escaped, markdown punctuation and newlines neutralised."""
-    value = _html.escape("" if text is None else str(text), quote=False)
-    value = _MD_SPECIAL.sub(r"\\\1", value)
+    """Text safe in markdown prose and table cells: punctuation backslash-escaped, newlines as ``<br>``."""
+    value = _MD_SPECIAL.sub(r"\\\1", "" if text is None else str(text))
     return value.replace("\r", "").replace("\n", "<br>")
 
 
@@ -41,6 +42,12 @@ def fence(text: str, language: str = "") -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=0)
     marks = "`" * max(3, longest + 1)
     return f"{marks}{language}\n{text}\n{marks}"
+
+
+def folded(text: str, summary: str = "full message", indent: str = "") -> list[str]:
+    """``text`` verbatim in a collapsed ``<details>`` block (GitHub and most viewers render it folded)."""
+    return [f"{indent}<details><summary>{summary}</summary>", "",
+            *(f"{indent}{line}" for line in fence(text, "text").splitlines()), "", f"{indent}</details>"]
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -76,7 +83,8 @@ def render_summary(run: RunRecord) -> str:
                     for s in fmt.stage_rows(run))), ""]
     problems = [d for d in run.diagnostics if d.get("level") in ("error", "warning")]
     if problems:
-        rows = ([escape(d["rule"]), escape(d["level"]), escape(d["message"]), escape(fmt.where(d.get("location")))]
+        rows = ([escape(d["rule"]), escape(d["level"]), escape(fmt.first_line(d["message"])),
+                 escape(fmt.where(d.get("location")))]
                 for d in problems[:SUMMARY_DIAGNOSTICS])
         parts += [table(["rule", "level", "message", "source"], rows), ""]
         if len(problems) > SUMMARY_DIAGNOSTICS:
@@ -93,19 +101,13 @@ def render_summary(run: RunRecord) -> str:
 
 def _stages(run: RunRecord) -> str:
     rows = ([escape(s["name"]), STATUS_MARK.get(s["status"], escape(s["status"])), fmt.seconds(s.get("seconds")),
-             escape(s.get("detail", ""))] for s in fmt.stage_rows(run))
+             escape(fmt.first_line(s.get("detail", "")))] for s in fmt.stage_rows(run))
     out = table(["stage", "status", "time", "detail"], rows)
     if run.attempts:
         attempts = ([escape(a.get("strategy")), "ok" if a.get("success") else "failed", fmt.seconds(a.get("seconds")),
-                     escape(a.get("rule") or ""), escape(_attempt_error(a))] for a in run.attempts)
+                     escape(a.get("rule") or ""), escape(fmt.attempt_error(a))] for a in run.attempts)
         out += "\n\nCapture attempts:\n\n" + table(["strategy", "result", "time", "rule", "error"], attempts)
     return out
-
-
-def _attempt_error(attempt: Mapping[str, Any]) -> str:
-    if not attempt.get("error_type"):
-        return ""
-    return f"{attempt['error_type']}: {attempt.get('error') or ''}"[:300]
 
 
 def _unsupported(run: RunRecord) -> str:
@@ -129,11 +131,14 @@ def _diagnostics(run: RunRecord) -> str:
 
 
 def _diagnostic(d: Mapping[str, Any]) -> list[str]:
-    lines = [f"- **{escape(d.get('level'))}** {escape(d.get('message'))}"]
+    message = d.get("message")
+    lines = [f"- **{escape(d.get('level'))}** {escape(fmt.first_line(message) if fmt.is_long(message) else message)}"]
     location = fmt.where(d.get("location"))
     if location:
         module = f" (module {code(d['module_path'])})" if d.get("module_path") else ""
         lines.append(f"  at {code(location)}{module}")
+    if fmt.is_long(message):
+        lines += ["", *folded(str(message), indent="  ")]
     snippet = d.get("snippet") or []
     if snippet:
         line = (d.get("location") or {}).get("line")

@@ -136,3 +136,64 @@ def test_sort_key(value: object, key: str) -> None:
 def test_minimal_record() -> None:
     page = html.render(RunRecord(model="m", created="2025-01-01T00:00:00+00:00"))
     assert "No diagnostics." in page and 'id="verification"' not in page and "<svg" not in page
+
+
+TORCH_MESSAGE = ("GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 1) "
+                 "(unhinted: Eq(u0, 1)).  (Size-like symbols: none)\n\n" + "Caused by: x.sum() > 0  " * 30
+                 + "\nFor more information, run with TORCH_LOGS=\"dynamic\"\n")
+
+
+class Cells(HTMLParser):
+    """Each table cell's class and text, by table id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[tuple[str, str]]] = {}
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._class = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._table = dict(attrs).get("id") or ""
+            self.tables.setdefault(self._table, [])
+        elif tag == "td":
+            self._cell, self._class = [], dict(attrs).get("class") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None and self._table is not None:
+            self.tables[self._table].append((self._class, "".join(self._cell)))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _long_page(record: RunRecord) -> str:
+    record.attempts = [{"strategy": "torch.export(strict=False)", "success": False, "seconds": 7.1,
+                        "error_type": "GuardOnDataDependentSymNode", "error": TORCH_MESSAGE, "rule": "CAP002"}]
+    record.stages[3]["detail"] = f"CaptureError: {TORCH_MESSAGE}"
+    record.diagnostics = [dict(record.diagnostics[1], message=f"capture failed: {TORCH_MESSAGE}")]
+    return html.render(record)
+
+
+def _cells(page: str, table: str) -> list[tuple[str, str]]:
+    cells = Cells()
+    cells.feed(page)
+    return cells.tables[table]
+
+
+@pytest.mark.parametrize("check", [
+    # short columns never wrap into fragments; the long one takes the room, as one short line
+    lambda page: [c for c, _ in _cells(page, "attempts-table")][:4] == ["mono nowrap", "nowrap", "num", "nowrap"],
+    lambda page: all(len(text) <= 100 for _, text in _cells(page, "attempts-table")),
+    lambda page: all(len(text) <= 160 for _, text in _cells(page, "stages-table")),
+    # the raw torch message: shown in full once, folded
+    lambda page: "".join(parse(page).text).count("Caused by: x.sum() > 0  " * 30) == 1,
+    lambda page: re.search(r'<details class="raw"><summary>full message</summary><pre>capture failed: '
+                           r'GuardOnDataDependentSymNode', page) is not None,
+], ids=["nowrap-columns", "attempt-error-one-line", "stage-detail-one-line", "raw-once", "raw-folded"])
+def test_long_torch_messages_stay_readable(record: RunRecord, check: object) -> None:
+    page = _long_page(record)
+    assert check(page)

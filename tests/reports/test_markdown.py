@@ -43,7 +43,8 @@ def test_diagnostics_grouped_by_rule_errors_first(record: RunRecord) -> None:
 def test_hostile_strings_are_escaped(record: RunRecord) -> None:
     text = markdown.render(record)
     prose = outside_code(text)
-    assert "<script>" not in prose and "&lt;script&gt;" in prose
+    assert "<script>" not in prose and r"\<script\>" in prose
+    assert not re.search(r"&(lt|gt|amp|quot|#x?[0-9a-fA-F]+);", text), "no HTML entities in markdown"
     assert "[x](y)" not in prose and r"\[x\](y)" in prose  # no links from model strings
     # Fences and code spans cannot be closed by the content they hold.
     program = text[text.index("<summary>Exported program</summary>"):]
@@ -61,7 +62,8 @@ def test_table_cells_keep_their_columns(record: RunRecord) -> None:
 
 
 @pytest.mark.parametrize("value, expected", [
-    ("a|b", r"a\|b"), ("<b>", "&lt;b&gt;"), ("x\ny", "x<br>y"), ("*_`", r"\*\_\`"), (None, ""),
+    ("a|b", r"a\|b"), ("<b>", r"\<b\>"), ("x\ny", "x<br>y"), ("*_`", r"\*\_\`"), (None, ""),
+    ("if x.sum() > 0:", r"if x.sum() \> 0:"), ("a & b", r"a \& b"), ("&gt;", r"\&gt;"),
 ])
 def test_escape(value: object, expected: str) -> None:
     assert markdown.escape(value) == expected
@@ -86,3 +88,51 @@ def test_minimal_record_renders() -> None:
     text = markdown.render(run)
     assert "No diagnostics." in text and "## Verification" not in text
     assert "| arguments | not run |" in text
+
+
+# A torch message as long as real ones: several lines, a line far wider than any column.
+TORCH_MESSAGE = ("GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 1) "
+                 "(unhinted: Eq(u0, 1)).  (Size-like symbols: none)\n\n" + "Caused by: x.sum() > 0  " * 30
+                 + "\nFor more information, run with TORCH_LOGS=\"dynamic\"\n")
+
+
+def _long_record(record: RunRecord) -> RunRecord:
+    record.attempts = [{"strategy": "torch.export(strict=False)", "success": False, "seconds": 7.1,
+                        "error_type": "GuardOnDataDependentSymNode", "error": TORCH_MESSAGE, "rule": "CAP002"}]
+    record.diagnostics = [dict(record.diagnostics[1], message=f"capture failed: {TORCH_MESSAGE}")]
+    return record
+
+
+@pytest.mark.parametrize("where, check", [
+    ("attempts-table", lambda text: max(len(line) for line in text.splitlines() if line.startswith("| torch.export"))
+     < 250),
+    ("summary-table", lambda text: all(len(line) < 300 for line in text.splitlines() if line.startswith("| CAP"))),
+    ("raw-message-once", lambda text: text.count("Caused by: x.sum() > 0  " * 30) == 1),
+    ("raw-message-folded", lambda text: "<details><summary>full message</summary>" in text),
+    ("no-entities", lambda text: not re.search(r"&(lt|gt|amp|quot|#x?[0-9a-fA-F]+);", text)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_long_torch_messages_stay_readable(record: RunRecord, where: str, check: object) -> None:
+    record = _long_record(record)
+    text = markdown.render_summary(record) if where == "summary-table" else markdown.render(record)
+    assert check(text), text
+
+
+def test_failed_capture_names_inputs_by_forward_arguments(tmp_path: object) -> None:
+    """No graph to name the inputs after: the report uses forward()'s argument names, not [0][1]."""
+    import torch
+
+    import onnxsight
+
+    class Branchy(torch.nn.Module):
+        def forward(self, tokens: torch.Tensor, pair: list[torch.Tensor]) -> torch.Tensor:
+            if (tokens * pair[0]).sum() > 0:
+                return tokens * 2
+            return tokens + pair[1]
+
+    with pytest.raises(onnxsight.ExportError) as info:
+        onnxsight.export(Branchy(), (torch.randn(2, 3), [torch.ones(2, 3), torch.ones(2, 3)]), report=True,
+                         artifacts_dir=str(tmp_path))
+    text = open(info.value.report_paths[0], encoding="utf-8").read()
+    inputs = text[text.index("Inputs:"):]
+    names = re.findall(r"^\| (\S+) \| float32 \|", inputs, flags=re.M)
+    assert names == ["tokens", r"pair\[0\]", r"pair\[1\]"], inputs
