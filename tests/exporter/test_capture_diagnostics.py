@@ -242,3 +242,32 @@ def _exceptions() -> list[tuple[str, Callable[[], BaseException], str]]:
 @pytest.mark.parametrize("name,make,code", _exceptions(), ids=[n for n, _, _ in _exceptions()])
 def test_classify_by_exception_type(name: str, make: Callable[[], BaseException], code: str) -> None:
     assert classify(make()).code == code
+
+
+# -- torch.export's suggested fixes -------------------------------------------------------------------
+@pytest.mark.parametrize("line,kind,value", [
+    ("seq = Dim('seq', max=32)", "range", None),
+    ("_seq = Dim('_seq', min=1, max=oo)", "root", None),
+    ("seq = 8*_seq - 3", "relation", None),
+    ("other = seq", "relation", None),
+    ("batch = 4", "static", 4),
+    ("L['x'].size()[0] = 1", "static", 1),
+])
+def test_suggested_fix_kinds(line: str, kind: str, value: int | None) -> None:
+    from onnxsight.exporter._fixes import parse_fixes
+
+    message = f"Constraints violated (seq)!\nSuggested fixes:\n  {line}\n\nThe error above occurred ..."
+    [fix] = parse_fixes(message, {"seq", "batch", "other", "L['x'].size()[0]"})
+    assert (fix.kind, fix.value, fix.text) == (kind, value, line)
+
+
+@pytest.mark.parametrize("shapes,code", [
+    ({"x": {0: Dim("batch"), 1: Dim("seq", max=32)}},
+     "batch = Dim('batch'); seq = Dim('seq', max=32); dynamic_shapes = {'x': {0: batch, 1: seq}}"),
+    ({"x": {1: 8 * Dim("k", min=1) - 3}}, "k = Dim('k', min=1); dynamic_shapes = {'x': {1: 8*k - 3}}"),
+    (({0: Dim.DYNAMIC}, None), "dynamic_shapes = ({0: Dim.DYNAMIC}, None)"),
+])
+def test_dynamic_shapes_code_to_write(shapes: Any, code: str) -> None:
+    from onnxsight.exporter._fixes import render
+
+    assert render(shapes) == code
