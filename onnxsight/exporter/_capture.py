@@ -17,12 +17,11 @@ from typing import Any, Iterator
 import torch
 
 from onnxsight import rules
-from onnxsight.diagnostics import DiagnosticContext, traceback_frames, user_frame
+from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter import _audit as audit
 from onnxsight.exporter._fixes import RequestedDim, parse_fixes, refine, render, requested_dims
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter._torchlog import TorchLog, recording
-from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -87,16 +86,28 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
     from torch.fx.experimental import _config as shapes_config
 
     start = time.perf_counter()
-    with recording(watched) as log, warnings.catch_warnings(), shapes_config.patch(backed_size_oblivious=oblivious):
+    with recording(watched) as log, warnings.catch_warnings(record=True) as caught, \
+            shapes_config.patch(backed_size_oblivious=oblivious):
         # torch.export's own deprecation noise, not the user's concern.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+        program: torch.export.ExportedProgram | None = None
+        error: BaseException | None = None
         try:
-            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (ops/_rnn_capture.py)
-                program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                                              strict=strict)
+            program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
+                                          strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
-            return _Try(None, exc, log, time.perf_counter() - start)
-    return _Try(program, None, log, time.perf_counter() - start)
+            error = exc
+    _sort_warnings(caught, log)
+    return _Try(program, error, log, time.perf_counter() - start)
+
+
+def _sort_warnings(caught: list[warnings.WarningMessage], log: TorchLog) -> None:
+    """The user's own warnings are shown again; torch's go to the attempt's log with its other output."""
+    for warning in caught:
+        if is_user_file(warning.filename):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno or 0)
+        else:
+            log.add_warning(f"{warning.category.__name__}: {warning.message}")
 
 
 @dataclass

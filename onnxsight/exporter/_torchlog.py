@@ -61,11 +61,8 @@ class TorchLog(logging.Handler):
                     self.events.append(event)
                 return
             if record.levelno >= logging.WARNING:
-                if len(self.lines) < MAX_LINES:
-                    first = record.getMessage().strip().splitlines() or [""]
-                    self.lines.append(f"{record.levelname} {record.name}: {first[0][:300]}")
-                else:
-                    self.dropped += 1
+                first = record.getMessage().strip().splitlines() or [""]
+                self._add(f"{record.levelname} {record.name}: {first[0][:300]}")
         except Exception:  # noqa: BLE001 - a log record must never break the export
             return
 
@@ -102,14 +99,21 @@ class TorchLog(logging.Handler):
         extra = (f"... {self.dropped} more log lines",) if self.dropped else ()
         return tuple(self.lines) + extra
 
+    def add_warning(self, text: str) -> None:
+        """A Python warning torch raised during the attempt."""
+        self._add(f"warning {(text.strip().splitlines() or [''])[0][:300]}")
+
+    def _add(self, line: str) -> None:
+        if len(self.lines) < MAX_LINES:
+            self.lines.append(line)
+        else:
+            self.dropped += 1
+
     def add_stderr(self, text: str) -> None:
         """What torch printed straight to stderr (``export/_trace.py`` prints a partial graph on failure)."""
         for line in text.splitlines():
             if line.strip():
-                if len(self.lines) < MAX_LINES:
-                    self.lines.append(f"stderr: {line.rstrip()[:300]}")
-                else:
-                    self.dropped += 1
+                self._add(f"stderr: {line.rstrip()[:300]}")
 
 
 @functools.lru_cache(maxsize=4096)

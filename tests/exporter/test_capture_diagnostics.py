@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -179,6 +180,16 @@ def test_failed_capture_keeps_torch_log_in_the_record(capfd: pytest.CaptureFixtu
     assert [a.success for a in record.attempts] == [False, False]
     assert any("def forward(" in line or "torch" in line for a in record.attempts for line in a.log)
     assert "torch/" not in capfd.readouterr().err
+
+
+def test_the_models_own_warnings_still_reach_the_user() -> None:
+    class Warns(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            warnings.warn("this model is deprecated", DeprecationWarning)
+            return x + 1
+
+    with pytest.warns(DeprecationWarning, match="this model is deprecated"):
+        onnxsight.export(Warns(), (torch.randn(2),))
 
 
 def test_fix_applied_model_runs_at_the_sizes_the_fix_allows() -> None:
