@@ -22,6 +22,7 @@ from onnxsight.exporter import _audit as audit
 from onnxsight.exporter._fixes import RequestedDim, parse_fixes, refine, render, requested_dims
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter._torchlog import TorchLog, recording
+from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -93,8 +94,9 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
         program: torch.export.ExportedProgram | None = None
         error: BaseException | None = None
         try:
-            program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
-                                          strict=strict)
+            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (ops/_rnn_capture.py)
+                program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
+                                              strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
             error = exc
     _sort_warnings(caught, log)

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
+
 aten = torch.ops.aten
 
 # NOTE: these have compact ONNX forms (fused kernels in ONNX Runtime); decomposing
@@ -53,6 +55,11 @@ KEPT_OPS: tuple = (
     aten.replication_pad3d.default,
     aten.tril.default,
     aten.triu.default,
+    # One ONNX LSTM/GRU/RNN node each, with a dynamic sequence length (ops/rnn.py).
+    aten.lstm.input,
+    aten.gru.input,
+    aten.rnn_tanh.input,
+    aten.rnn_relu.input,
 )
 
 
@@ -72,7 +79,8 @@ def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> 
     # about. Silenced here, for this call only, as capture does (exporter/_capture.py).
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
-        return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
+        with rnn_shape_kernels():  # the re-trace must not guard RNN sequence lengths either
+            return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
 
 
 def needs_decomposition(program: torch.export.ExportedProgram, registry: Any, opset: int) -> str | None:

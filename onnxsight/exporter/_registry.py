@@ -41,6 +41,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.distance",
     "onnxsight.exporter.ops.embedding_bag",
     "onnxsight.exporter.ops.fold",
+    "onnxsight.exporter.ops.rnn",
 )
 
 _ATTR = "__onnxsight_translations__"

@@ -50,7 +50,8 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     sig = program.graph_signature
     specs = {spec.arg.name: spec for spec in sig.input_specs if hasattr(spec.arg, "name")}
     graph_inputs: list[Value] = []
-    initializers: dict[str, torch.Tensor] = {}
+    # The builder's dict: translations read weights from it and add ones they compute (ops/rnn.py).
+    initializers: dict[str, torch.Tensor] = builder.initializers
     input_meta: dict[str, str] = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
