@@ -114,7 +114,11 @@ def parse_fixes(message: str, requested: set[str]) -> list[Fix]:
         if re.fullmatch(r"-?\d+", rhs):
             fixes.append(Fix(name, "static", line.strip(), int(rhs)))
         elif rhs.startswith("Dim("):
-            fixes.append(Fix(name, "range" if name in requested else "root", line.strip()))
+            low, high = re.search(r"min=(\d+)", rhs), re.search(r"max=(\d+)", rhs)
+            if low and high and low[1] == high[1]:  # a "range" of one value makes the dim static
+                fixes.append(Fix(name, "static", line.strip(), int(low[1])))
+            else:
+                fixes.append(Fix(name, "range" if name in requested else "root", line.strip()))
         else:
             fixes.append(Fix(name, "relation", line.strip()))
     return fixes

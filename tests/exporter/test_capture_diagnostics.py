@@ -262,6 +262,7 @@ def test_classify_by_exception_type(name: str, make: Callable[[], BaseException]
     ("seq = 8*_seq - 3", "relation", None),
     ("other = seq", "relation", None),
     ("batch = 4", "static", 4),
+    ("seq = Dim('seq', min=4, max=4)", "static", 4),
     ("L['x'].size()[0] = 1", "static", 1),
 ])
 def test_suggested_fix_kinds(line: str, kind: str, value: int | None) -> None:
