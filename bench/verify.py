@@ -6,12 +6,18 @@ For each model, in the same run, each case in its own process (clean peak memory
 
 - ``torch + ORT``: one eager PyTorch run plus one ONNX Runtime session and run of the exported model;
 - ``onnxsight``: ``onnxsight.verify(prog)`` (propagated and isolated modes, every intermediate value);
+- ``float64``: ``onnxsight.verify(prog, reference="float64")``: propagated, judged against a float64 run
+  of the program within PyTorch's own float32 rounding error (the noise floor);
 - ``torch.onnx``: ``torch.onnx.verification.verify_onnx_program(p, compare_intermediates=True)``.
 
 Memory is the peak resident-set growth during the timed section (sampled every 2 ms).
 
     .venv/bin/python bench/verify.py                 # both models, markdown table
     .venv/bin/python bench/verify.py --models transformer --skip-torch-onnx
+    .venv/bin/python bench/verify.py --cases torch+ort,propagated,float64 --repeat 5   # the float64 mode's cost
+
+``--repeat N`` runs each verify case once untimed (warm-up), then N times: the time is the
+median, with the fastest and slowest run beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -80,7 +87,7 @@ class PeakRSS:
         return (self.peak - self.start) / 1024**2
 
 
-def _child(model_name: str, case: str, budget_mb: int | None) -> dict[str, Any]:
+def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1) -> dict[str, Any]:
     """Run one case in this process and return its measurements."""
     import logging
     import warnings
@@ -125,18 +132,26 @@ def _child(model_name: str, case: str, budget_mb: int | None) -> dict[str, Any]:
         else:
             mode = "isolated" if case.startswith("isolated") else "propagated"
             budget = (budget_mb or 256) * 1024**2
+            options = {"mode": mode, "memory_budget": budget, "reference": "float64" if case == "float64" else None}
+            if repeat > 1:
+                onnxsight.verify(prog, **options)  # warm-up
+            times = []
             with PeakRSS() as rss:
-                start = time.perf_counter()
-                result = onnxsight.verify(prog, mode=mode, memory_budget=budget)
-                info["seconds"] = time.perf_counter() - start
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    result = onnxsight.verify(prog, **options)
+                    times.append(time.perf_counter() - start)
+            info["seconds"] = statistics.median(times)
+            if repeat > 1:
+                info.update(runs=len(times), fastest=min(times), slowest=max(times))
             info.update(values=len(result.nodes), passed=result.passed, sessions=result.info["sessions"],
                         budget_mb=budget // 1024**2)
     info["peak_mb"] = rss.growth_mb
     return info
 
 
-def _run_case(model: str, case: str, budget_mb: int | None = None) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", model, case] + ([str(budget_mb)] if budget_mb else [])
+def _run_case(model: str, case: str, budget_mb: int | None = None, repeat: int = 1) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", model, case, str(budget_mb or 0), str(repeat)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -149,23 +164,25 @@ def main() -> None:
     parser.add_argument("--models", default="transformer,resnet50")
     parser.add_argument("--skip-torch-onnx", action="store_true")
     parser.add_argument("--small-budget-mb", type=int, default=32)
-    parser.add_argument("--cases", default="torch+ort,propagated,isolated,small-budget,torch.onnx",
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="verify cases: one warm-up run, then this many timed runs (median, fastest, slowest)")
+    parser.add_argument("--cases", default="torch+ort,propagated,isolated,float64,small-budget,torch.onnx",
                         help="comma-separated subset of the cases to run")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
-        budget = int(options.child[2]) if len(options.child) > 2 else None
-        print(json.dumps(_child(options.child[0], options.child[1], budget)))
+        budget = int(options.child[2]) or None
+        print(json.dumps(_child(options.child[0], options.child[1], budget, int(options.child[3]))))
         return
     rows = []
     for model in options.models.split(","):
         wanted = options.cases.split(",")
-        cases = [(c, None) for c in ("torch+ort", "propagated", "isolated") if c in wanted]
+        cases = [(c, None) for c in ("torch+ort", "propagated", "isolated", "float64") if c in wanted]
         if "small-budget" in wanted:
             cases.append(("propagated", options.small_budget_mb))
         if "torch.onnx" in wanted and not options.skip_torch_onnx:
             cases.append(("torch.onnx", None))
-        results = [_run_case(model, case, budget) for case, budget in cases]
+        results = [_run_case(model, case, budget, options.repeat) for case, budget in cases]
         for result in results:
             print(json.dumps(result), file=sys.stderr)
         rows.extend(results)
@@ -184,6 +201,8 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 lines.append(f"| {model} | {r['case']} | error: {r['error'].splitlines()[-1][:80]} |||||||")
                 continue
             case = r["case"] + (f" (budget {r['budget_mb']} MB)" if "budget_mb" in r else "")
+            if "runs" in r:
+                case += f" (median of {r['runs']}: {r['fastest']:.2f}-{r['slowest']:.2f} s)"
             if r["case"] == "torch+ort":
                 case += f" ({r['torch_seconds']:.2f} + {r['ort_seconds']:.2f} s)"
             speedup = f"{ref['seconds'] / r['seconds']:.1f}x faster" if ref and r not in (ref, base) else ""

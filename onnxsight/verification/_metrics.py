@@ -104,9 +104,15 @@ def compare(expected: np.ndarray, actual: np.ndarray, bounds: Bounds, *,
 
 
 def _cosine(e: np.ndarray, a: np.ndarray) -> float:
-    ne, na = float(np.linalg.norm(e)), float(np.linalg.norm(a))
+    # NOTE: einsum, not np.dot/np.linalg.norm: those call a multithreaded BLAS, which on a loaded
+    # machine spins for milliseconds per float64 vector (measured 24 ms vs 0.2 ms for 131k elements).
+    ne, na = math.sqrt(_dot(e, e)), math.sqrt(_dot(a, a))
     if ne == 0.0 and na == 0.0:
         return 1.0
     if ne == 0.0 or na == 0.0 or not math.isfinite(ne * na):
         return 0.0
-    return float(np.dot(e, a)) / (ne * na)
+    return _dot(e, a) / (ne * na)
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.einsum("i,i->", x, y, dtype=np.float64))

@@ -123,19 +123,21 @@ class Float64Reference:
         exact = to_numpy(twin).astype(np.float64)
         if exact.shape != expected.shape:
             return metrics
-        return judge_with_floor(exact, expected, actual, bounds, self.factor,
-                                expected_dtype=expected_dtype, actual_dtype=actual_dtype)
+        return judge_with_floor(exact, expected, actual, bounds, self.factor, metrics=metrics)
 
 
 def judge_with_floor(exact: np.ndarray, model: np.ndarray, actual: np.ndarray, bounds: Bounds, factor: float, *,
-                     expected_dtype: Any = None, actual_dtype: Any = None) -> Metrics:
+                     metrics: Metrics | None = None, expected_dtype: Any = None, actual_dtype: Any = None) -> Metrics:
     """Metrics of ``actual`` against ``exact`` (float64), passing within the noise floor of ``model``.
 
     An element passes when ``|actual - exact| <= max(atol + rtol*|exact|, factor * floor)``,
     ``floor`` being the largest finite ``|model - exact|`` of the value, or when it equals the
-    model-precision result exactly (including the same NaN/Inf).
+    model-precision result exactly (including the same NaN/Inf). ``metrics`` (model precision
+    vs ``actual``, when the caller has them) keep their cosine and NaN/Inf counts; the
+    differences are recomputed against ``exact``.
     """
-    metrics = compare(exact, actual, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
+    if metrics is None:
+        metrics = compare(exact, actual, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     e = exact.ravel()
     m = np.asarray(model, dtype=np.float64).ravel()
     a = np.asarray(actual, dtype=np.float64).ravel()
@@ -143,14 +145,19 @@ def judge_with_floor(exact: np.ndarray, model: np.ndarray, actual: np.ndarray, b
     finite_noise = noise[np.isfinite(noise)]
     floor = factor * float(finite_noise.max()) if finite_noise.size else 0.0
     with np.errstate(invalid="ignore"):
-        allowed = np.maximum(bounds.atol + bounds.rtol * np.abs(e), floor)
-        within = np.abs(a - e) <= allowed
+        diff = np.abs(a - e)
+        magnitude = np.abs(e)
+        within = diff <= np.maximum(bounds.atol + bounds.rtol * magnitude, floor)
     same_as_model = (a == m) | (np.isnan(a) & np.isnan(m))
     special = ~np.isfinite(e) & ~np.isfinite(a) & ((np.isnan(e) & np.isnan(a)) | (e == a))
     bad = int(np.count_nonzero(~(within | same_as_model | special)))
     fraction = bad / e.size if e.size else 0.0
-    return dataclasses.replace(metrics, passed=bool(fraction <= bounds.max_mismatch_fraction),
-                               mismatch_fraction=fraction)
+    finite = diff[np.isfinite(diff)]
+    rel = finite / np.maximum(magnitude[np.isfinite(diff)], bounds.near_zero or np.finfo(np.float64).tiny)
+    return dataclasses.replace(
+        metrics, passed=bool(fraction <= bounds.max_mismatch_fraction), mismatch_fraction=fraction,
+        max_abs_diff=float(finite.max()) if finite.size else 0.0, max_rel_diff=float(rel.max()) if rel.size else 0.0,
+        mean_abs_diff=float(finite.mean()) if finite.size else 0.0)
 
 
 # -- the float64 program ------------------------------------------------------------------------------
