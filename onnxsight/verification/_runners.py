@@ -23,6 +23,8 @@ _WIDENED = {"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e
 class VerificationError(RuntimeError):
     """Verification could not run (for example, a requested provider is not available)."""
 
+    __module__ = "onnxsight"  # public as onnxsight.VerificationError: tracebacks say so
+
     def __init__(self, message: str, diagnostics: Sequence[Any] = ()) -> None:
         super().__init__(message)
         self.diagnostics = list(diagnostics)
