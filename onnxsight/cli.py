@@ -2,7 +2,7 @@
 
 Exit codes (stable, for CI): 0 success, 1 verification failed, 2 export failed
 (or verification could not run), 3 usage error (bad arguments, missing file,
-unknown rule). Results go to stdout; progress and diagnostics to stderr,
+unknown rule, and arguments export() rejects before any work: the ARG rules). Results go to stdout; progress and diagnostics to stderr,
 coloured only on a terminal (and never with ``NO_COLOR`` set).
 """
 
@@ -22,7 +22,8 @@ from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, dynamic_axe
 __all__ = ["Console", "UsageError", "build_parser", "load_model", "main", "split_target"]
 
 EXIT_OK, EXIT_VERIFY, EXIT_EXPORT, EXIT_USAGE = 0, 1, 2, 3
-EXIT_CODES = "exit codes: 0 success, 1 verification failed, 2 export failed, 3 usage error"
+EXIT_CODES = ("exit codes: 0 success, 1 verification failed, 2 export failed, 3 usage error (including "
+              "export() arguments rejected before any work, ARG rules)")
 
 
 class _Parser(argparse.ArgumentParser):
