@@ -187,6 +187,11 @@ def check_custom_translations(ctx: DiagnosticContext, custom_translations: Any) 
     for key in custom_translations:
         if isinstance(key, str):
             _check_op_name(ctx, key)
+        elif isinstance(key, torch._ops.OpOverloadPacket):  # stands for its .default overload, if it has one
+            namespace, _, name = key._qualified_op_name.partition("::")
+            reason = _unknown_op_reason(namespace, name, "default")
+            if reason:
+                ctx.emit(rules.TRANSLATION_FOR_UNKNOWN_OP, key=f"torch.ops.{namespace}.{name}", reason=reason)
         elif not callable(key):
             ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translations",
                      error=f"key {key!r} is not an operator: use torch.ops.ns.op.overload or 'ns::op'")

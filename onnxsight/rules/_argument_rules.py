@@ -103,7 +103,7 @@ TRANSLATION_KEY_WITHOUT_NAMESPACE = define(
 
 TRANSLATION_FOR_UNKNOWN_OP = define(
     "ARG011", "custom-translation-for-unknown-op", E,
-    "custom_translations key {key} names no operator: {reason}",
+    "custom_translations key {key} matches no operator: {reason}",
     "Check the spelling, and register the custom op (torch.library) before calling export().",
     what="Checks that every string key of `custom_translations` names an operator that exists in "
          "`torch.ops` (namespace, op and overload).",
