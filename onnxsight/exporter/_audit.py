@@ -70,10 +70,11 @@ def where(log: TorchLog, dims: Iterable[RequestedDim], *, specialised: bool = Fa
     """The user's line (and a library's line inside it) that specialised or constrained any of ``dims``."""
     symbols = log.source_symbols()
     for dim in dims:
-        symbol = symbols.get(dim.source)
-        event = log.where(symbol, specialised=specialised) if symbol else None
-        if event is not None:
-            return event.location, event.origin
+        for source in dim.sources:
+            symbol = symbols.get(source)
+            event = log.where(symbol, specialised=specialised) if symbol else None
+            if event is not None:
+                return event.location, event.origin
     return None, None
 
 

@@ -134,7 +134,7 @@ class _Session:
         shapes, oblivious = dynamic_shapes, any(d.size <= 1 for d in self.dims)
         for _ in range(MAX_FIX_ROUNDS):
             attempt = _run(self.model, self.args, self.kwargs, shapes, self.strict, oblivious,
-                           frozenset(d.source for d in self.dims))
+                           frozenset(s for d in self.dims for s in d.sources))
             label = self.strategy + (", size-oblivious" if oblivious else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:

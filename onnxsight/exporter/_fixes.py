@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping
 
 import torch
+from torch.utils import _pytree as pytree
 
 _FIX = re.compile(r"^\s*(?P<name>[^=\s][^=]*?)\s*=\s*(?P<rhs>.+?)\s*$")
 
@@ -29,6 +30,12 @@ class RequestedDim:
     size: int            # the example's size along ``axis``
     source: str          # torch's name for it: ``L['inputs']['a'].size()[0]``
     shape: tuple[int, ...] = ()  # the example leaf's shape
+    flat_source: str = ""        # torch's name in strict mode: ``L['flat_args'][3].size()[0]``
+    leaf: int = field(default=0, compare=False, repr=False)   # id() of the example tensor
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.source, self.flat_source) if self.flat_source else (self.source,)
 
     @property
     def label(self) -> str:
@@ -69,7 +76,10 @@ def requested_dims(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any
     for arg, value in bound.items():
         if arg in spec:
             found.extend(_walk(spec[arg], value, arg, f"L[{arg!r}]"))
-    return found
+    # Strict capture names inputs by their index among the flattened (args, kwargs).
+    flat = {id(leaf): index for index, leaf in enumerate(pytree.tree_leaves((tuple(args), dict(kwargs))))}
+    return [replace(dim, flat_source=f"L['flat_args'][{flat[dim.leaf]}].size()[{dim.axis}]")
+            if dim.leaf in flat else dim for dim in found]
 
 
 def _walk(spec: Any, value: Any, path: str, source: str) -> Iterator[RequestedDim]:
@@ -80,7 +90,7 @@ def _walk(spec: Any, value: Any, path: str, source: str) -> Iterator[RequestedDi
             if isinstance(axis, int) and 0 <= axis < value.dim() and _asks_dynamic(dim):
                 name = getattr(dim, "__name__", None)
                 yield RequestedDim(path, axis, name if isinstance(name, str) else None, int(value.shape[axis]),
-                                   f"{source}.size()[{axis}]", tuple(int(n) for n in value.shape))
+                                   f"{source}.size()[{axis}]", tuple(int(n) for n in value.shape), leaf=id(value))
     elif isinstance(value, Mapping) and isinstance(spec, Mapping):
         for key, item in value.items():
             if key in spec:

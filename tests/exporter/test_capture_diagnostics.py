@@ -283,3 +283,21 @@ def test_dynamic_shapes_code_to_write(shapes: Any, code: str) -> None:
     from onnxsight.exporter._fixes import render
 
     assert render(shapes) == code
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
+def test_each_strategy_finds_the_model_line_and_keeps_torch_quiet(strict: bool,
+                                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    from onnxsight.exporter import _audit as audit
+    from onnxsight.exporter._capture import _run
+    from onnxsight.exporter._fixes import requested_dims
+
+    model, args, shapes = ViewFour(), (torch.randn(4, 6),), {"x": {0: Dim("batch")}}
+    dims = requested_dims(model, args, {}, shapes)
+    attempt = _run(model, args, {}, shapes, strict, False, frozenset(s for d in dims for s in d.sources))
+    assert classify(attempt.error).code == "CAP004"
+    location, _ = audit.where(attempt.log, dims, specialised=True)
+    assert (location.file, location.line, location.code) == (HERE, _line("view4"), "return x.view(4, -1)  # @view4")
+    if strict:  # strict capture logs "Error while creating guard" from torch/_guards.py: kept, not printed
+        assert any("torch._guards" in line for line in attempt.log.log_lines())
+    assert not re.search(r"^[IWE]\d{4} |torch/", capfd.readouterr().err, re.M)
