@@ -86,3 +86,18 @@ def test_dynamic_shapes_structure_that_only_torch_export_checks_is_an_arg003() -
     errors = [d for d in info.value.diagnostics if d.level.value == "error"]
     assert [d.code for d in errors] == ["ARG003"]
     assert "mismatch between the structure of `inputs` and `dynamic_shapes`" in errors[0].message
+
+
+@pytest.mark.parametrize("style", ["dynamic_shapes", "dynamic_axes"])
+def test_batch_one_example_keeps_the_batch_dynamic(style: str) -> None:
+    model = MLP().eval()
+    example = torch.randn(1, 8)
+    options = ({"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}} if style == "dynamic_shapes"
+               else {"dynamic_axes": {"x": {0: "batch"}}})
+    program = onnxsight.export(model, (example,), **options)
+    assert _dims(program) == ["batch", 8]
+    assert [d.code for d in program.diagnostics if d.code.startswith("CAP")] == ["CAP009"]
+    assert [(e["input"], e["axis"], e["status"]) for e in program.record.facts["dynamic_dims"]] == [("x", 0, "dynamic")]
+    for batch in (1, 2, 5):
+        x = torch.randn(batch, 8)
+        torch.testing.assert_close(program(x)[0], model(x), atol=1e-5, rtol=1e-5)
