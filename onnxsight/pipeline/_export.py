@@ -67,7 +67,7 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any) -> None:
     from onnxsight.verification import verify as run_verify  # loads ONNX Runtime: only when asked for
 
     with program.record.stage("accuracy") as stage:
-        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs)
+        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs, other_sizes=True)
         program.verification = result
         ctx = DiagnosticContext()
         ctx.extend(result.diagnostics)

@@ -10,17 +10,20 @@ import onnx
 
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
-from onnxsight.verification._engine import EngineConfig, plan_pairs, run_engine
+from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
+from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
+from onnxsight.verification._engine import EngineConfig, EngineOutput, Plan, plan_values, run_engine
 from onnxsight.verification._graph import GraphIndex
-from onnxsight.verification._inputs import flat_user_inputs
+from onnxsight.verification._inputs import bind_sizes, flat_user_inputs
+from onnxsight.verification._inputs import user_inputs as checked_inputs
 from onnxsight.verification._metrics import to_numpy
 from onnxsight.verification._reduce import reduce_repros
 from onnxsight.verification._reference import make_reference
 from onnxsight.verification._result import VerificationResult
-from onnxsight.verification._runners import OrtRunner, TorchRunner
+from onnxsight.verification._runners import OrtRunner, TorchRunner, VerificationError
+from onnxsight.verification._sizes import dim_names, named, other_sizes as other_size_plans, resize_inputs
 from onnxsight.verification._tolerance import Tolerance
 
-MODES = ("propagated", "isolated")
 # NOTE: values waiting for comparison (each held once by PyTorch and once by ONNX Runtime)
 # are flushed to one ONNX Runtime session when they reach this many bytes.
 DEFAULT_MEMORY_BUDGET = 256 * 1024**2
@@ -41,7 +44,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
            random_inputs: bool = False, seed: int = 0, dim_sizes: Mapping[str, int] | None = None,
            memory_budget: int = DEFAULT_MEMORY_BUDGET, provider_fallback: bool = False,
            torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS,
-           reference: str | None = None, repro_dir: str | os.PathLike | None = None) -> VerificationResult:
+           reference: str | None = None, repro_dir: str | os.PathLike | None = None,
+           other_sizes: bool = False) -> VerificationResult:
     """Compare ``prog`` (an :class:`onnxsight.ONNXProgram`) with PyTorch, value by value.
 
     ``args``/``kwargs`` default to the example inputs; ``random_inputs=True`` draws seeded
@@ -55,47 +59,132 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     bundle there when verification fails (``result.repro_dir``). An unavailable provider raises
     :class:`~onnxsight.verification.VerificationError` (ORT003) unless
     ``provider_fallback=True``, which records ORT004 and runs on what is available.
+
+    Inputs are checked against the program before any work (a static axis of another size, a
+    dynamic one outside its range, another dtype or arity: :class:`VerificationError` with a VER
+    rule). ``other_sizes=True`` also runs at other sizes of every dynamic dim (the example's + 1,
+    and 1 where the range allows), so a dim the graph silently specialised fails with ACC010;
+    ``result.sizes_checked`` lists the sizes. ``result.coverage`` says which values were compared
+    and why each of the others was not.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     start = time.perf_counter()
+    check_program(prog)
+    check_options(mode=mode, providers=providers, tolerance=tolerance, torch_device=torch_device,
+                  memory_budget=memory_budget, max_repros=max_repros, per_node=per_node,
+                  random_inputs=random_inputs, other_sizes=other_sizes, onnx_model=onnx_model)
     ctx = DiagnosticContext()
     tolerance = tolerance or Tolerance()
     model = prog.model_proto if onnx_model is None else load_model(onnx_model)
     index = GraphIndex.build(model)
-    user_inputs = flat_user_inputs(prog, args, kwargs, random=random_inputs, seed=seed, dim_sizes=dim_sizes)
-    if len(index.graph_inputs) != len(user_inputs):
-        raise ValueError(f"the ONNX model takes {len(index.graph_inputs)} inputs "
-                         f"({', '.join(index.graph_inputs)}), the program {len(user_inputs)}")
-    by_name = set(index.graph_inputs) == set(prog.input_names)
-    names = prog.input_names if by_name else index.graph_inputs
-    feeds = {name: to_numpy(t) for name, t in zip(names, user_inputs)}
-    pairs = plan_pairs(prog.exported_program.graph, prog.value_names, index, per_node=per_node)
-    torch_runner = TorchRunner(prog.exported_program, device=torch_device)
-    noise_floor = make_reference(reference, torch_runner)
-    torch_runner = noise_floor or torch_runner
-    ort_runner = OrtRunner(providers, ctx=ctx, fallback=provider_fallback)
-    ort_runner.activate()
-    torch_runner.activate()
-    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros,
-                          reference=noise_floor)
-    try:
-        out = run_engine(torch_runner, ort_runner, index, pairs, user_inputs, feeds, config, ctx)
-    finally:
-        torch_runner.deactivate()
-        ort_runner.deactivate()
+    check_model_inputs(prog, index.graph_inputs)
+    if random_inputs:
+        user_inputs = flat_user_inputs(prog, args, kwargs, random=True, seed=seed, dim_sizes=dim_sizes)
+        sizes = bind_sizes(prog, user_inputs, device=torch_device)
+    else:
+        user_inputs, sizes = checked_inputs(prog, args, kwargs, device=torch_device)
+    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros)
+    run = _Run(prog, index, providers, provider_fallback, torch_device, per_node, config, reference)
+    out, plan, feeds, torch_name, used = run(user_inputs, ctx)
+    pairs = plan.pairs
     if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
         out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
-                                        ort_runner.providers, device=torch_device))
+                                        used, device=torch_device))
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx)
-    info = {"mode": mode, "per_node": per_node, "reference": torch_runner.name, "providers": ort_runner.providers,
+    coverage = _coverage(plan, out, index, ctx)
+    names = dim_names(prog)
+    sizes_checked = [named(sizes, names)]
+    if other_sizes:
+        sizes_checked += _check_other_sizes(run, user_inputs, sizes, names, ctx)
+    info = {"mode": mode, "per_node": per_node, "reference": torch_name, "providers": used,
             "requested_providers": list(providers), "compared": len(out.rows), "paired": len(pairs),
             "sessions": out.sessions, "noise_floor": reference, "chunks": out.chunks, "error": out.error,
             "inputs": "random" if random_inputs else "example", "seed": seed,
-            "tolerance": tolerance.to_dict(), "seconds": time.perf_counter() - start}
+            "tolerance": tolerance.to_dict(), "coverage": summary(coverage), "sizes_checked": sizes_checked,
+            "seconds": time.perf_counter() - start}
     result = VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
-                                graph_name=model.graph.name)
+                                graph_name=model.graph.name, coverage=coverage, sizes_checked=sizes_checked)
     if repro_dir is not None and result.repros and not result.passed:
         result.write_repro(repro_dir)
         result.repro_dir = result.info["repro_dir"] = os.fspath(repro_dir)
     return result
+
+
+class _Run:
+    """One pass of the engine over the program with given inputs (the example's, or another size's)."""
+
+    def __init__(self, prog: Any, index: GraphIndex, providers: Sequence[str], fallback: bool, device: str,
+                 per_node: bool, config: EngineConfig, reference: str | None) -> None:
+        self.prog, self.index, self.providers, self.fallback = prog, index, providers, fallback
+        self.device, self.config, self.reference = device, config, reference
+        graph = prog.exported_program.graph
+        self.plan = plan_values(graph, prog.value_names, index, per_node=per_node,
+                                signature=prog.exported_program.graph_signature)
+        by_name = set(index.graph_inputs) == set(prog.input_names)
+        self.input_names = prog.input_names if by_name else index.graph_inputs
+
+    def __call__(self, user_inputs: Sequence[Any], ctx: DiagnosticContext, *, max_repros: int | None = None,
+                 ) -> tuple[EngineOutput, Plan, dict[str, Any], str, list[str]]:
+        feeds = {name: to_numpy(t) for name, t in zip(self.input_names, user_inputs)}
+        torch_runner = TorchRunner(self.prog.exported_program, device=self.device)
+        noise_floor = make_reference(self.reference, torch_runner)
+        torch_runner = noise_floor or torch_runner
+        ort_runner = OrtRunner(self.providers, ctx=ctx, fallback=self.fallback)
+        ort_runner.activate()
+        torch_runner.activate()
+        config = EngineConfig(mode=self.config.mode, tolerance=self.config.tolerance,
+                              memory_budget=self.config.memory_budget,
+                              max_repros=self.config.max_repros if max_repros is None else max_repros,
+                              reference=noise_floor)
+        try:
+            out = run_engine(torch_runner, ort_runner, self.index, self.plan.pairs, user_inputs, feeds, config, ctx,
+                             fed=self.plan.fed)
+        finally:
+            torch_runner.deactivate()
+            ort_runner.deactivate()
+        return out, self.plan, feeds, torch_runner.name, list(ort_runner.providers)
+
+
+def _coverage(plan: Plan, out: EngineOutput, index: GraphIndex, ctx: DiagnosticContext) -> Any:
+    """The coverage table of one run, with ACC009 for values that had to be compared, and ACC008."""
+    compared = {row["value"] for row in out.rows}
+    unreached = {p.value: NOT_REACHED for p in plan.pairs if out.error and p.value not in compared}
+    table = frame(plan.entries, compared, unreached)
+    emit_coverage(table, index.graph_outputs, compared, ctx, {e.value: e.node for e in plan.entries})
+    return table
+
+
+def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any, int], names: Mapping[Any, str],
+                       ctx: DiagnosticContext) -> list[dict[str, int]]:
+    """Run at other sizes of every dynamic dim; ACC010 names a dim whose other size fails."""
+    from onnxsight import rules
+
+    checked: list[dict[str, int]] = []
+    for symbol, other in other_size_plans(run.prog, sizes):
+        inputs = resize_inputs(run.prog, user_inputs, other)
+        sub = DiagnosticContext()
+        try:
+            out, _, _, _, _ = run(inputs, sub, max_repros=0)
+        except VerificationError:
+            raise
+        except Exception:  # noqa: BLE001 - PyTorch itself rejects this size: not the ONNX model's fault
+            continue
+        checked.append(named(other, names))
+        detail = _failure(out)
+        if detail is not None:
+            ctx.emit(rules.DIM_SPECIALISED, dim=names.get(symbol, str(symbol)), size=other[symbol],
+                     example=sizes[symbol], detail=detail,
+                     properties={"sizes": named(other, names), "example_sizes": named(sizes, names)})
+    return checked
+
+
+def _failure(out: EngineOutput) -> str | None:
+    """What went wrong in a run at another size, in one line; None when it passed."""
+    if out.error:
+        return f"ONNX Runtime failed: {out.error}"
+    failing = [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    if not failing:
+        return None
+    row = next((r for r in failing if r["root_cause"]), failing[0])
+    what = (f"shape {list(row['onnx_shape'])} instead of {list(row['shape'])}" if row.get("shape_mismatch")
+            else f"max abs diff {row['max_abs_diff']:.3g}")
+    return f"{row['value']} ({row['target']} -> {row['onnx_op']}) is the first value to diverge: {what}"

@@ -26,6 +26,9 @@ import onnx
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._bundle import ReproCase, capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
+from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OUTPUTS_ONLY, Entry,
+                                              is_value_node, multi_output_groups, output_indices,
+                                              placeholder_entries, randomness)
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, to_numpy
 from onnxsight.verification._root_cause import RootCauseTracker
@@ -55,18 +58,30 @@ class EngineOutput:
     error: str | None = None
 
 
-def _nondeterministic(node: Any) -> bool:
-    import torch
+@dataclass
+class Plan:
+    """What the engine compares (``pairs``), what it feeds from PyTorch instead of computing
+    (``fed``: random and uninitialised values), and every FX value with its reason (``entries``)."""
 
-    tags = getattr(node.target, "tags", ())
-    return torch.Tag.nondeterministic_seeded in tags
+    pairs: list[Pair] = field(default_factory=list)
+    fed: list[Pair] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
 
 
 def plan_pairs(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *, per_node: bool) -> list[Pair]:
     """The FX/ONNX value pairs to compare, in topological order, with what each one reads."""
+    return plan_values(graph, value_names, index, per_node=per_node).pairs
+
+
+def plan_values(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *, per_node: bool,
+                signature: Any = None) -> Plan:
+    """Pair every FX value with its ONNX value, or say why it is not compared (see ``_coverage``)."""
+    plan = Plan()
     pairs: dict[str, list[Pair]] = {}
     upstream_cache: dict[str, tuple[str, ...]] = {}
     outputs = set(index.graph_outputs)
+    groups = multi_output_groups(value_names)
+    known = set(index.producer) | set(index.initializers) | set(index.graph_inputs)
 
     def values_of(node: Any) -> tuple[str, ...]:
         if node.target is operator.getitem and node.args[0].name in pairs:
@@ -85,24 +100,44 @@ def plan_pairs(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *,
             upstream_cache[node.name] = tuple(seen)
         return upstream_cache[node.name]
 
-    ordered: list[Pair] = []
+    if signature is not None:
+        plan.entries.extend(placeholder_entries(graph, signature, value_names))
     for node in graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
+        if not is_value_node(node, value_names, groups):
             continue
-        candidates = [(node.name, None)] if node.name in value_names else \
-            [(key, i) for i in range(64) if (key := f"{node.name}__{i}") in value_names]
+        random = randomness(node)
         found: list[Pair] = []
-        for key, i in candidates:
-            name = value_names[key]
-            if not index.is_computed(name) or _nondeterministic(node):
+        for i in output_indices(node, value_names, groups):
+            key = node.name if i is None else f"{node.name}__{i}"
+            name = value_names.get(key)
+            if name is None or name not in known:
+                val = node.meta.get("val")
+                element = val[i] if i is not None and isinstance(val, (tuple, list)) else val
+                reason = NO_COUNTERPART if _is_tensor(element) else NON_TENSOR
+                plan.entries.append(Entry(name or key, node, i, reason))
                 continue
-            if not per_node and name not in outputs:
-                continue
-            found.append(Pair(name, node, i, upstream(node)))
+            pair = Pair(name, node, i, upstream(node))
+            if random is not None:
+                plan.fed.append(pair)
+                reason: str | None = random
+            elif not index.is_computed(name):
+                reason = GRAPH_INPUT if name in index.graph_inputs else FOLDED
+            elif not per_node and name not in outputs:
+                reason = OUTPUTS_ONLY
+            else:
+                reason = None
+                found.append(pair)
+            plan.entries.append(Entry(name, node, i, reason))
         if found:
             pairs[node.name] = found
-            ordered.extend(found)
-    return ordered
+            plan.pairs.extend(found)
+    return plan
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 @dataclass
@@ -118,10 +153,18 @@ class EngineConfig:
 
 def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphIndex, pairs: Sequence[Pair],
                user_inputs: Sequence[Any], feeds: Mapping[str, np.ndarray], config: EngineConfig,
-               ctx: DiagnosticContext) -> EngineOutput:
-    """Stream PyTorch and ONNX Runtime through the graph, chunk by chunk, comparing every pair."""
+               ctx: DiagnosticContext, fed: Sequence[Pair] = ()) -> EngineOutput:
+    """Stream PyTorch and ONNX Runtime through the graph, chunk by chunk, comparing every pair.
+
+    ``fed`` values (random draws, uninitialised memory) are never computed by ONNX Runtime:
+    PyTorch's values are fed in their place, so everything downstream stays comparable.
+    """
     isolated = config.mode == "isolated"
     out = EngineOutput()
+    fed_by_node: dict[Any, list[Pair]] = {}
+    for pair in fed:
+        fed_by_node.setdefault(pair.node, []).append(pair)
+    fed_values: dict[str, np.ndarray] = {}
     by_node: dict[Any, list[Pair]] = {}
     for pair in pairs:
         by_node.setdefault(pair.node, []).append(pair)
@@ -141,6 +184,7 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
         nonlocal pending, pending_bytes
         if pending and out.error is None:
             reference = _pending_inputs(pending, paired, torch_runner) if isolated else {}
+            reference.update(fed_values)
             try:
                 results = executor.run([p.value for p in pending], reference)
             except OrtFailure as exc:  # reported as ORT001/ORT002
@@ -160,6 +204,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
 
     for node, value in torch_runner.iterate(user_inputs):
         executed.add(node)
+        for pair in fed_by_node.get(node, ()):
+            fed_values[pair.value] = to_numpy(torch_value(pair))
         for pair in by_node.get(node, ()):
             pending.append(pair)
             pending_bytes += _nbytes(torch_value(pair))

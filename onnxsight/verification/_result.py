@@ -26,11 +26,16 @@ class VerificationResult:
 
     ``nodes``: one row per compared value (topological order); ``outputs``: the
     rows of the model outputs; ``root_causes``: the rows that are first divergences.
+    ``coverage``: one row per value of the program (value, fx_node, target, compared,
+    reason) and ``coverage_summary`` its counts by reason; ``sizes_checked``: the
+    dynamic-dim sizes verified (the example's first).
     """
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], outputs: Sequence[str],
                  diagnostics: Sequence[Diagnostic], *, repros: Mapping[str, ReproCase] | None = None,
-                 info: Mapping[str, Any] | None = None, graph_name: str = "main_graph") -> None:
+                 info: Mapping[str, Any] | None = None, graph_name: str = "main_graph",
+                 coverage: pd.DataFrame | None = None,
+                 sizes_checked: Sequence[Mapping[str, int]] | None = None) -> None:
         frame = pd.DataFrame([{k: row.get(k) for k in NODE_COLUMNS} for row in rows], columns=list(NODE_COLUMNS))
         self.nodes: pd.DataFrame = frame
         order = {name: i for i, name in enumerate(outputs)}
@@ -43,6 +48,15 @@ class VerificationResult:
         self.info: dict[str, Any] = dict(info or {})
         self.graph_name = graph_name
         self.repro_dir: str | None = None  # where verify(repro_dir=) wrote the first root cause's bundle
+        self.coverage: pd.DataFrame = coverage if coverage is not None else _coverage_of(frame)
+        self.sizes_checked: list[dict[str, int]] = [dict(s) for s in (sizes_checked or [{}])]
+
+    @property
+    def coverage_summary(self) -> dict[str, int]:
+        """How many values were compared, and how many were not, by reason."""
+        from onnxsight.verification._coverage import summary
+
+        return summary(self.coverage)
 
     @property
     def root_causes(self) -> pd.DataFrame:
@@ -51,12 +65,25 @@ class VerificationResult:
 
     @property
     def passed(self) -> bool:
-        """True when every compared value matched and nothing failed to run."""
+        """True when every compared value matched, with its dtype, every graph output was compared,
+        and nothing failed to run."""
         if self.info.get("error"):
             return False
         if any(d.level is Level.ERROR for d in self.diagnostics):
             return False
+        if not set(self.output_names) <= set(self.nodes["value"]) and not self._outputs_exact():
+            return False
+        if self.nodes["dtype_mismatch"].fillna(False).astype(bool).any():
+            return False
         return bool(len(self.nodes)) and bool(self.nodes["passed"].astype(bool).all())
+
+    def _outputs_exact(self) -> bool:
+        """True when every output without a row is an input or weight (identical on both sides)."""
+        from onnxsight.verification._coverage import exact_by_construction
+
+        missing = set(self.output_names) - set(self.nodes["value"])
+        reasons = dict(zip(self.coverage["value"], self.coverage["reason"]))
+        return all(exact_by_construction(reasons.get(name)) for name in missing)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -87,6 +114,10 @@ class VerificationResult:
             "outputs": [{k: _jsonable(v) for k, v in r.items()} for r in self.outputs.to_dict("records")],
             "nodes": [{k: _jsonable(v) for k, v in r.items()} for r in self.nodes.to_dict("records")],
             "root_causes": list(self.root_causes["value"]),
+            "coverage": {"summary": self.coverage_summary,
+                         "not_compared": [{k: _jsonable(v) for k, v in r.items()} for r in
+                                          self.coverage[~self.coverage["compared"].astype(bool)].to_dict("records")]},
+            "sizes_checked": self.sizes_checked,
             "diagnostics": [d.to_dict() for d in self.diagnostics],
         }
 
@@ -101,6 +132,15 @@ class VerificationResult:
         roots = ", ".join(self.root_causes["value"]) or "none"
         return (f"VerificationResult(passed={self.passed}, values={len(self.nodes)}, "
                 f"failed={int((~self.nodes['passed'].astype(bool)).sum())}, root_causes=[{roots}])")
+
+
+def _coverage_of(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Coverage of a result built from rows alone (verify_onnx): every row's value was compared."""
+    from onnxsight.verification._coverage import COLUMNS, COMPARED
+
+    table = pd.DataFrame({"value": nodes["value"], "fx_node": nodes["fx_node"], "target": nodes["target"],
+                          "compared": True, "reason": COMPARED}, columns=list(COLUMNS))
+    return table.reset_index(drop=True)
 
 
 def _jsonable(value: Any) -> Any:

@@ -20,14 +20,36 @@ from onnxsight.verification._tolerance import dtype_name
 _WIDENED = {"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"}
 
 
+# ONNX Runtime's own C++ log goes to the process's stderr; only fatal lines pass. Errors reach the
+# diagnostics through the exceptions ONNX Runtime raises (ORT001/ORT002 carry their text).
+_ORT_LOG_SEVERITY = 4
+
+
 class VerificationError(RuntimeError):
-    """Verification could not run (for example, a requested provider is not available)."""
+    """Verification could not run: a bad call (VER001-VER015), or an unavailable provider (ORT003).
+
+    ``rule`` is the code of the rule that names the problem; ``diagnostics`` holds the diagnostic.
+    """
 
     __module__ = "onnxsight"  # public as onnxsight.VerificationError: tracebacks say so
 
-    def __init__(self, message: str, diagnostics: Sequence[Any] = ()) -> None:
+    def __init__(self, message: str, diagnostics: Sequence[Any] = (), rule: str | None = None) -> None:
         super().__init__(message)
         self.diagnostics = list(diagnostics)
+        self.rule = rule or next((getattr(d, "code", None) for d in self.diagnostics), None)
+
+
+def refuse(rule: Any, **fields: Any) -> VerificationError:
+    """The error for a bad call to verify(): ``CODE [name] message``, carrying its diagnostic.
+
+    Located at the user's line that called onnxsight (the innermost user frame).
+    """
+    from onnxsight.diagnostics import caller_location
+
+    ctx = DiagnosticContext(fallback_location=caller_location())
+    diagnostic = ctx.emit(rule, **fields)
+    return VerificationError(f"{rule.code} [{rule.name}] {rule.format(**fields)}",
+                             [diagnostic] if diagnostic else [], rule=rule.code)
 
 
 class Runner(Protocol):
@@ -171,7 +193,9 @@ class OrtRunner:
     def _create(self, model: onnx.ModelProto) -> Any:
         import onnxruntime as ort
 
-        session = ort.InferenceSession(model.SerializeToString(), ort.SessionOptions(), providers=self.providers)
+        options = ort.SessionOptions()
+        options.log_severity_level = _ORT_LOG_SEVERITY
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
         used = session.get_providers()
         dropped = [p for p in self.providers if p not in used]
         if dropped:  # e.g. CUDA listed as available but its libraries failed to load
@@ -190,12 +214,14 @@ class OrtRunner:
 
         prepared = {name: _as_feed(value, self._input_types.get(name)) for name, value in feeds.items()}
         names = [o.name for o in self._session.get_outputs()]
+        run_options = ort.RunOptions()
+        run_options.log_severity_level = _ORT_LOG_SEVERITY
         if any(isinstance(v, ort.OrtValue) for v in prepared.values()):
             values = {k: v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(v)
                       for k, v in prepared.items()}
-            outputs = [o.numpy() for o in self._session.run_with_ort_values(names, values)]
+            outputs = [o.numpy() for o in self._session.run_with_ort_values(names, values, run_options)]
         else:
-            outputs = self._session.run(names, prepared)
+            outputs = self._session.run(names, prepared, run_options)
         return {self._widened.get(name, name): np.asarray(out) for name, out in zip(names, outputs)}
 
     def deactivate(self) -> None:
@@ -204,7 +230,9 @@ class OrtRunner:
 
 def _as_feed(value: Any, declared: str | None) -> Any:
     """A numpy array (or OrtValue for bfloat16) of the declared dtype."""
-    array = np.ascontiguousarray(value)
+    array = np.asarray(value)  # NOTE: not np.ascontiguousarray, which turns a 0-d value into shape [1]
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
     if declared is None or declared == "unknown":
         return array
     if declared in _WIDENED:
