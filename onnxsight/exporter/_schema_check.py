@@ -53,29 +53,38 @@ def type_string(proto: onnx.TypeProto) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Formal:
+    """One formal input/output of a schema, as plain Python (pybind attribute reads are slow)."""
+
+    name: str
+    type_str: str
+    homogeneous: bool
+    variadic: bool
+
+
 @lru_cache(maxsize=None)
-def _schema(op_type: str, opset: int, domain: str) -> Any:
+def _signature(op_type: str, opset: int, domain: str) -> tuple[tuple[_Formal, ...], tuple[_Formal, ...],
+                                                               dict[str, tuple[str, ...]]] | None:
+    """(inputs, outputs, type constraints) of the schema in force at ``opset``; None for unknown ops."""
     try:
-        return defs.get_schema(op_type, opset, domain)
+        schema = defs.get_schema(op_type, opset, domain)
     except defs.SchemaError:
         return None
+    variadic = defs.OpSchema.FormalParameterOption.Variadic
+
+    def formals(params: Any) -> tuple[_Formal, ...]:
+        return tuple(_Formal(p.name, p.type_str, p.is_homogeneous, p.option == variadic) for p in params)
+
+    constraints = {c.type_param_str: tuple(c.allowed_type_strs) for c in schema.type_constraints}
+    return formals(schema.inputs), formals(schema.outputs), constraints
 
 
-@lru_cache(maxsize=None)
-def _constraints(op_type: str, opset: int, domain: str) -> dict[str, tuple[str, ...]] | None:
-    schema = _schema(op_type, opset, domain)
-    if schema is None:
-        return None
-    return {c.type_param_str: tuple(c.allowed_type_strs) for c in schema.type_constraints}
-
-
-def _formal(params: list[Any], index: int) -> Any:
+def _formal(params: tuple[_Formal, ...], index: int) -> _Formal | None:
     """The formal parameter of actual position ``index`` (the last one repeats when variadic)."""
     if index < len(params):
         return params[index]
-    if params and params[-1].option == defs.OpSchema.FormalParameterOption.Variadic:
-        return params[-1]
-    return None
+    return params[-1] if params and params[-1].variadic else None
 
 
 def _scope_types(graph: onnx.GraphProto, outer: Mapping[str, str]) -> dict[str, str]:
@@ -90,22 +99,22 @@ def _scope_types(graph: onnx.GraphProto, outer: Mapping[str, str]) -> dict[str, 
 
 
 def _node_violations(node: onnx.NodeProto, types: Mapping[str, str], opset: int) -> Iterable[Violation]:
-    schema = _schema(node.op_type, opset, node.domain)
-    constraints = _constraints(node.op_type, opset, node.domain)
-    if schema is None or constraints is None:
+    signature = _signature(node.op_type, opset, node.domain)
+    if signature is None:
         return
+    inputs, outputs, constraints = signature
     bound: dict[str, str] = {}
-    for role, names, params in (("input", node.input, schema.inputs), ("output", node.output, schema.outputs)):
+    for role, names, params in (("input", node.input, inputs), ("output", node.output, outputs)):
         for index, name in enumerate(names):
             param = _formal(params, index)
             dtype = types.get(name) if name else None
             if param is None or dtype is None:
                 continue
             allowed = constraints.get(param.type_str, (param.type_str,))
-            homogeneous = param.is_homogeneous and param.type_str in constraints
             if dtype not in allowed:
                 yield Violation(node, role, index, f"{param.name}={name}", dtype, allowed, opset)
-            elif homogeneous and bound.setdefault(param.type_str, dtype) != dtype:
+            elif param.homogeneous and param.type_str in constraints \
+                    and bound.setdefault(param.type_str, dtype) != dtype:
                 yield Violation(node, role, index, f"{param.name}={name}", dtype, (bound[param.type_str],), opset)
 
 

@@ -63,13 +63,12 @@ def aten_leaky_relu(b: GraphBuilder, self: Value, negative_slope: float = 0.01) 
 
 
 # NOTE: ONNX Celu takes float32 only, and Elu, Selu, HardSigmoid, HardSwish and Mish take bfloat16 only
-# from opset 22; ONNX Runtime's CPU provider has no float64 kernel for them either (NOT_IMPLEMENTED at
-# load). Half types are computed in float32 and cast back (as torch computes them); float64 by the
-# formula, from ops that run in double, so no precision is lost.
+# from opset 22, where ONNX Runtime's CPU provider still has no bfloat16 kernel for them (nor a float64
+# one: NOT_IMPLEMENTED at load). bfloat16 is computed in float32 and cast back (as torch computes it);
+# float64 by the formula, from ops that run in double, so no precision is lost.
 def _half_via_float32(b: GraphBuilder, x: Value, emit: Callable[[Value], Value]) -> Value:
-    """``emit(x)``, in float32 for the half types the op does not take at this opset."""
-    native = {torch.float16, torch.float32} | ({torch.bfloat16} if b.opset >= 22 else set())
-    if x.dtype is None or x.dtype in native:
+    """``emit(x)``, in float32 for bfloat16 (and any other type the op has no kernel for)."""
+    if x.dtype is None or x.dtype in (torch.float16, torch.float32):
         return emit(x)
     return b.cast(emit(b.cast(x, torch.float32)), x.dtype)
 
