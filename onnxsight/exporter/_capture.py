@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import torch
@@ -152,13 +152,17 @@ class _Session:
                     continue
                 self._strategy_failed(attempt, exc)
                 return None
-            shapes = self._fix(attempt, shapes, exc, oblivious)
+            shapes = self._fix(attempt, shapes, exc)
             if shapes is None:
                 return None
         self._violation(attempt, exc)
         return None
 
-    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, oblivious: bool) -> Any:
+    def _retag(self, rule: rules.Rule) -> None:
+        """The last attempt's rule: what onnxsight made of its violation (fixed, refused)."""
+        self.attempts[-1] = replace(self.attempts[-1], rule=rule.code)
+
+    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException) -> Any:
         """The refined dynamic_shapes to try next, or None once a refusal or violation is reported."""
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
@@ -169,8 +173,10 @@ class _Session:
                 static.setdefault(name, (value, f"{name} = {value}"))
         if static:
             for name, (value, text) in static.items():
+                small = any(d.size <= 1 for d in by_label[name])
                 audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes,
-                             size_cause=any(d.size <= 1 for d in by_label[name]))
+                             size_cause=small)
+                self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
             self.final = True
             return None
         if not fixes:
@@ -182,6 +188,7 @@ class _Session:
             self._violation(attempt, exc)
             return None
         self.applied.extend(f.text for f in fixes)
+        self._retag(rules.DYNAMIC_SHAPE_FIX_APPLIED)
         found = audit.narrowed(self.entries, attempt.log, self.dims, fixes)
         self.where = self.where if self.where[0] else found
         return refined
@@ -196,6 +203,7 @@ class _Session:
                 for dims in small.values():
                     audit.refuse(self.ctx, self.entries, attempt.log, dims, dims[0].size, problem, shapes,
                                  size_cause=True)
+                self._retag(rules.EXAMPLE_SIZE_SPECIALIZED)
                 self.final = True
                 return None
             audit.kept_size_oblivious(self.ctx, [dims[0] for dims in small.values()])

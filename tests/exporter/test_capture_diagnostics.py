@@ -171,6 +171,9 @@ def test_capture_diagnostic(case: Case, capfd: pytest.CaptureFixture[str]) -> No
         assert audit[key]["status"] == status, audit
         if status in ("refused", "narrowed"):
             assert (audit[key]["file"], audit[key]["line"]) == (HERE, where)
+    assert record.attempts[-1].success == case.exported
+    if not case.exported and case.code in ("CAP005", "CAP008"):  # the attempt says what became of it
+        assert record.attempts[-1].rule == case.code
     err = capfd.readouterr().err
     assert not re.search(r"^[IWE]\d{4} |torch/|def forward\(", err, re.M), err
 
