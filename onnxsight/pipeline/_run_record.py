@@ -135,6 +135,8 @@ def verification_summary(result: Any) -> dict[str, Any] | None:
         "outputs": outputs, "root_causes": roots, "worst_nodes": worst,
         "nodes_compared": len(nodes), "nodes_failed": len(failing),
         "nodes": _downsample(nodes),
+        "coverage": {"summary": dict(getattr(result, "coverage_summary", None) or {}),
+                     "sizes_checked": list(getattr(result, "sizes_checked", None) or [])},
     }
     return jsonable(summary)
 

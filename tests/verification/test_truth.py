@@ -351,3 +351,12 @@ def test_bad_calls_are_verification_errors_with_a_rule(make: Callable[[], Any], 
 
 def test_a_valid_tolerance_still_works() -> None:
     assert onnxsight.verify(exported("gated"), tolerance=Tolerance.uniform(1e-3, 1e-3)).passed
+
+
+def test_the_report_summary_carries_coverage_and_sizes() -> None:
+    from onnxsight.pipeline._run_record import verification_summary
+
+    result = onnxsight.verify(_rows_program(), other_sizes=True)
+    summary = verification_summary(result)["coverage"]
+    assert summary["summary"] == result.coverage_summary and summary["summary"]["compared"] > 0
+    assert summary["sizes_checked"] == result.sizes_checked and len(summary["sizes_checked"]) >= 2
