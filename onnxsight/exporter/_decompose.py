@@ -79,8 +79,12 @@ def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> 
     # about. Silenced here, for this call only, as capture does (exporter/_capture.py).
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
-        with rnn_shape_kernels():  # the re-trace must not guard RNN sequence lengths either
-            return program.run_decompositions(decomposition_table(KEPT_OPS + tuple(extra_keep)))
+        # The table is built before the RNN shape kernels are swapped in: it must hold torch's
+        # real decompositions of the RNN ops that are not kept; the re-trace must not guard the
+        # sequence length of those that are.
+        table = decomposition_table(KEPT_OPS + tuple(extra_keep))
+        with rnn_shape_kernels():
+            return program.run_decompositions(table)
 
 
 def needs_decomposition(program: torch.export.ExportedProgram, registry: Any, opset: int) -> str | None:
