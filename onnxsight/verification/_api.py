@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Mapping, Sequence
 
@@ -171,10 +172,30 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
         checked.append(named(other, names))
         detail = _failure(out)
         if detail is not None:
-            ctx.emit(rules.DIM_SPECIALISED, dim=names.get(symbol, str(symbol)), size=other[symbol],
-                     example=sizes[symbol], detail=detail,
+            node, location, stack = _failure_site(out, run.index)
+            ctx.emit(rules.DIM_SPECIALISED, node=node, location=location, stack=stack,
+                     dim=names.get(symbol, str(symbol)), size=other[symbol], example=sizes[symbol], detail=detail,
                      properties={"sizes": named(other, names), "example_sizes": named(sizes, names)})
     return checked
+
+
+_ORT_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
+
+
+def _failure_site(out: EngineOutput, index: GraphIndex) -> tuple[Any, Any, tuple[Any, ...]]:
+    """Where a run at another size failed: the root cause's FX node, or the user's line of the ONNX
+    node ONNX Runtime named (from its stack-trace metadata)."""
+    from onnxsight.diagnostics import parse_stack_trace, user_frame
+
+    failing = [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    if failing:
+        row = next((r for r in failing if r["root_cause"]), failing[0])
+        return out.nodes.get(row["value"]), None, ()
+    match = _ORT_NODE.search(out.error or "")
+    node = next((n for n in index.nodes if match and n.name == match.group(2)), None)
+    meta = {p.key: p.value for p in node.metadata_props} if node is not None else {}
+    stack = parse_stack_trace(meta.get("pkg.torch.onnx.stack_trace"))
+    return None, user_frame(stack), stack
 
 
 def _failure(out: EngineOutput) -> str | None:

@@ -360,3 +360,11 @@ def test_the_report_summary_carries_coverage_and_sizes() -> None:
     summary = verification_summary(result)["coverage"]
     assert summary["summary"] == result.coverage_summary and summary["summary"]["compared"] > 0
     assert summary["sizes_checked"] == result.sizes_checked and len(summary["sizes_checked"]) >= 2
+
+
+def test_a_specialised_dim_points_at_the_users_line() -> None:
+    prog = _rows_program()
+    result = onnxsight.verify(prog, onnx_model=_bake_reshape(prog.model_proto, [5, 2, 3]), other_sizes=True)
+    (first, *_) = [d for d in result.diagnostics if d.code == "ACC010"]
+    assert first.location is not None and first.location.file.endswith("test_truth.py")
+    assert "x.view(x.shape[0], 2, 3)" in (first.location.code or "")
