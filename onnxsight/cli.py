@@ -2,8 +2,10 @@
 
 Exit codes (stable, for CI): 0 success, 1 verification failed, 2 export failed
 (or verification could not run), 3 usage error (bad arguments, missing file,
-unknown rule, and arguments export() rejects before any work: the ARG rules). Results go to stdout; progress and diagnostics to stderr,
-coloured only on a terminal (and never with ``NO_COLOR`` set).
+unknown rule, and arguments export() rejects before any work: the ARG rules).
+Results go to stdout; progress and diagnostics to stderr, coloured only on a
+terminal (and never with ``NO_COLOR`` set). The parser is in ``_cli_parser``,
+the loading of the user's model and flags in ``_cli_inputs``.
 """
 
 from __future__ import annotations
@@ -14,24 +16,14 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, NoReturn, Sequence, TextIO
+from typing import Any, Iterator, Sequence, TextIO
 
-from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, dynamic_axes, export_options_parser,
-                                   load_model, load_translations, model_location, split_target)
+from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, dynamic_axes, load_model, load_translations,
+                                   model_location, split_target)
+from onnxsight._cli_parser import EXIT_CODES, EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_VERIFY, build_parser
 
-__all__ = ["Console", "UsageError", "build_parser", "load_model", "main", "split_target"]
-
-EXIT_OK, EXIT_VERIFY, EXIT_EXPORT, EXIT_USAGE = 0, 1, 2, 3
-EXIT_CODES = ("exit codes: 0 success, 1 verification failed, 2 export failed, 3 usage error (including "
-              "export() arguments rejected before any work, ARG rules)")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with exit code 3 for usage errors (argparse's own is 2, our export failure)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+__all__ = ["EXIT_CODES", "EXIT_EXPORT", "EXIT_OK", "EXIT_USAGE", "EXIT_VERIFY", "Console", "UsageError",
+           "build_parser", "load_model", "main", "split_target"]
 
 
 class Console:
@@ -299,115 +291,6 @@ def cmd_rules(options: argparse.Namespace, console: Console) -> int:
 
 
 COMMANDS = {"export": cmd_export, "verify": cmd_verify, "report": cmd_report, "rules": cmd_rules}
-
-
-# -- the parser ----------------------------------------------------------------------------------------
-
-def _examples(*lines: str) -> str:
-    return "examples:\n" + "\n".join(f"  {line}" for line in lines) + f"\n\n{EXIT_CODES}"
-
-
-def _common() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    group = common.add_mutually_exclusive_group()
-    group.add_argument("-q", "--quiet", action="store_true", help="print only results and errors")
-    group.add_argument("-v", "--verbose", action="store_true", help="also print notes and onnxsight's log")
-    common.add_argument("--no-color", action="store_true", help="never colour the output (also: NO_COLOR=1)")
-    return common
-
-
-def _outputs() -> argparse.ArgumentParser:
-    outputs = _Parser(add_help=False)
-    outputs.add_argument("--report", metavar="DIR", help="write markdown, HTML, SARIF and the run record into DIR")
-    outputs.add_argument("--summary", metavar="FILE",
-                         help='append a markdown summary for a CI job summary (e.g. "$GITHUB_STEP_SUMMARY")')
-    return outputs
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``onnxsight`` parser with every subcommand (``zoo`` from onnxsight.zoo.cli when present)."""
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="onnxsight", formatter_class=formatter,
-                     description="Export PyTorch models to ONNX and learn exactly what went wrong, and where.",
-                     epilog=_examples("onnxsight export model.py -o model.onnx --report reports/",
-                                      "onnxsight verify model.py:build_small --mode isolated",
-                                      "onnxsight rules OPS002"))
-    from onnxsight import __version__
-
-    parser.add_argument("--version", action="version", version=f"onnxsight {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{export,verify,report,rules,zoo}")
-    sub.required = True
-    common, outputs, export_options = _common(), _outputs(), export_options_parser()
-
-    p = sub.add_parser("export", parents=[common, outputs, export_options], formatter_class=formatter,
-                       help="export a model defined in a Python file",
-                       description="Export FUNCTION()'s model (FUNCTION returns (model, args) or "
-                                   "(model, args, kwargs); default: build) to ONNX.",
-                       epilog=_examples("onnxsight export model.py -o model.onnx",
-                                        "onnxsight export zoo.py:resnet -o r.onnx --opset 20 --dynamic-batch",
-                                        "onnxsight export m.py -o m.onnx --translations my_ops:TRANSLATIONS "
-                                        "--input-names tokens --output-names logits --dynamic tokens:0:batch "
-                                        "--dynamic tokens:1:sequence",
-                                        "onnxsight export model.py -o m.onnx --verify --report out/ "
-                                        '--summary "$GITHUB_STEP_SUMMARY"'))
-    p.add_argument("model", metavar="FILE.py[:FUNCTION]")
-    p.add_argument("-o", "--output", required=True, metavar="model.onnx", help="the ONNX file to write")
-    p.add_argument("--verify", action="store_true", help="verify the export against PyTorch, value by value")
-    p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
-
-    p = sub.add_parser("verify", parents=[common, outputs, export_options], formatter_class=formatter,
-                       help="compare ONNX with PyTorch, or one ONNX model on two providers",
-                       description="With FILE.py[:FUNCTION]: export (with the export options below) and "
-                                   "compare every value with PyTorch on --target (default CPU). With model.onnx: "
-                                   "compare the model on --target against --reference. The default --target "
-                                   "for model.onnx is the first GPU provider this onnxruntime has (CUDA, ROCm, "
-                                   "DirectML, CoreML); without one it is CPUExecutionProvider, which then only "
-                                   "checks that the model loads and runs (said so on stderr).",
-                       epilog=_examples("onnxsight verify model.py --mode isolated",
-                                        "onnxsight verify model.onnx --target CUDAExecutionProvider --per-node",
-                                        "onnxsight verify model.onnx --sarif verify.sarif --report out/"))
-    p.add_argument("model", metavar="model.onnx | FILE.py[:FUNCTION]")
-    p.add_argument("--reference", default="CPUExecutionProvider", metavar="PROVIDER",
-                   help="reference provider for model.onnx (default CPUExecutionProvider)")
-    p.add_argument("--target", default=None, metavar="PROVIDER",
-                   help="provider under test (model.onnx: default the first GPU provider available, else "
-                        "CPUExecutionProvider; FILE.py: default CPUExecutionProvider)")
-    p.add_argument("--per-node", action=argparse.BooleanOptionalAction, default=True,
-                   help="compare every intermediate value, not only the outputs (default: on)")
-    p.add_argument("--mode", choices=("propagated", "isolated"), default="propagated",
-                   help="isolated: feed each node PyTorch's own inputs (FILE.py only)")
-    p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
-
-    p = sub.add_parser("report", parents=[common], formatter_class=formatter,
-                       help="re-render reports from a saved run record",
-                       description="Render markdown, HTML and SARIF again from a run record (*_run.json), "
-                                   "next to it; a folder re-renders every record in it.",
-                       epilog=_examples("onnxsight report reports/TinyMLP_20250101-120000_run.json",
-                                        "onnxsight report reports/"))
-    p.add_argument("path", metavar="PATH", help="a *_run.json file or a folder of them")
-
-    p = sub.add_parser("rules", parents=[common], formatter_class=formatter,
-                       help="list the diagnostic rules, or explain one",
-                       description="Without CODE: every rule with its level. With CODE: its documentation.",
-                       epilog=_examples("onnxsight rules", "onnxsight rules OPS001"))
-    p.add_argument("code", nargs="?", metavar="CODE", help="rule code (OPS001) or name")
-    _add_zoo(sub)
-    return parser
-
-
-def _add_zoo(sub: Any) -> None:
-    try:
-        from onnxsight.zoo.cli import register
-    except ImportError:  # the zoo package is optional in a partial install
-        p = sub.add_parser("zoo", help="the model-zoo verification job (not available in this install)")
-        p.set_defaults(func=lambda _options: _zoo_missing())
-        return
-    register(sub)
-
-
-def _zoo_missing() -> int:
-    print("onnxsight zoo is not available in this install", file=sys.stderr)
-    return EXIT_USAGE
 
 
 # 128 + SIGPIPE: what a shell reports for a process whose reader went away (`seq 1000000 | head -1`).
