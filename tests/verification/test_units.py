@@ -106,3 +106,67 @@ def test_root_cause_table(rows, roots, propagated) -> None:
 def test_isolated_analysis_makes_every_mismatch_a_root() -> None:
     verdicts = analyse([("a", False, ()), ("b", False, ("a",))], independent=True)
     assert all(v.root_cause for v in verdicts.values())
+
+
+# -- randomness per node (not by torch's nondeterministic_seeded tag) ----------------------------------------
+def _call(op_path: str, args: tuple = (), kwargs: dict | None = None):
+    import torch
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    op = torch.ops.aten
+    for part in op_path.split("."):
+        op = getattr(op, part)
+    return graph.call_function(op, tuple(x if a == "x" else a for a in args), kwargs or {})
+
+
+@pytest.mark.parametrize(("op", "args", "kwargs", "expected"), [
+    ("dropout.default", ("x", 0.5, True), {}, "random op"),
+    ("dropout.default", ("x", 0.5, False), {}, None),
+    ("dropout.default", ("x", 0.0, True), {}, None),
+    ("native_dropout.default", ("x", 0.5, True), {}, "random op"),
+    ("native_dropout.default", ("x", 0.5, False), {}, None),
+    ("alpha_dropout.default", ("x", 0.2, True), {}, "random op"),
+    ("scaled_dot_product_attention.default", ("x", "x", "x"), {}, None),
+    ("scaled_dot_product_attention.default", ("x", "x", "x"), {"dropout_p": 0.1}, "random op"),
+    ("scaled_dot_product_attention.default", ("x", "x", "x", None, 0.1), {}, "random op"),
+    ("_scaled_dot_product_flash_attention_for_cpu.default", ("x", "x", "x", 0.0), {}, None),
+    ("_fused_dropout.default", ("x", 1.0), {}, None),
+    ("_fused_dropout.default", ("x", 0.9), {}, "random op"),
+    ("rand_like.default", ("x",), {}, "random op"),
+    ("randn.default", ([2, 3],), {}, "random op"),
+    ("bernoulli.p", ("x", 0.5), {}, "random op"),
+    ("multinomial.default", ("x", 2), {}, "random op"),
+    ("uniform.default", ("x",), {}, "random op"),
+    ("empty.memory_format", ([2, 3],), {}, "uninitialised"),
+    ("empty_like.default", ("x",), {}, "uninitialised"),
+    ("add.Tensor", ("x", "x"), {}, None),
+    ("softmax.int", ("x", -1), {}, None),
+])
+def test_randomness_is_decided_by_op_and_arguments(op: str, args: tuple, kwargs: dict, expected) -> None:
+    from onnxsight.verification._coverage import randomness
+
+    assert randomness(_call(op, args, kwargs)) == expected
+
+
+def test_bounds_of_ranges() -> None:
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    from onnxsight.verification._inputs import bound
+
+    assert [bound(v) for v in (int_oo, sympy.oo, -int_oo, sympy.Integer(8), 3, None)] == [None, None, None, 8, 3, None]
+
+
+@pytest.mark.parametrize(("shape", "target"), [((3, 2), (5, 2)), ((3, 2), (1, 2)), ((3, 2), (3, 2)), ((2, 4), (4, 1))])
+def test_resize_repeats_or_cuts_the_users_own_slices(shape, target) -> None:
+    import torch
+
+    from onnxsight.verification._sizes import _resize
+
+    x = torch.arange(int(np.prod(shape))).reshape(shape)
+    y = _resize(x, target)
+    assert tuple(y.shape) == target
+    assert set(y.flatten().tolist()) <= set(x.flatten().tolist())
+    assert torch.equal(y[: min(shape[0], target[0]), : min(shape[1], target[1])],
+                       x[: min(shape[0], target[0]), : min(shape[1], target[1])])
