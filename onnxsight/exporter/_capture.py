@@ -26,6 +26,10 @@ from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
+# How a dim whose example size is 0 or 1 is captured: torch.export's size-oblivious reasoning first, then
+# (when that finds no fix it can apply) the example grown to size 2 along it; both are checked at the example.
+PLAIN, OBLIVIOUS, GROWN = "plain", "size-oblivious", "example grown to 2"
+HOW = {OBLIVIOUS: "captured size-oblivious", GROWN: "captured from the example grown to size 2"}
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -131,30 +135,37 @@ class _Session:
     where: audit.Where = (None, None)    # where the first applied fix was required
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
-        shapes, oblivious = dynamic_shapes, any(d.size <= 1 for d in self.dims)
-        for _ in range(MAX_FIX_ROUNDS):
-            attempt = _run(self.model, self.args, self.kwargs, shapes, self.strict, oblivious,
+        """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
+        shapes, mode = dynamic_shapes, (OBLIVIOUS if any(d.size <= 1 for d in self.dims) else PLAIN)
+        for _ in range(MAX_FIX_ROUNDS + 1):
+            args, kwargs = audit.grown(self.args, self.kwargs, self.dims) if mode == GROWN else (self.args,
+                                                                                                self.kwargs)
+            attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
                            frozenset(s for d in self.dims for s in d.sources))
-            label = self.strategy + (", size-oblivious" if oblivious else "") + \
+            label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:
                 self.attempts.append(CaptureAttempt(label, True, attempt.seconds, log=attempt.log.log_lines()))
-                return self._accept(attempt, shapes, oblivious)
+                return self._accept(attempt, shapes, mode)
             exc = attempt.error
             assert exc is not None
             rule = classify(exc)
             self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
                                                 rule.code, log=attempt.log.log_lines()))
             self.error = exc
+            if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
+                mode = GROWN  # size-oblivious capture hit something else: capture a grown example
+                continue
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
-                if oblivious:  # size-oblivious capture hit something else: capture as torch.export does
-                    oblivious = False
-                    continue
                 self._strategy_failed(attempt, exc)
                 return None
-            shapes = self._fix(attempt, shapes, exc)
-            if shapes is None:
+            refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS)
+            if refined is GROWN:
+                mode = GROWN
+                continue
+            if refined is None:
                 return None
+            shapes = refined
         self._violation(attempt, exc)
         return None
 
@@ -162,8 +173,11 @@ class _Session:
         """The last attempt's rule: what onnxsight made of its violation (fixed, refused)."""
         self.attempts[-1] = replace(self.attempts[-1], rule=rule.code)
 
-    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException) -> Any:
-        """The refined dynamic_shapes to try next, or None once a refusal or violation is reported."""
+    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, *, fallback: bool) -> Any:
+        """The refined dynamic_shapes to try next, or None once a refusal or violation is reported.
+
+        ``fallback``: a violation without an applicable fix returns GROWN (try a grown example) instead.
+        """
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
         fixes = parse_fixes(message, set(by_label))
@@ -179,12 +193,13 @@ class _Session:
                 self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
             self.final = True
             return None
-        if not fixes:
-            self._violation(attempt, exc)
-            return None
         try:
-            refined = refine(message, shapes)
+            refined = refine(message, shapes) if fixes else None
         except Exception:  # noqa: BLE001 - a fix torch cannot apply itself is reported, not guessed
+            refined = None
+        if refined is None:
+            if fallback:
+                return GROWN
             self._violation(attempt, exc)
             return None
         self.applied.extend(f.text for f in fixes)
@@ -193,10 +208,10 @@ class _Session:
         self.where = self.where if self.where[0] else found
         return refined
 
-    def _accept(self, attempt: _Try, shapes: Any, oblivious: bool) -> torch.export.ExportedProgram | None:
+    def _accept(self, attempt: _Try, shapes: Any, mode: str) -> torch.export.ExportedProgram | None:
         program = attempt.program
         assert program is not None
-        if oblivious:
+        if mode != PLAIN:
             problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
             small = audit.groups(d for d in self.dims if d.size <= 1)
             if problem is not None:
@@ -206,10 +221,11 @@ class _Session:
                 self._retag(rules.EXAMPLE_SIZE_SPECIALIZED)
                 self.final = True
                 return None
-            audit.kept_size_oblivious(self.ctx, [dims[0] for dims in small.values()])
+            how = HOW[mode]
+            audit.kept_dynamic(self.ctx, [dims[0] for dims in small.values()], how)
             for dims in small.values():
-                audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: captured "
-                                 "size-oblivious, checked at the example")
+                audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
+                                 "the example")
         if self.applied:
             audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         return program

@@ -290,11 +290,11 @@ EXAMPLE_SIZE_SPECIALIZED = define(
 SIZE_ONE_EXAMPLE_KEPT_DYNAMIC = define(
     "CAP009", "size-one-example-kept-dynamic", N,
     "input `{input}` axis {axis} ({dim}) has size {size} in the example, which torch.export would "
-    "specialise; onnxsight captured it size-oblivious and checked the graph at the example, so it stays "
-    "dynamic",
+    "specialise; onnxsight {how} and checked the graph at the example, so it stays dynamic",
     "Export with an example of size 2 or more along dynamic axes to skip this step.",
     what="Notes that a dimension marked dynamic had size 0 or 1 in the example and was kept dynamic by "
-         "capturing with torch.export's size-oblivious reasoning, then checking that the captured graph "
+         "capturing with torch.export's size-oblivious reasoning (or, where that finds no fix it can "
+         "apply, from the example grown to size 2 along the dim), then checking that the captured graph "
          "computes the model's outputs at the example.",
     why="torch.export specialises sizes 0 and 1; without this step a batch-1 example with a dynamic "
         "batch fails to export (or, in torch.onnx, exports a model wrong at other sizes).",

@@ -204,6 +204,31 @@ def test_fix_applied_model_runs_at_the_sizes_the_fix_allows() -> None:
         torch.testing.assert_close(program(ids)[0], model(ids), atol=1e-4, rtol=1e-4)
 
 
+def test_batch_one_example_and_a_narrowed_seq_together() -> None:
+    """Size-oblivious capture finds no fix for `seq <= 32`; the example grown to batch 2 does."""
+    model = BertEmbeddings().eval()
+    program = onnxsight.export(model, (torch.randint(0, 100, (1, 5)),),
+                               dynamic_shapes={"input_ids": {0: Dim("batch"), 1: Dim("seq")}})
+    assert [d.code for d in program.diagnostics if d.code.startswith("CAP")] == ["CAP009", "CAP007"]
+    assert "grown to size 2" in program.diagnostics[0].message
+    assert [(e["dim"], e["status"]) for e in program.record.facts["dynamic_dims"]] == [
+        ("batch", "dynamic"), ("seq", "narrowed")]
+    for batch, seq in ((1, 5), (3, 32), (2, 1)):
+        ids = torch.randint(0, 100, (batch, seq))
+        torch.testing.assert_close(program(ids)[0], model(ids), atol=1e-4, rtol=1e-4)
+
+
+def test_grown_example_repeats_size_one_axes_of_the_requested_dims_only() -> None:
+    from onnxsight.exporter._audit import grown
+    from onnxsight.exporter._fixes import requested_dims
+
+    x, mask = torch.randn(1, 3, 1), torch.ones(1, 0)
+    dims = requested_dims(torch.nn.Bilinear(1, 1, 1), (x, mask), {}, {"input1": {0: Dim("b"), 2: Dim("w")},
+                                                                        "input2": {1: Dim("n")}})
+    (a, b), _ = grown((x, mask), {}, dims)
+    assert a.shape == (2, 3, 2) and torch.equal(a[1, :, 1], x[0, :, 0]) and b.shape == (1, 2)
+
+
 def test_batch_one_example_exports_a_model_right_at_batch_two() -> None:
     model = SmallCNN().eval()
     program = onnxsight.export(model, (torch.randn(1, 3, 8, 8),),
