@@ -16,11 +16,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
+import pandas as pd
 
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, load_model
 from onnxsight.verification._bundle import capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
+from onnxsight.verification._coverage import (COLUMNS, COMPARED, NO_RESULT, NOT_REACHED, OUTPUTS_ONLY,
+                                              emit_coverage)
 from onnxsight.verification._diagnose import emit_diagnostics
 from onnxsight.verification._engine import report_ort_error
 from onnxsight.verification._graph import GraphIndex, elem_type_name
@@ -99,11 +102,10 @@ def verify_onnx(path_or_proto: onnx.ModelProto | str | os.PathLike,
     ref_runner.activate()
     tgt_runner.activate()
     ref, tgt = ChunkExecutor(index, ref_runner, feeds), ChunkExecutor(index, tgt_runner, feeds)
-    values = [o for node in index.nodes for o in node.output if o and index.is_computed(o)]
-    if not per_node:
-        values = [v for v in values if v in set(index.graph_outputs)]
+    everything = [o for node in index.nodes for o in node.output if o and index.is_computed(o)]
+    values = everything if per_node else [v for v in everything if v in set(index.graph_outputs)]
     compared = set(values)
-    refs = {v: _node_ref(index.nodes[index.producer[v]]) for v in values}
+    refs = {v: _node_ref(index.nodes[index.producer[v]]) for v in everything}
     tracker = RootCauseTracker()
     rows: list[dict[str, Any]] = []
     repros: dict[str, Any] = {}
@@ -133,11 +135,30 @@ def verify_onnx(path_or_proto: onnx.ModelProto | str | os.PathLike,
                     repros[value] = case
         size = max(1, int(memory_budget * len(chunk) / max(used, 1)))
     emit_diagnostics(rows, refs, index.graph_outputs, ctx, reference=reference)
+    coverage = _coverage(everything, compared, rows, refs, error)
+    emit_coverage(coverage, index.graph_outputs, {r["value"] for r in rows}, ctx, refs)
     info = {"mode": "propagated", "per_node": per_node, "reference": reference, "providers": tgt_runner.providers,
             "requested_providers": [target], "compared": len(rows), "sessions": ref.sessions + tgt.sessions,
             "error": error, "seconds": time.perf_counter() - start, "tolerance": tolerance.to_dict()}
     return VerificationResult(rows, index.graph_outputs, ctx.diagnostics, repros=repros, info=info,
-                              graph_name=model.graph.name)
+                              graph_name=model.graph.name, coverage=coverage)
+
+
+def _coverage(values: Sequence[str], planned: set[str], rows: Sequence[Mapping[str, Any]],
+              refs: Mapping[str, _NodeRef], error: str | None) -> pd.DataFrame:
+    """One row per computed ONNX value: compared, or why not (outputs only, not reached, no result)."""
+    done = {row["value"] for row in rows}
+    table = []
+    for value in values:
+        if value in done:
+            reason = COMPARED
+        elif value not in planned:
+            reason = OUTPUTS_ONLY
+        else:
+            reason = NOT_REACHED if error else NO_RESULT
+        table.append({"value": value, "fx_node": refs[value].name, "target": refs[value].target,
+                      "compared": reason == COMPARED, "reason": reason})
+    return pd.DataFrame(table, columns=list(COLUMNS))
 
 
 def _row(value: str, expected: np.ndarray, actual: np.ndarray, expected_dtype: str | None, actual_dtype: str | None,

@@ -368,3 +368,13 @@ def test_a_specialised_dim_points_at_the_users_line() -> None:
     (first, *_) = [d for d in result.diagnostics if d.code == "ACC010"]
     assert first.location is not None and first.location.file.endswith("test_truth.py")
     assert "x.view(x.shape[0], 2, 3)" in (first.location.code or "")
+
+
+@pytest.mark.parametrize(("per_node", "expected"), [(True, {"compared"}), (False, {"compared", "outputs only"})])
+def test_verify_onnx_states_its_coverage(per_node: bool, expected: set[str]) -> None:
+    prog = exported("gated")
+    result = onnxsight.verify_onnx(prog.model_proto, target="CPUExecutionProvider", per_node=per_node)
+    assert result.passed and set(result.coverage_summary) == expected
+    assert len(result.coverage) == sum(1 for n in prog.model_proto.graph.node for o in n.output if o)
+    (note,) = [d for d in result.diagnostics if d.code == "ACC008"]
+    assert note.properties["compared"] == len(result.nodes)
