@@ -153,6 +153,20 @@ class Counter(torch.nn.Module):
         return x * 2
 
 
+class CeluDouble(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.celu(x)  # @ONX004
+
+
+class ReturnsNumbers(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[int, float]:
+        return x.shape[0] * 2, 3.0
+
+
+def _celu_any_type(b: Any, x: Any, alpha: float = 1.0) -> Any:
+    return b.op("Celu", x, alpha=float(alpha))  # Celu's T is tensor(float) only
+
+
 def _raising_translation(b: Any, x: Any) -> Any:
     raise NotImplementedError("fixture translation refuses")
 
@@ -233,6 +247,9 @@ CASES: tuple[Case, ...] = (
          options={"custom_translations": {aten.sin.default: _shape_clash}}),
     Case("ONX003", lambda: torch.nn.Linear(4, 4), marker="model.onnx", options={"external_data": True},
          files=("f",)),
+    Case("ONX004", CeluDouble, args=(torch.randn(4, dtype=torch.float64),),
+         options={"custom_translations": {aten.celu.default: _celu_any_type}}),
+    Case("IO006", ReturnsNumbers, marker="export"),
 )
 
 
