@@ -30,7 +30,7 @@ from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPAR
                                               is_value_node, multi_output_groups, output_indices,
                                               placeholder_entries, randomness)
 from onnxsight.verification._graph import GraphIndex
-from onnxsight.verification._metrics import compare, to_numpy
+from onnxsight.verification._metrics import compare, onnx_layout, real_view, to_numpy
 from onnxsight.verification._root_cause import RootCauseTracker
 from onnxsight.verification._runners import OrtRunner, TorchRunner
 from onnxsight.verification._tolerance import Tolerance, dtype_name
@@ -225,7 +225,7 @@ def _pending_inputs(pending: Sequence[Pair], paired: Mapping[str, Pair],
             source = paired.get(name)
             if source is not None and source.node in torch_runner.env:
                 value = torch_runner.env[source.node]
-                wanted[name] = to_numpy(value[source.index] if source.index is not None else value)
+                wanted[name] = real_view(to_numpy(value[source.index] if source.index is not None else value))
     return wanted
 
 
@@ -237,7 +237,7 @@ def _reference_value(name: str, paired: Mapping[str, Pair], torch_runner: TorchR
     if pair is None or pair.node not in torch_runner.env:
         return None
     value = torch_runner.env[pair.node]
-    return to_numpy(value[pair.index] if pair.index is not None else value)
+    return real_view(to_numpy(value[pair.index] if pair.index is not None else value))
 
 
 def _nbytes(value: Any) -> int:
@@ -253,6 +253,7 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         return
     expected = to_numpy(expected_value)
     expected_dtype = dtype_name(getattr(expected_value, "dtype", expected.dtype))
+    expected, expected_dtype = onnx_layout(expected, expected_dtype, actual)  # complex as ONNX's reals
     actual_dtype = executor.types.get(pair.value, "unknown")
     bounds = config.tolerance.loosest(pair.value, expected_dtype, actual_dtype)
     metrics = compare(expected, actual, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)

@@ -51,6 +51,24 @@ def to_numpy(value: Any) -> np.ndarray:
     return array
 
 
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def real_view(array: np.ndarray) -> np.ndarray:
+    """A complex array as ONNX holds it: real and imaginary parts in a trailing dimension of 2."""
+    if not np.iscomplexobj(array):
+        return array
+    return np.stack([array.real, array.imag], axis=-1)
+
+
+def onnx_layout(expected: np.ndarray, expected_dtype: str, actual: Any) -> tuple[np.ndarray, str]:
+    """``expected`` (and its dtype name) in ``actual``'s layout: a complex value ONNX holds as reals
+    with a trailing dimension of 2 (DFT, STFT) is compared as those reals."""
+    if np.iscomplexobj(expected) and np.shape(actual) == tuple(expected.shape) + (2,):
+        return real_view(expected), _REAL_OF.get(expected_dtype, expected_dtype)
+    return expected, expected_dtype
+
+
 def _work_dtype(*arrays: np.ndarray) -> type:
     if any(a.dtype in (np.float64, np.int64, np.uint64, np.complex128) for a in arrays):
         return np.float64

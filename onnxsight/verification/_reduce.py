@@ -23,7 +23,7 @@ import numpy as np
 
 from onnxsight.verification._bundle import ReproCase, capture_repro
 from onnxsight.verification._graph import GraphIndex, chunk_inputs
-from onnxsight.verification._metrics import compare, to_numpy
+from onnxsight.verification._metrics import compare, real_view, to_numpy
 from onnxsight.verification._runners import OrtRunner, TorchRunner
 from onnxsight.verification._tolerance import Tolerance, dtype_name
 
@@ -130,7 +130,7 @@ def _torch_values(prog: Any, pairs: Sequence[Any], needed: set[str], user_inputs
         for node, result in runner.iterate(user_inputs):
             done.add(node)
             for pair in by_node.get(node.name, ()):
-                found[pair.value] = to_numpy(result[pair.index] if pair.index is not None else result)
+                found[pair.value] = real_view(to_numpy(result[pair.index] if pair.index is not None else result))
             if len(found) == len({p.value for ps in by_node.values() for p in ps}):
                 break
             for source in node.all_input_nodes:

@@ -54,6 +54,9 @@ class Fault:
     value: str
     onnx_op: str
     detail: str = ""
+    # A fault changes a node: every output of that node is the injected place (TopK's values and
+    # indices both change with its axis); add_constant changes one value only.
+    node_outputs: tuple[str, ...] = ()
     outcome: dict[str, Any] = field(default_factory=dict)   # mode -> first root causes (or "detected")
     excluded: str | None = None
 
@@ -141,6 +144,9 @@ def candidates(name: str, prog: Any, rows: list[dict[str, Any]], clean: dict[str
     """(fault, faulty-model builder) for each kind of fault, at up to ``per_kind`` values."""
     model = prog.model_proto
     producer = {o: n for n in model.graph.node for o in n.output}
+
+    def outputs_of(value: str) -> tuple[str, ...]:
+        return tuple(o for o in producer[value].output if o)
     floats = [r for r in rows if str(r["dtype"]).startswith(("float", "bfloat")) and r["value"] in clean]
     for row in by_family(floats, per_kind):
         value = row["value"]
@@ -151,11 +157,11 @@ def candidates(name: str, prog: Any, rows: list[dict[str, Any]], clean: dict[str
     swaps = [r for r in rows if r["onnx_op"] in SWAPPABLE and len(producer[r["value"]].input) >= 2
              and producer[r["value"]].input[0] != producer[r["value"]].input[1]]
     for row in by_family(swaps, per_kind):
-        yield (Fault(name, "swap_inputs", row["value"], row["onnx_op"]),
+        yield (Fault(name, "swap_inputs", row["value"], row["onnx_op"], node_outputs=outputs_of(row["value"])),
                lambda v=row["value"]: faults.swap_inputs(model, v))
     casts = [r for r in rows if r["onnx_op"] == "Cast"]
     for row in spread(casts, per_kind):
-        yield (Fault(name, "drop_cast", row["value"], "Cast"), lambda v=row["value"]: faults.drop_cast(model, v))
+        yield (Fault(name, "drop_cast", row["value"], "Cast", node_outputs=outputs_of(row["value"])), lambda v=row["value"]: faults.drop_cast(model, v))
     attributed = []
     for row in rows:
         rank = clean[row["value"]].ndim if row["value"] in clean else len(row["shape"] or ())
@@ -163,7 +169,8 @@ def candidates(name: str, prog: Any, rows: list[dict[str, Any]], clean: dict[str
         if change is not None:
             attributed.append((row, change))
     for row, (attr, new) in by_family_pairs(attributed, per_kind):
-        yield (Fault(name, "change_attribute", row["value"], row["onnx_op"], f"{attr}={new}"),
+        yield (Fault(name, "change_attribute", row["value"], row["onnx_op"], f"{attr}={new}",
+                     node_outputs=outputs_of(row["value"])),
                lambda v=row["value"], a=attr, n=new: faults.change_attribute(model, v, a, n))
 
 
@@ -199,7 +206,8 @@ def sweep_model(name: str, prog: Any, modes: tuple[str, ...], per_kind: int) -> 
             for mode in modes:
                 result = onnxsight.verify(prog, onnx_model=faulty, **MODES[mode])
                 roots = list(result.root_causes["value"])
-                fault.outcome[mode] = "detected" if roots[:1] == [fault.value] else (roots[:3] or "none")
+                named = roots[:1] == [fault.value] or (roots[:1] and roots[0] in fault.node_outputs)
+                fault.outcome[mode] = "detected" if named else (roots[:3] or "none")
         found.append(fault)
     return found, clean_ok
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import onnx
 import pytest
+import torch
 from onnx import helper
+
+import onnxsight
 
 from tests.verification import faults, mutation
 from tests.verification.models import exported
@@ -83,3 +86,30 @@ def _full_sweep() -> tuple[list, dict, dict]:
         faults_of, clean[name] = mutation.sweep_model(name, prog, tuple(mutation.MODES), per_kind=8)
         found.extend(faults_of)
     return found, clean, skipped
+
+
+# -- misses the sweep found, pinned ----------------------------------------------------------------------
+class _ScalarGate(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x.sum() > 0, x, -x) * (x.mean() + 1)
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_zero_dim_values_fed_to_onnx_runtime_stay_zero_dim(mode: str) -> None:
+    """Isolated mode fed PyTorch's 0-d values as shape [1] (np.ascontiguousarray promotes 0-d to 1-d),
+    so the consumers of every scalar (a comparison, a cond predicate) were false root causes."""
+    prog = onnxsight.export(_ScalarGate(), (torch.randn(3, 4),))
+    result = onnxsight.verify(prog, mode=mode)
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_complex_values_compare_with_onnx_real_layout(mode: str) -> None:
+    """ONNX holds a complex value as reals with a trailing dimension of 2 (DFT): PyTorch's complex64
+    value is compared in that layout, and fed in it (isolated mode), not reported as a shape mismatch."""
+    (name, prog, reason), = mutation.zoo_programs(("tricky",), "tricky/stft")
+    assert reason is None
+    result = onnxsight.verify(prog, mode=mode)
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+    fft = result.nodes.set_index("target").loc["aten._fft_r2c.default"]
+    assert fft["onnx_op"] == "DFT" and fft["shape"] == fft["onnx_shape"] and fft["shape"][-1] == 2
