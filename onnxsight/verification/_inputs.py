@@ -185,8 +185,11 @@ def _check_structure(program: Any, specs: Sequence[InputSpec], args: tuple, kwar
         return
     expected = in_spec.children()[0]
     if expected.num_children != len(args):
-        raise refuse(rules.VERIFY_INPUT_COUNT, expected=len(specs), names=", ".join(s.name for s in specs),
-                     given=_count_tensors(args, kwargs) if _count_tensors(args, kwargs) != len(specs) else len(args))
+        keywords = list(in_spec.children()[1].context)
+        names = ", ".join(s.name for s in specs) + (f"; {', '.join(keywords)} by keyword" if keywords else "")
+        raise refuse(rules.VERIFY_INPUT_COUNT, expected=len(specs), names=names,
+                     given=f"{len(args)} positional" if _count_tensors(args, kwargs) == len(specs)
+                     else _count_tensors(args, kwargs))
     placeholders = iter(_user_placeholders(program))
     by_node = {s.val: s for s in specs}
     for value, child in zip(args, expected.children()):

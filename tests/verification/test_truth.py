@@ -378,3 +378,17 @@ def test_verify_onnx_states_its_coverage(per_node: bool, expected: set[str]) -> 
     assert len(result.coverage) == sum(1 for n in prog.model_proto.graph.node for o in n.output if o)
     (note,) = [d for d in result.diagnostics if d.code == "ACC008"]
     assert note.properties["compared"] == len(result.nodes)
+
+
+class Masked(nn.Module):
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
+        return x * mask
+
+
+def test_keyword_inputs_by_name_and_a_positional_one_refused() -> None:
+    x, mask = torch.randn(3, 4), torch.rand(3, 4)
+    prog = onnxsight.export(Masked(), (x,), kwargs={"mask": mask})
+    assert onnxsight.verify(prog, (x,), {"mask": mask}).passed
+    with pytest.raises(VerificationError) as info:
+        onnxsight.verify(prog, (x, mask))
+    assert info.value.rule == "VER002" and "mask by keyword" in str(info.value)
