@@ -1,9 +1,9 @@
 """nn.LSTM / nn.GRU / nn.RNN exported with random weights and compared with eager in ONNX Runtime.
 
-torch.export + core decomposition unrolls aten.lstm.input / gru.input /
-rnn_tanh.input / rnn_relu.input over the (static) sequence length into
-linear, sigmoid, tanh, mul, add, cat, ... so these tests exercise those
-translations together.
+aten.lstm.input / gru.input / rnn_tanh.input / rnn_relu.input are kept out of
+decomposition and translated to ONNX LSTM / GRU / RNN (exporter/ops/rnn.py;
+proj_size as a Scan): these tests cover the layer options at static shapes,
+tests/exporter/test_rnn_dynamic.py the dynamic batch and sequence.
 """
 
 from __future__ import annotations

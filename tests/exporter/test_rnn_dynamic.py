@@ -123,12 +123,34 @@ def test_weights_are_initializers_in_onnx_gate_order() -> None:
     graph = program.model_proto.graph
     node = next(n for n in graph.node if n.op_type == "LSTM")
     initializers = {t.name: t for t in graph.initializer}
+    assert list(node.input[1:4]) == ["weight_ih_l0__onnx_LSTM_W", "weight_hh_l0__onnx_LSTM_R",
+                                     "bias_ih_l0__onnx_LSTM_B"]
     assert all(name in initializers for name in node.input[1:4])
     w = torch.from_numpy(__import__("onnx").numpy_helper.to_array(initializers[node.input[1]]).copy())
     i, f, g, o = lstm.weight_ih_l0.detach().chunk(4)
     torch.testing.assert_close(w[0], torch.cat([i, o, f, g]))
     assert not {"Split", "Concat"} & {n.op_type for n in graph.node}
     assert "weight_ih_l0" not in initializers  # PyTorch's layout is not shipped as well
+
+
+def test_a_layer_called_twice_ships_its_weights_once() -> None:
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = torch.nn.GRU(FEATURES, HIDDEN, bidirectional=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gru(x)[0] + self.gru(x.flip(0))[0]
+
+    model = Twice().eval()
+    program = onnxsight.export(model, (torch.randn(5, 2, FEATURES),), dynamic_shapes={"x": {0: Dim("seq")}})
+    graph = program.model_proto.graph
+    assert [n.op_type for n in graph.node].count("GRU") == 2
+    assert sorted(t.name for t in graph.initializer) == [
+        "gru.bias_ih_l0__onnx_GRU_B", "gru.weight_hh_l0__onnx_GRU_R", "gru.weight_ih_l0__onnx_GRU_W"]
+    x = torch.randn(8, 2, FEATURES)
+    with torch.no_grad():
+        torch.testing.assert_close(program(x)[0], model(x))
 
 
 def test_lstm_dynamic_sequence_through_decomposition() -> None:

@@ -38,9 +38,13 @@ def _weight(b: GraphBuilder, value: Value) -> torch.Tensor | None:
     return b.initializers.get(value.name) if isinstance(value, Value) else None
 
 
-def _initializer(b: GraphBuilder, tensor: torch.Tensor, hint: str) -> Value:
-    name = b.fresh(f"{b.node.name}_{hint}")
-    b.initializers[name] = tensor
+def _initializer(b: GraphBuilder, tensor: torch.Tensor, name: str) -> Value:
+    """A new initializer; the name derives from the weights it is computed from, so a layer called
+    twice shares one copy."""
+    existing = b.initializers.get(name)
+    if existing is not None and not (existing.shape == tensor.shape and torch.equal(existing, tensor)):
+        name = b.fresh(name)
+    b.initializers.setdefault(name, tensor)
     return Value(name, tensor.dtype, tuple(tensor.shape))
 
 
@@ -54,7 +58,7 @@ def _stack(b: GraphBuilder, weights: Sequence[Value], gates: Sequence[int], hint
     if all(t is not None for group in tensors for t in group):
         per_dir = [torch.cat([torch.cat([t.chunk(len(gates))[g] for g in gates]) for t in group])
                    for group in tensors]
-        return _initializer(b, torch.stack(per_dir).contiguous(), hint)
+        return _initializer(b, torch.stack(per_dir).contiguous(), f"{groups[0][0].name}__onnx_{hint}")
     per_dir = []
     for group in groups:
         parts = []
@@ -118,9 +122,9 @@ def _run_layers(b: GraphBuilder, op_type: str, gates: Sequence[int], input: Valu
     x = b.op("Transpose", input, perm=[1, 0, 2]) if batch_first else input
     finals: list[list[Value]] = [[] for _ in states]
     for index, layer in enumerate(layers):
-        w = _stack(b, [d[0] for d in layer], gates, f"l{index}_W")
-        r = _stack(b, [d[1] for d in layer], gates, f"l{index}_R")
-        bias = _stack(b, [(d[2], d[3]) for d in layer], gates, f"l{index}_B") if has_biases else None
+        w = _stack(b, [d[0] for d in layer], gates, f"{op_type}_W")
+        r = _stack(b, [d[1] for d in layer], gates, f"{op_type}_R")
+        bias = _stack(b, [(d[2], d[3]) for d in layer], gates, f"{op_type}_B") if has_biases else None
         initial = [_layer_state(b, s, index, directions, num_layers) for s in states]
         outs = b.op(op_type, x, w, r, bias, None, *initial, outputs=1 + len(states), hidden_size=hidden,
                     direction="bidirectional" if bidirectional else "forward", **attrs)
