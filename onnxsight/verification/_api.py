@@ -93,14 +93,15 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
-    sizes_checked = [named(sizes, names)]
+    sizes_checked, skipped = [named(sizes, names)], []
     if other_sizes:
-        sizes_checked += _check_other_sizes(run, user_inputs, sizes, names, ctx)
+        sizes_checked += _check_other_sizes(run, user_inputs, sizes, names, ctx, skipped)
     info = {"mode": mode, "per_node": per_node, "reference": torch_name, "providers": used,
             "requested_providers": list(providers), "compared": len(out.rows), "paired": len(pairs),
             "sessions": out.sessions, "noise_floor": reference, "chunks": out.chunks, "error": out.error,
             "inputs": "random" if random_inputs else "example", "seed": seed,
             "tolerance": tolerance.to_dict(), "coverage": summary(coverage), "sizes_checked": sizes_checked,
+            "sizes_skipped": skipped,
             "seconds": time.perf_counter() - start}
     result = VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
                                 graph_name=model.graph.name, coverage=coverage, sizes_checked=sizes_checked)
@@ -155,8 +156,11 @@ def _coverage(plan: Plan, out: EngineOutput, index: GraphIndex, ctx: DiagnosticC
 
 
 def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any, int], names: Mapping[Any, str],
-                       ctx: DiagnosticContext) -> list[dict[str, int]]:
-    """Run at other sizes of every dynamic dim; ACC010 names a dim whose other size fails."""
+                       ctx: DiagnosticContext, skipped: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """Run at other sizes of every dynamic dim; ACC010 names a dim whose other size fails.
+
+    A size PyTorch itself cannot run is not the ONNX model's fault: it goes to ``skipped`` with the error.
+    """
     from onnxsight import rules
 
     checked: list[dict[str, int]] = []
@@ -167,7 +171,8 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
             out, _, _, _, _ = run(inputs, sub, max_repros=0)
         except VerificationError:
             raise
-        except Exception:  # noqa: BLE001 - PyTorch itself rejects this size: not the ONNX model's fault
+        except Exception as exc:  # noqa: BLE001 - PyTorch itself rejects this size: not the ONNX model's fault
+            skipped.append({"sizes": named(other, names), "reason": f"{type(exc).__name__}: {exc}"[:300]})
             continue
         checked.append(named(other, names))
         detail = _failure(out)

@@ -392,3 +392,20 @@ def test_keyword_inputs_by_name_and_a_positional_one_refused() -> None:
     with pytest.raises(VerificationError) as info:
         onnxsight.verify(prog, (x, mask))
     assert info.value.rule == "VER002" and "mask by keyword" in str(info.value)
+
+
+def test_a_size_pytorch_itself_cannot_run_is_skipped_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnxsight.verification import _runners
+
+    iterate = _runners.TorchRunner.iterate
+
+    def picky(self: Any, inputs: Any) -> Any:
+        if inputs[0].shape[0] == 6:
+            raise RuntimeError("size 6 is not supported by this model")
+        return iterate(self, inputs)
+
+    monkeypatch.setattr(_runners.TorchRunner, "iterate", picky)
+    result = onnxsight.verify(_rows_program(), other_sizes=True)
+    assert result.passed and {"batch": 6} not in result.sizes_checked
+    assert result.info["sizes_skipped"] == [{"sizes": {"batch": 6},
+                                             "reason": "RuntimeError: size 6 is not supported by this model"}]
