@@ -183,3 +183,32 @@ def test_nearest_indices_are_torchs(dims: int, in_size: int, out_size: int, scal
         got = NEAREST[dims](x, sizes, *[scale if a == axis else 1.0 for a in range(dims)])
         want = got[(1, 2, *[slice(None) if a == axis else 0 for a in range(dims)])].long().numpy()
         assert np.array_equal(exact.torch_nearest_indices(in_size, out_size, scale, shortcuts=dims == 2), want)
+
+
+class ToSizeOf(torch.nn.Module):
+    """The U-Net pattern: upsample to the (dynamic) size of a skip connection."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(x, size=skip.shape[-2:], mode=self.mode) + skip
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_size_of_another_dynamic_input(mode: str) -> None:
+    module = ToSizeOf(mode)
+    h, w, sh, sw = (torch.export.Dim(n, min=2, max=64) for n in ("h", "w", "sh", "sw"))
+    program = onnxsight.export(module, (_x((5, 6)), _x((11, 13))),
+                               dynamic_shapes=({2: h, 3: w}, {2: sh, 3: sw}))
+    for small, big in [((5, 6), (11, 13)), ((7, 30), (9, 63)), ((30, 7), (63, 15))]:
+        x, skip = _x(small), _x(big)
+        with torch.no_grad():
+            want = module(x, skip)
+        got = program(x, skip)[0]
+        assert tuple(got.shape) == tuple(want.shape)
+        if mode == "nearest":
+            assert torch.equal(got, want)
+        else:
+            torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
