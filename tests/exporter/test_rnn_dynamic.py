@@ -133,6 +133,35 @@ def test_weights_are_initializers_in_onnx_gate_order() -> None:
     assert "weight_ih_l0" not in initializers  # PyTorch's layout is not shipped as well
 
 
+class WeightsAsInputs(torch.nn.Module):
+    """The layer run with weights passed as inputs: the ONNX op's W/R/B are reordered in the graph."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+        self.names = [name for name, _ in layer.named_parameters()]
+
+    def forward(self, x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(self.layer, dict(zip(self.names, weights)), (x,))[0]
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
+@pytest.mark.parametrize("opset", [17, 23])
+def test_weights_given_as_inputs_are_reordered_in_the_graph(cell: str, opset: int) -> None:
+    torch.manual_seed(0)
+    layer = _layer(cell, 1, True, False, True).eval()
+    weights = tuple(p.detach().clone() for p in layer.parameters())
+    model = WeightsAsInputs(layer)
+    x = torch.randn(5, 2, FEATURES)
+    shapes = ({0: Dim("seq"), 1: Dim("batch")}, tuple(None for _ in weights))
+    program = onnxsight.export(model, (x, *weights), opset_version=opset, dynamic_shapes=shapes)
+    op_types = [node.op_type for node in program.model_proto.graph.node]
+    assert op_types.count(ONNX_OP[cell]) == 1 and "Concat" in op_types
+    other = torch.randn(8, 3, FEATURES)
+    with torch.no_grad():
+        torch.testing.assert_close(program(other, *weights)[0], layer(other)[0])
+
+
 def test_a_layer_called_twice_ships_its_weights_once() -> None:
     class Twice(torch.nn.Module):
         def __init__(self) -> None:
@@ -196,3 +225,22 @@ def test_train_mode_dropout_between_layers_is_ops006(cell: str) -> None:
     errors = [d for d in info.value.diagnostics if d.level.value == "error"]
     assert [d.code for d in errors] == ["OPS006"]
     assert "dropout" in errors[0].message and f"aten.{cell}.input" in errors[0].message
+
+
+def test_shape_kernels_run_eager_within_and_are_restored_after() -> None:
+    """Inside capture, real tensors still run torch's kernels; afterwards the ops' kernels are torch's again."""
+    from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
+
+    ops = (torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input,
+           torch.ops.aten.rnn_relu.input)
+    before = [dict(op.py_kernels) for op in ops]
+    lstm = torch.nn.LSTM(FEATURES, HIDDEN, num_layers=2).eval()
+    x = torch.randn(5, 2, FEATURES)
+    with torch.no_grad():
+        expected = lstm(x)
+        with rnn_shape_kernels():
+            inside = lstm(x)
+    for want, got in zip(pytree.tree_leaves(expected), pytree.tree_leaves(inside)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    onnxsight.export(lstm, (x,), dynamic_shapes={"input": {0: Dim("seq")}})
+    assert [dict(op.py_kernels) for op in ops] == before

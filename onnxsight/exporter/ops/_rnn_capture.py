@@ -30,8 +30,10 @@ _KEYS = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Au
 
 
 def _is_real(tensor: Any) -> bool:
-    """A plain eager tensor with data (not fake, meta or a tracing wrapper)."""
-    return type(tensor) is torch.Tensor and not tensor.is_meta  # noqa: E721 - subclasses are tracing wrappers
+    """A tensor with data (not fake, not meta, not a tracing wrapper around a fake)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return isinstance(tensor, torch.Tensor) and not tensor.is_meta and not is_fake(tensor)
 
 
 def _states(hx: Any) -> list[torch.Tensor]:
