@@ -400,7 +400,7 @@ def aten_diagonal_scatter(b: GraphBuilder, self: Value, src: Value, offset: int 
     """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
     assert self.dtype is not None
     perm, moved, flat, positions = diagonal_layout(b, self, offset, dim1, dim2)
-    index = b.op("Expand", b.const(positions, torch.int64), b.shape_of(src))
+    index = b.op("Expand", positions, b.shape_of(src))
     scattered = b.op("ScatterElements", flat, index, b.cast(src, self.dtype), axis=-1)
     out = b.op("Reshape", scattered, b.shape_of(moved))
     if perm == list(range(len(perm))):

@@ -286,31 +286,56 @@ def aten_constant_pad_nd(b: GraphBuilder, self: Value, pad: Sequence[int | Value
 
 # -- views that pick elements: diagonal, unfold, as_strided ------------------------------------------
 def diagonal_layout(b: GraphBuilder, self: Value, offset: int, dim1: int, dim2: int
-                    ) -> tuple[list[int], Value, Value, list[int]]:
+                    ) -> tuple[list[int], Value, Value, Value]:
     """(perm moving dim1, dim2 last; ``self`` so transposed; it flattened over those two dims;
-    flat positions of the diagonal)."""
+    flat positions of the diagonal, 1-D int64: a constant for static sizes, computed in the graph else)."""
     rank = b.rank_of(self)
     d1, d2 = norm_dim(dim1, rank), norm_dim(dim2, rank)
     assert self.shape is not None
     n1, n2 = self.shape[d1], self.shape[d2]
-    if not isinstance(n1, int) or not isinstance(n2, int):
-        raise UnsupportedVariant("self", f"shape {self.shape}", f"static sizes of dims {d1} and {d2}")
     perm = [d for d in range(rank) if d not in (d1, d2)] + [d1, d2]
     moved = self if perm == list(range(rank)) else b.op("Transpose", self, perm=perm)
-    flat_shape = b.op("Concat", b.shape_of(moved, 0, rank - 2), b.const([n1 * n2], torch.int64), axis=0)
-    flat = b.op("Reshape", moved, flat_shape)
-    if offset >= 0:
-        start, length = offset, max(0, min(n1, n2 - offset))
+    if isinstance(n1, int) and isinstance(n2, int):
+        flat_size = b.const([n1 * n2], torch.int64)
+        if offset >= 0:
+            start, length = offset, max(0, min(n1, n2 - offset))
+        else:
+            start, length = -offset * n2, max(0, min(n1 + offset, n2))
+        positions = b.const([start + i * (n2 + 1) for i in range(length)], torch.int64)
     else:
-        start, length = -offset * n2, max(0, min(n1 + offset, n2))
-    return perm, moved, flat, [start + i * (n2 + 1) for i in range(length)]
+        flat_size, positions = _symbolic_diagonal(b, self, d1, d2, offset)
+    flat = b.op("Reshape", moved, b.op("Concat", b.shape_of(moved, 0, rank - 2), flat_size, axis=0))
+    return perm, moved, flat, positions
+
+
+def _symbolic_diagonal(b: GraphBuilder, self: Value, d1: int, d2: int, offset: int) -> tuple[Value, Value]:
+    """(n1 * n2 as a 1-element tensor, the diagonal's flat positions) from the runtime sizes of d1, d2."""
+    i64 = torch.int64
+
+    def size(d: int) -> Value:
+        return b.op("Squeeze", b.shape_of(self, d, d + 1), dtype=i64, shape=())
+
+    def op(op_type: str, *args: Value) -> Value:
+        return b.op(op_type, *args, dtype=i64, shape=())
+
+    n1, n2 = size(d1), size(d2)
+    if offset >= 0:
+        start, length = b.const(offset, i64), op("Min", n1, op("Sub", n2, b.const(offset, i64)))
+    else:
+        start = op("Mul", b.const(-offset, i64), n2)
+        length = op("Min", op("Add", n1, b.const(offset, i64)), n2)
+    length = op("Max", length, b.const(0, i64))
+    steps = b.op("Range", b.const(0, i64), length, b.const(1, i64), dtype=i64, shape=(None,))
+    positions = b.op("Add", start, b.op("Mul", steps, op("Add", n2, b.const(1, i64))), dtype=i64, shape=(None,))
+    flat_size = b.op("Unsqueeze", op("Mul", n1, n2), b.const([0], i64), dtype=i64, shape=(1,))
+    return flat_size, positions
 
 
 @translation(aten.diagonal.default, aten.diagonal_copy.default)
 def aten_diagonal(b: GraphBuilder, self: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Value:
     """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
     _, _, flat, positions = diagonal_layout(b, self, offset, dim1, dim2)
-    return b.op("Gather", flat, b.const(positions, torch.int64), axis=b.rank_of(self) - 2)
+    return b.op("Gather", flat, positions, axis=b.rank_of(self) - 2)
 
 
 @translation(aten.unfold.default, aten.unfold_copy.default)

@@ -139,3 +139,18 @@ def test_unfold_over_a_symbolic_dim(dimension: int, size: int, step: int) -> Non
     assert_like_eager(lambda t: t.unfold(dimension, size, step) * 2, torch.randn(6, 5),
                       dynamic_shapes=(({0: dynamic, 1: torch.export.Dim("m", min=5, max=64)},),),
                       runs=[(torch.randn(9, 5),), (torch.randn(5, 7),)])
+
+
+@pytest.mark.parametrize(("offset", "dim1", "dim2"), [(0, 0, 1), (1, 0, 1), (-2, 0, 1), (2, 1, 0), (0, -1, -2),
+                                                      (9, 0, 1)])
+def test_diagonal_over_symbolic_dims(offset: int, dim1: int, dim2: int) -> None:
+    """The diagonal's length and positions follow the runtime sizes of both dims."""
+    n, m = torch.export.Dim("n", min=2, max=64), torch.export.Dim("m", min=2, max=64)
+    assert_like_eager(lambda t: torch.diagonal(t, offset, dim1, dim2) + 1, torch.randn(4, 6, 3),
+                      dynamic_shapes=(({0: n, 1: m},),), runs=[(torch.randn(7, 3, 3),), (torch.randn(2, 2, 3),)])
+
+
+def test_diagonal_scatter_over_symbolic_dims() -> None:
+    n = torch.export.Dim("n", min=2, max=64)
+    assert_like_eager(lambda t, s: torch.diagonal_scatter(t, s, 0, 0, 1), torch.randn(4, 4), torch.randn(4),
+                      dynamic_shapes=(({0: n, 1: n}, {0: n}),), runs=[(torch.randn(6, 6), torch.randn(6))])
