@@ -35,7 +35,8 @@ _RNN_GATES = (0,)
 
 def _weight(b: GraphBuilder, value: Value) -> torch.Tensor | None:
     """The tensor of a parameter/buffer that the builder holds as an initializer, else None."""
-    return b.initializers.get(value.name) if isinstance(value, Value) else None
+    tensor = b.initializers.get(value.name) if isinstance(value, Value) else None
+    return tensor.detach() if tensor is not None else None
 
 
 def _initializer(b: GraphBuilder, tensor: torch.Tensor, name: str) -> Value:
