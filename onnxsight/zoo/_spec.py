@@ -41,6 +41,9 @@ class ModelSpec:
     models (``--filter tag:vision``) and scheduling (``gpu`` needs a GPU worker).
     ``custom_translations`` is passed to ``onnxsight.export`` as is (``{op: translation}``),
     for a model with a custom op or one whose ATen op needs a translation of its own.
+    ``dynamic`` names the dims that vary when the model is deployed, ``{input: {axis: name}}``
+    (see :func:`dynamic_shapes_for`); the worker exports with them and verifies at other sizes.
+    An explicit ``dynamic_shapes`` (torch.export style) takes precedence.
     """
 
     name: str
@@ -50,10 +53,12 @@ class ModelSpec:
     tolerance: Any = None
     opset: int | None = None
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None
+    dynamic: Mapping[str, Mapping[int, str]] | None = None
 
     def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
                  dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None,
-                 custom_translations: Mapping[Any, Callable[..., Any]] | None = None) -> None:
+                 custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+                 dynamic: Mapping[str, Mapping[int, str]] | None = None) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "build", build)
         object.__setattr__(self, "tags", tuple(tags))
@@ -61,6 +66,7 @@ class ModelSpec:
         object.__setattr__(self, "tolerance", tolerance)
         object.__setattr__(self, "opset", opset)
         object.__setattr__(self, "custom_translations", custom_translations)
+        object.__setattr__(self, "dynamic", dict(dynamic) if dynamic else None)
 
     @property
     def source(self) -> tuple[str | None, int | None]:
@@ -70,6 +76,13 @@ class ModelSpec:
             return inspect.getsourcefile(target), inspect.getsourcelines(target)[1]
         except (TypeError, OSError):
             return None, None
+
+    def dynamic_shapes_for(self, model: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+        """The torch.export ``dynamic_shapes`` this spec exports with: ``dynamic_shapes`` as given, else
+        ``dynamic`` turned into Dims for these inputs, else None (a static export)."""
+        if self.dynamic_shapes is not None or not self.dynamic:
+            return self.dynamic_shapes
+        return dynamic_shapes_for(self.dynamic, model, args, kwargs)
 
     def matches(self, pattern: str | None) -> bool:
         """``--filter``: comma-separated globs on the name, or ``tag:T`` on the tags."""
@@ -99,6 +112,40 @@ class Suite:
             if spec.name == model:
                 return spec
         raise KeyError(f"suite {self.name} has no model {model!r}; it has {', '.join(s.name for s in self.specs)}")
+
+
+def dynamic_shapes_for(dynamic: Mapping[str, Mapping[int, str]], model: Any, args: tuple,
+                       kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``{input: {axis: name}}`` -> torch.export ``dynamic_shapes`` keyed by forward()'s arguments.
+
+    One ``Dim`` per name, shared by every input that uses it (``batch`` on all inputs is one
+    symbol); ``"past+1"`` is the Dim ``past`` plus 1 (a mask one longer than the cache). An input
+    holding a tuple, list or dict of tensors (a KV cache) gets the axes on each of its tensors.
+    """
+    import torch
+
+    bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    unknown = sorted(set(dynamic) - set(bound))
+    if unknown:
+        raise ValueError(f"dynamic names {unknown}, which are not arguments of forward(); they are {list(bound)}")
+    dims: dict[str, Any] = {}
+
+    def dim(name: str) -> Any:
+        base, _, offset = name.replace(" ", "").partition("+")
+        if base not in dims:
+            dims[base] = torch.export.Dim(base)
+        return dims[base] + int(offset) if offset else dims[base]
+
+    def leaf_spec(value: Any, axes: Mapping[int, str]) -> Any:
+        if isinstance(value, torch.Tensor):
+            return {axis: dim(name) for axis, name in axes.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(leaf_spec(v, axes) for v in value)
+        if isinstance(value, Mapping):
+            return {k: leaf_spec(v, axes) for k, v in value.items()}
+        return None
+
+    return {arg: leaf_spec(value, dynamic[arg]) if arg in dynamic else None for arg, value in bound.items()}
 
 
 def _load_module(ref: str) -> ModuleType:

@@ -152,7 +152,9 @@ def _verify(result: ModelResult, prog: Any, model_args: tuple, kwargs: dict, tas
     """Run onnxsight.verify (outputs, or every intermediate value with per_node) and keep its summary."""
     from onnxsight.verification import verify
 
-    options: dict[str, Any] = {"per_node": bool(task.get("per_node")), "providers": tuple(task["providers"])}
+    # Dynamic dims are verified at other sizes of each too (``sizes_checked`` in the summary; none when static).
+    options: dict[str, Any] = {"per_node": bool(task.get("per_node")), "providers": tuple(task["providers"]),
+                               "other_sizes": True}
     if spec.tolerance is not None:
         options["tolerance"] = spec.tolerance
     outcome = verify(prog, model_args, kwargs, **options)
@@ -190,7 +192,7 @@ def _export(result: ModelResult, model: Any, args: tuple, kwargs: dict, spec: An
 
     try:
         prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
-                                dynamic_shapes=spec.dynamic_shapes,
+                                dynamic_shapes=spec.dynamic_shapes_for(model, args, kwargs),
                                 custom_translations=getattr(spec, "custom_translations", None))
     except onnxsight.ExportError as exc:
         result.status = FAILED

@@ -57,7 +57,7 @@ def _cnn() -> tuple:
 
 def suite() -> list[ModelSpec]:
     return [
-        ModelSpec("mlp", _mlp, tags=("mlp",)),
-        ModelSpec("residual_mlp", _residual, tags=("mlp",)),
-        ModelSpec("small_cnn", _cnn, tags=("vision",)),
+        ModelSpec("mlp", _mlp, tags=("mlp",), dynamic={"x": {0: "batch"}}),
+        ModelSpec("residual_mlp", _residual, tags=("mlp",), dynamic={"x": {0: "batch"}, "scale": {0: "batch"}}),
+        ModelSpec("small_cnn", _cnn, tags=("vision",), dynamic={"x": {0: "batch", 2: "height", 3: "width"}}),
     ]

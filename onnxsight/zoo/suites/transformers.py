@@ -21,6 +21,19 @@ TEXT = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_
 DECODER = dict(TEXT, num_key_value_heads=2, use_cache=False, pad_token_id=0)
 
 
+# What deployments vary (the zoo exports with these dims dynamic and verifies at other sizes).
+BATCH = {0: "batch"}
+TOKENS = {0: "batch", 1: "sequence"}
+TEXT_DYNAMIC = {"input_ids": TOKENS, "attention_mask": TOKENS}
+SEQ2SEQ_DYNAMIC = dict(TEXT_DYNAMIC, decoder_input_ids={0: "batch", 1: "decoder_sequence"})
+IMAGE_DYNAMIC = {"pixel_values": BATCH}                                    # fixed-size position embeddings
+DENSE_DYNAMIC = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}    # convolutions: any size
+KV_DYNAMIC = {"input_ids": BATCH, "attention_mask": {0: "batch", 1: "past+1"},
+              "past_keys": {0: "batch", 2: "past"}, "past_values": {0: "batch", 2: "past"}}
+# Whisper's encoder requires exactly 2 * max_source_positions frames: only batch and the decoder length vary.
+WHISPER_DYNAMIC = {"input_features": BATCH, "decoder_input_ids": {0: "batch", 1: "decoder_sequence"}}
+
+
 def _text_inputs(batch: int = 2, length: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.randint(1, VOCAB, (batch, length))
     mask = torch.ones(batch, length, dtype=torch.long)
@@ -201,25 +214,25 @@ def detr() -> tuple:
     return _eval(DetrForObjectDetection(config)), (_pixels(64),)
 
 
-BUILDERS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
-    ("bert", bert, ("text", "encoder")),
-    ("distilbert", distilbert, ("text", "encoder")),
-    ("gpt2", gpt2, ("text", "decoder")),
-    ("t5", t5, ("text", "encoder-decoder")),
-    ("bart", bart, ("text", "encoder-decoder")),
-    ("llama", llama, ("text", "decoder")),
-    ("mistral", mistral, ("text", "decoder")),
-    ("qwen2", qwen2, ("text", "decoder")),
-    ("llama_kv_cache_decode", llama_kv_cache_decode, ("text", "decoder", "kv-cache")),
-    ("whisper", whisper, ("audio", "encoder-decoder")),
-    ("vit", vit, ("vision", "attention")),
-    ("swin", swin, ("vision", "attention")),
-    ("convnext", convnext, ("vision", "cnn")),
-    ("resnet", resnet, ("vision", "cnn")),
-    ("mobilenet_v2", mobilenet_v2, ("vision", "cnn")),
-    ("regnet", regnet, ("vision", "cnn")),
-    ("segformer", segformer, ("vision", "segmentation")),
-    ("detr", detr, ("vision", "detection")),
+BUILDERS: tuple[tuple[str, Any, tuple[str, ...], dict[str, Any]], ...] = (
+    ("bert", bert, ("text", "encoder"), TEXT_DYNAMIC),
+    ("distilbert", distilbert, ("text", "encoder"), TEXT_DYNAMIC),
+    ("gpt2", gpt2, ("text", "decoder"), TEXT_DYNAMIC),
+    ("t5", t5, ("text", "encoder-decoder"), SEQ2SEQ_DYNAMIC),
+    ("bart", bart, ("text", "encoder-decoder"), SEQ2SEQ_DYNAMIC),
+    ("llama", llama, ("text", "decoder"), TEXT_DYNAMIC),
+    ("mistral", mistral, ("text", "decoder"), TEXT_DYNAMIC),
+    ("qwen2", qwen2, ("text", "decoder"), TEXT_DYNAMIC),
+    ("llama_kv_cache_decode", llama_kv_cache_decode, ("text", "decoder", "kv-cache"), KV_DYNAMIC),
+    ("whisper", whisper, ("audio", "encoder-decoder"), WHISPER_DYNAMIC),
+    ("vit", vit, ("vision", "attention"), IMAGE_DYNAMIC),
+    ("swin", swin, ("vision", "attention"), IMAGE_DYNAMIC),
+    ("convnext", convnext, ("vision", "cnn"), DENSE_DYNAMIC),
+    ("resnet", resnet, ("vision", "cnn"), DENSE_DYNAMIC),
+    ("mobilenet_v2", mobilenet_v2, ("vision", "cnn"), DENSE_DYNAMIC),
+    ("regnet", regnet, ("vision", "cnn"), DENSE_DYNAMIC),
+    ("segformer", segformer, ("vision", "segmentation"), DENSE_DYNAMIC),
+    ("detr", detr, ("vision", "detection"), IMAGE_DYNAMIC),
 )
 
 
@@ -234,4 +247,5 @@ def _seeded(build: Any) -> Any:
 
 def suite() -> list[ModelSpec]:
     import_or_unavailable("transformers", "transformers")
-    return [ModelSpec(f"hf_{name}", _seeded(build), tags=("transformers",) + tags) for name, build, tags in BUILDERS]
+    return [ModelSpec(f"hf_{name}", _seeded(build), tags=("transformers",) + tags, dynamic=dynamic)
+            for name, build, tags, dynamic in BUILDERS]

@@ -157,17 +157,27 @@ def _python_scalars() -> tuple:
     return PythonScalars(), (torch.randn(3, 3), 0.5, 2), {"flip": True}
 
 
+BATCH = {0: "batch"}
+SEQUENCE = {0: "batch", 1: "sequence"}
+
+
 def suite() -> list[ModelSpec]:
+    # ``dynamic``: what varies when deployed; the zoo exports with it and verifies at other sizes.
+    # index_put: the indexed rows stay static (the example's indices must stay in range).
+    # topk_sort: k=3 along the last axis needs at least 3 columns, so only the rows vary.
     return [
-        ModelSpec("lstm", _seeded(_lstm), tags=("rnn",)),
-        ModelSpec("gru_bidirectional", _seeded(_gru), tags=("rnn",)),
-        ModelSpec("attention", _seeded(_attention), tags=("attention",)),
-        ModelSpec("cond", _seeded(_cond), tags=("control-flow",)),
-        ModelSpec("index_put_inplace", _seeded(_index_put), tags=("inplace",)),
-        ModelSpec("cumsum", _seeded(_cumsum), tags=("scan",)),
-        ModelSpec("topk_sort", _seeded(_topk), tags=("sorting",)),
-        ModelSpec("einsum", _seeded(_einsum), tags=("linalg",)),
-        ModelSpec("stft", _seeded(_stft), tags=("audio", "complex")),
-        ModelSpec("dict_io", _seeded(_dict_io), tags=("io",)),
-        ModelSpec("python_scalars", _seeded(_python_scalars), tags=("io",)),
+        ModelSpec("lstm", _seeded(_lstm), tags=("rnn",), dynamic={"x": SEQUENCE}),
+        ModelSpec("gru_bidirectional", _seeded(_gru), tags=("rnn",), dynamic={"x": SEQUENCE}),
+        ModelSpec("attention", _seeded(_attention), tags=("attention",), dynamic={"x": SEQUENCE}),
+        ModelSpec("cond", _seeded(_cond), tags=("control-flow",), dynamic={"x": BATCH}),
+        ModelSpec("index_put_inplace", _seeded(_index_put), tags=("inplace",),
+                  dynamic={"x": {1: "features"}, "values": {1: "features"}}),
+        ModelSpec("cumsum", _seeded(_cumsum), tags=("scan",), dynamic={"x": SEQUENCE, "mask": SEQUENCE}),
+        ModelSpec("topk_sort", _seeded(_topk), tags=("sorting",), dynamic={"x": BATCH}),
+        ModelSpec("einsum", _seeded(_einsum), tags=("linalg",),
+                  dynamic={"q": {0: "batch", 2: "sequence"}, "k": {0: "batch", 2: "sequence"},
+                           "w": {0: "sequence"}}),
+        ModelSpec("stft", _seeded(_stft), tags=("audio", "complex"), dynamic={"audio": {0: "batch", 1: "samples"}}),
+        ModelSpec("dict_io", _seeded(_dict_io), tags=("io",), dynamic={"inputs": BATCH}),
+        ModelSpec("python_scalars", _seeded(_python_scalars), tags=("io",), dynamic={"x": BATCH}),
     ]
