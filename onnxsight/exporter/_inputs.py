@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.exporter._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
 
 SUPPORTED_OPSETS = range(17, 24)
 DEFAULT_OPSET = 18
@@ -385,18 +386,3 @@ def named_dims(dynamic_shapes: Any, args: tuple, kwargs: dict, model: torch.nn.M
             if isinstance(name, str) and isinstance(axis, int):
                 names[(arg, axis)] = name
     return names
-
-
-def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, int], str]) -> dict[str, str]:
-    """sympy symbol (``s0``) -> the user's dim name, from the placeholders' fake tensor shapes."""
-    result: dict[str, str] = {}
-    for node in program.graph_module.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        val = node.meta.get("val")
-        for axis, dim in enumerate(getattr(val, "shape", ())):
-            name = wanted.get((node.name, axis))
-            expr = getattr(getattr(dim, "node", None), "expr", None)
-            if name and expr is not None and getattr(expr, "is_Symbol", False):
-                result.setdefault(str(expr), name)
-    return result
