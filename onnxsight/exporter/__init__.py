@@ -35,6 +35,8 @@ _INTERNAL = {
     "target_key": "onnxsight.exporter._registry",
     "op_display": "onnxsight.exporter._translate",
     "require_artifacts_dir": "onnxsight.exporter._inputs",
+    "infer_dynamic_shapes": "onnxsight.exporter._auto_dims",
+    "example_inputs": "onnxsight.exporter._auto_dims",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -43,6 +45,7 @@ __getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
 
 if TYPE_CHECKING:
     from onnxsight.exporter._api import export
+    from onnxsight.exporter._auto_dims import example_inputs, infer_dynamic_shapes
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter._inputs import require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,

@@ -17,6 +17,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import ExportError, ONNXProgram
 from onnxsight.exporter import export as export_core
 from onnxsight.exporter import require_artifacts_dir
+from onnxsight.pipeline._examples import resolve_dynamic_shapes, verify_examples
 from onnxsight.pipeline._run_record import build_run_record
 from onnxsight.reports import write_reports, write_sarif
 
@@ -27,7 +28,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".") -> ONNXProgram:
+           report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
+           examples: Sequence[Any] | None = None) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
@@ -35,11 +37,21 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     markdown/HTML/SARIF reports and the run record are written into
     ``artifacts_dir`` whether the export succeeds or not; a failed export's
     error carries their paths (``.report_path``, ``.report_paths``).
+
+    ``examples``: the inputs of other real calls (each like ``args``, or ``(args, kwargs)`` when
+    ``kwargs`` is given). ``dynamic_shapes="auto"`` makes the dims that vary between ``args`` and
+    the examples dynamic (``batch``, else ``<argument>_dim<axis>``); with examples the program is
+    verified as with ``verify=True`` and at every example (``program.example_verifications``).
     """
     inputs = (model, args, kwargs)
     if report:
         require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last
+    calls: list[tuple[tuple, dict]] = []
     try:
+        if examples is not None or isinstance(dynamic_shapes, str):
+            dynamic_shapes, calls = resolve_dynamic_shapes(model, args, kwargs, dynamic_shapes, dynamic_axes,
+                                                           examples)
+            verify = True
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations)
@@ -50,31 +62,40 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     program.sarif_writer = write_sarif
     if verify:
         try:
-            _verify(program, args, kwargs)
+            _verify(program, args, kwargs, calls)
         except Exception as exc:
-            wrapped = _internal_error(exc, program)
+            wrapped = exc if isinstance(exc, ExportError) else _internal_error(exc, program)  # an example it refuses
             if report:
                 _write_reports(wrapped, wrapped.diagnostics, program.record, artifacts_dir, program=program,
                                inputs=inputs)
+            if wrapped is exc:
+                raise
             raise wrapped from exc
     if report:
         _write_reports(None, program.diagnostics, program.record, artifacts_dir, program=program, inputs=inputs)
     return program
 
 
-def _verify(program: ONNXProgram, args: Any, kwargs: Any) -> None:
-    """verify=True: run the verification engine as the export's "accuracy" stage; keep its result on the program."""
+def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = ()) -> None:
+    """verify=True: run the verification engine as the export's "accuracy" stage; keep its result on the program.
+
+    With examples, each is verified too (``program.example_verifications``); the stage fails if any does.
+    """
     from onnxsight.verification import verify as run_verify  # loads ONNX Runtime: only when asked for
 
     with program.record.stage("accuracy") as stage:
         result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs, other_sizes=True)
         program.verification = result
+        examples = verify_examples(program, calls, run_verify) if calls else []
         ctx = DiagnosticContext()
-        ctx.extend(result.diagnostics)
+        for outcome in (result, *examples):
+            ctx.extend(outcome.diagnostics)
         program.diagnostics = [*program.diagnostics, *ctx.diagnostics]
-        if not result.passed:
+        failed = [str(n) for n, r in enumerate(examples, start=1) if not r.passed]
+        if not result.passed or failed:
             stage.status = "failed"
-            stage.detail = f"{len(result.root_causes)} root cause(s)"
+            stage.detail = f"{len(result.root_causes)} root cause(s)" + (
+                f"; example(s) {', '.join(failed)} differ" if failed else "")
 
 
 def _internal_error(exc: Exception, program: ONNXProgram) -> ExportError:
