@@ -75,6 +75,9 @@ ACTIVATIONS = {
     "hardsigmoid": F.hardsigmoid,
     "hardswish": F.hardswish,
     "mish": F.mish,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "prelu": lambda x: F.prelu(x, torch.tensor([0.25], dtype=x.dtype)),
+    "rrelu_eval": lambda x: F.rrelu(x, training=False),
 }
 RUNNABLE_DTYPES = (torch.float64, torch.float16, torch.float32)
 
@@ -87,8 +90,10 @@ def test_activation_runs_in_its_dtype(name: str, dtype: torch.dtype, opset: int)
     runs_and_matches(Fn(ACTIVATIONS[name]), (x,), opset)
 
 
+# prelu and rrelu are left out: torch expands prelu's weight (rrelu's noise) first, and ONNX Runtime
+# has no bfloat16 Expand kernel (a shape op, not an activation).
 @pytest.mark.parametrize("opset", (17, 21, 22, 23))
-@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("name", sorted(set(ACTIVATIONS) - {"prelu", "rrelu_eval"}))
 def test_activation_bfloat16_loads(name: str, opset: int) -> None:
     loads_in_ort(onnxsight.export(Fn(ACTIVATIONS[name]), (torch.randn(4, 6).bfloat16(),), opset_version=opset))
 

@@ -56,10 +56,22 @@ def aten_hardtanh(b: GraphBuilder, self: Value, min_val: float = -1, max_val: fl
     return b.op("Clip", self, b.scalar(min_val, self), b.scalar(max_val, self))
 
 
+def _leaky(b: GraphBuilder, x: Value, slope: float | Value) -> Value:
+    """x if x > 0 else slope * x: LeakyRelu (a float slope) or PRelu; Where for float64, which ONNX
+    Runtime's CPU provider has no LeakyRelu-16 or PRelu-16 kernel for."""
+    if x.dtype == torch.float64:
+        scaled = b.op("Mul", x, slope if isinstance(slope, Value) else b.scalar(float(slope), x))
+        return b.op("Where", b.op("Greater", x, b.scalar(0.0, x), dtype=torch.bool), x, scaled, dtype=x.dtype)
+    if isinstance(slope, Value):
+        weight = b.cast(slope, torch.float32) if x.dtype == torch.bfloat16 else slope
+        return _half_via_float32(b, x, lambda v: b.op("PRelu", v, weight))
+    return _half_via_float32(b, x, lambda v: b.op("LeakyRelu", v, alpha=float(slope)))
+
+
 @translation(aten.leaky_relu.default)
 def aten_leaky_relu(b: GraphBuilder, self: Value, negative_slope: float = 0.01) -> Value:
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    return b.op("LeakyRelu", self, alpha=float(negative_slope))
+    return _leaky(b, self, float(negative_slope))
 
 
 # NOTE: ONNX Celu takes float32 only, and Elu, Selu, HardSigmoid, HardSwish and Mish take bfloat16 only
@@ -155,7 +167,7 @@ def aten_prelu_kernel(b: GraphBuilder, self: Value, weight: Value) -> Value:
 
     torch.prelu has already reshaped ``weight`` to broadcast against ``self``.
     """
-    return b.op("PRelu", self, weight)
+    return _leaky(b, self, weight)
 
 
 # -- softmax -----------------------------------------------------------------------------------------
@@ -229,4 +241,4 @@ def aten_rrelu_with_noise_functional(b: GraphBuilder, self: Value, noise: Value,
     """
     if training:
         raise UnsupportedVariant("training", True, "False (rrelu in training draws random slopes; export in eval mode)")
-    return b.op("LeakyRelu", self, alpha=(float(lower) + float(upper)) / 2), noise
+    return _leaky(b, self, (float(lower) + float(upper)) / 2), noise
