@@ -189,7 +189,10 @@ def _infer_shapes(ctx: DiagnosticContext, program: ONNXProgram) -> onnx.ModelPro
         return onnx.shape_inference.infer_shapes(structure, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         ctx.emit(rules.SHAPE_INFERENCE_FAILED, error=str(exc).strip()[:800])
-    return onnx.shape_inference.infer_shapes(structure)
+    try:
+        return onnx.shape_inference.infer_shapes(structure)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
+        return structure  # ONX004 then judges what is typed without inference (inputs, weights, outputs)
 
 
 def _resolve_overload(target: Any) -> Any:
