@@ -7,6 +7,9 @@ without a word and ONNX Runtime refuses to load it. This check walks the graph
 and its subgraphs once, with the element types ONNX's own shape inference gave
 each value, and reports every value whose type its schema does not allow, at
 the user's source line recorded on the node.
+
+IO006 lives here too: the other check a model must pass before it is written
+(a graph with no output, which no runtime can load).
 """
 
 from __future__ import annotations
