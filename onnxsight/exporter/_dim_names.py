@@ -78,3 +78,55 @@ def _symbol(name: str) -> Any:
     import sympy
 
     return sympy.Symbol(name, integer=True, positive=True)
+
+
+#: sympy's integer/float conversions as a reader writes them (sizes are never negative, so trunc is floor).
+_FUNCTIONS = {"TruncToInt": "floor", "FloorToInt": "floor", "CeilToInt": "ceil", "ToFloat": ""}
+
+
+def readable_dim(expr: str) -> str:
+    """``TruncToInt(2.1*ToFloat((height//2)))`` -> ``floor(2.1*(height//2))``: a dim_param people can read."""
+    for function, replacement in _FUNCTIONS.items():
+        start = expr.find(function + "(")
+        while start >= 0:
+            open_at = start + len(function)
+            close_at = _matching(expr, open_at)
+            if close_at is None:
+                break
+            inner = expr[open_at + 1:close_at]
+            if replacement:
+                inner = f"{replacement}({inner})"
+            elif not (inner.isidentifier() or (inner.startswith("(") and _matching(inner, 0) == len(inner) - 1)):
+                inner = f"({inner})"
+            expr = expr[:start] + inner + expr[close_at + 1:]
+            start = expr.find(function + "(", start)
+    return _drop_doubled_parentheses(expr)
+
+
+def _drop_doubled_parentheses(expr: str) -> str:
+    """``(((h - 1)//2)) + 1`` -> ``((h - 1)//2) + 1``: one pair of parentheses directly around another."""
+    index = expr.find("((")
+    while index >= 0:
+        outer, inner = _matching(expr, index), _matching(expr, index + 1)
+        if outer is not None and inner is not None and outer == inner + 1:
+            expr = expr[:index] + expr[index + 1:inner + 1] + expr[outer + 1:]
+        else:
+            index += 1
+        index = expr.find("((", index)
+    return expr
+
+
+def _matching(text: str, open_at: int) -> int | None:
+    depth = 0
+    for index in range(open_at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    return None
+
+
+def rename_symbols(expr: str, names: dict[str, str]) -> str:
+    """Every symbol of ``expr`` replaced by its name in one pass (a name is never renamed again)."""
+    import re
+
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(), m.group()), expr)

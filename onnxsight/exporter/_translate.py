@@ -18,6 +18,7 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
+from onnxsight.exporter._dim_names import readable_dim, rename_symbols
 from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_key
 
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
@@ -136,15 +137,10 @@ class Translator:
 
     # -- values ---------------------------------------------------------------------------------
     def _rename_dims(self, shape: tuple | None) -> tuple | None:
-        if shape is None or not self.dim_names:
+        """Symbolic dims as the ONNX model names them (``batch``, ``floor(2.1*height)``; see _dim_names)."""
+        if shape is None:
             return shape
-        out = []
-        for dim in shape:
-            if isinstance(dim, str):
-                for symbol, name in self.dim_names.items():
-                    dim = _replace_symbol(dim, symbol, name)
-            out.append(dim)
-        return tuple(out)
+        return tuple(readable_dim(rename_symbols(d, self.dim_names)) if isinstance(d, str) else d for d in shape)
 
     def meta_value(self, name: str, val: Any) -> Value:
         return Value(name, _val_dtype(val), self._rename_dims(_val_shape(val)))
@@ -299,11 +295,6 @@ def _complex_value(args: Any) -> Value | None:
     if isinstance(args, dict):
         return _complex_value(list(args.values()))
     return None
-
-
-def _replace_symbol(expr: str, symbol: str, name: str) -> str:
-    import re
-    return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)
 
 
 def names_read(nodes: Sequence[onnx.NodeProto]) -> set[str]:

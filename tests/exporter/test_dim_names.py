@@ -109,3 +109,48 @@ def test_verify_finds_a_dict_inputs_dim_by_name() -> None:
     program = onnxsight.export(DictInput(), ({"a": torch.randn(4, 3), "b": torch.randn(4, 3)},),
                                dynamic_shapes=({"a": {0: BATCH}, "b": {0: BATCH}},))
     assert onnxsight.verify(program, random_inputs=True, dim_sizes={"batch": 7}).passed
+
+
+@pytest.mark.parametrize("torch_form,readable", [
+    ("TruncToInt(2.1*ToFloat((height//2)))", "floor(2.1*(height//2))"),
+    ("TruncToInt(2.1*ToFloat((((height - 1)//2)) + 1))", "floor(2.1*(((height - 1)//2) + 1))"),
+    ("TruncToInt(0.5*ToFloat(h + 1))", "floor(0.5*(h + 1))"),
+    ("CeilToInt(ToFloat(a)/3)", "ceil(a/3)"),
+    ("(((height - 1)//2)) + 1", "((height - 1)//2) + 1"),
+    ("2*batch", "2*batch"), ("Max(1, h)", "Max(1, h)"),
+])
+def test_derived_dims_read_as_arithmetic(torch_form: str, readable: str) -> None:
+    from onnxsight.exporter._dim_names import readable_dim
+
+    assert readable_dim(torch_form) == readable
+
+
+class SegNet(torch.nn.Module):
+    """The README's example: a CNN with dynamic height/width, upsampled by 2.1 and back to the input's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encode = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.head = torch.nn.Conv2d(16, 4, 1)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        features = torch.nn.functional.relu(self.encode(image))
+        logits = self.head(torch.nn.functional.interpolate(features, scale_factor=2.1, mode="bilinear"))
+        return torch.nn.functional.interpolate(logits, size=image.shape[-2:], mode="bilinear")
+
+
+def test_cnn_with_dynamic_height_width_and_interpolation() -> None:
+    height, width = torch.export.Dim("height", min=4, max=2048), torch.export.Dim("width", min=4, max=2048)
+    model = SegNet().eval()
+    program = onnxsight.export(model, (torch.randn(2, 3, 30, 44),),
+                               dynamic_shapes={"image": {0: torch.export.Dim("batch", max=64), 2: height, 3: width}})
+    shapes = _shapes(program)
+    assert shapes["inputs"] == {"image": ["batch", 3, "height", "width"]}
+    assert list(shapes["outputs"].values()) == [["batch", 4, "height", "width"]]
+    assert shapes["value_info"]["conv2d"] == ["batch", 16, "((height - 1)//2) + 1", "((width - 1)//2) + 1"]
+    assert shapes["value_info"]["upsample_bilinear2d"][2:] == ["floor(2.1*(((height - 1)//2) + 1))",
+                                                               "floor(2.1*(((width - 1)//2) + 1))"]
+    for shape in [(1, 3, 30, 30), (3, 3, 47, 61)]:
+        x = torch.randn(*shape)
+        torch.testing.assert_close(program(x)[0], model(x), rtol=1e-4, atol=1e-4)
+    assert onnxsight.verify(program, random_inputs=True, dim_sizes={"batch": 3, "height": 47, "width": 61}).passed
