@@ -66,6 +66,19 @@ def where(location: Mapping[str, Any] | None) -> str:
     return f"{location['file']}:{line}" if line else str(location["file"])
 
 
+#: How each dim asked dynamic ended (``facts["dynamic_dims"]``, from the capture's audit).
+DIM_STATUS = {"dynamic": "kept dynamic", "narrowed": "narrowed (fix applied)", "refused": "refused (static)",
+              "unknown": "unknown"}
+
+
+def dynamic_dim_rows(run: RunRecord) -> list[dict[str, Any]]:
+    """The specialisation audit as rows: input, axis, dim, status (in words), detail, source (file:line, code)."""
+    return [{"input": d.get("input"), "axis": d.get("axis"), "dim": d.get("dim"), "status": d.get("status"),
+             "label": DIM_STATUS.get(str(d.get("status")), str(d.get("status"))), "detail": d.get("detail") or "",
+             "source": where({"file": d.get("file"), "line": d.get("line")}), "code": d.get("code") or ""}
+            for d in run.facts.get("dynamic_dims") or []]
+
+
 def stage_rows(run: RunRecord) -> list[dict[str, Any]]:
     """Every stage in run order; export stages the run never reached are listed as ``not run``."""
     seen = {stage["name"] for stage in run.stages}

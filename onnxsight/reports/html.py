@@ -43,7 +43,7 @@ def render(run: RunRecord) -> str:
         "aten_ops": fmt.histogram_rows(run.facts.get("aten_ops")),
         "onnx_ops": fmt.histogram_rows(run.facts.get("onnx_ops")),
         "plot": error_plot(verification.get("nodes") or []),
-        "metric_columns": fmt.METRIC_COLUMNS,
+        "metric_columns": fmt.METRIC_COLUMNS, "dynamic_dims": fmt.dynamic_dim_rows(run),
     }
     return environment.get_template("report.html.j2").render(**context)
 

@@ -63,7 +63,8 @@ def render(run: RunRecord) -> str:
              f"**{escape(fmt.headline(run))}**", "",
              f"{escape(run.kind)} run, {escape(run.created)}"
              + (f", opset {run.opset}" if run.opset else "") + f", {fmt.seconds(fmt.total_seconds(run))} in all.", ""]
-    for title, section in (("Stages", _stages(run)), ("Unsupported operators", _unsupported(run)),
+    for title, section in (("Stages", _stages(run)), ("Dynamic dims", _dynamic_dims(run)),
+                           ("Unsupported operators", _unsupported(run)),
                            ("Diagnostics", _diagnostics(run)), ("Verification", _verification(run)),
                            ("Model", _facts(run)), ("Environment", _environment(run)),
                            ("Files", _files(run))):
@@ -108,6 +109,18 @@ def _stages(run: RunRecord) -> str:
                      escape(a.get("rule") or ""), escape(fmt.attempt_error(a))] for a in run.attempts)
         out += "\n\nCapture attempts:\n\n" + table(["strategy", "result", "time", "rule", "error"], attempts)
     return out
+
+
+def _dynamic_dims(run: RunRecord) -> str:
+    """Every dim asked dynamic: kept, narrowed (with the fix applied) or refused, at the line that decided it."""
+    dims = fmt.dynamic_dim_rows(run)
+    if not dims:
+        return ""
+    rows = ([escape(r["input"]), escape(r["axis"]), code(r["dim"]), escape(r["label"]),
+             escape(fmt.first_line(r["detail"])),
+             " ".join(code(r[key]) for key in ("source", "code") if r[key])]
+            for r in dims)
+    return table(["input", "axis", "dim", "status", "detail", "source line"], rows)
 
 
 def _unsupported(run: RunRecord) -> str:

@@ -197,3 +197,23 @@ def _cells(page: str, table: str) -> list[tuple[str, str]]:
 def test_long_torch_messages_stay_readable(record: RunRecord, check: object) -> None:
     page = _long_page(record)
     assert check(page)
+
+
+@pytest.mark.parametrize("dims, shown", [
+    ([{"input": "x", "axis": 0, "dim": "batch", "status": "dynamic", "detail": "", "file": None, "line": None,
+       "code": None}], ["batch", "kept dynamic"]),
+    ([{"input": "x", "axis": 1, "dim": "seq", "status": "refused", "detail": "seq == 8 <script>",
+       "file": "model.py", "line": 20, "code": "x.view(2, 8)"}], ["seq", "refused (static)", "model.py:20",
+                                                                    "x.view(2, 8)", "seq == 8 <script>"]),
+    ([], []),
+])
+def test_dynamic_dims_section(record: RunRecord, dims: list, shown: list) -> None:
+    record.facts["dynamic_dims"] = dims
+    page = html.render(record)
+    doc = parse(page)
+    ids = [attrs.get("id") for _, attrs in doc.tags]
+    assert ("dynamic-dims-table" in ids) is bool(dims)
+    assert ('href="#dynamic-dims"' in page) is bool(dims)
+    text = "".join(doc.text)
+    assert all(item in text for item in shown)
+    assert "seq == 8 <script>" not in page  # escaped

@@ -136,3 +136,34 @@ def test_failed_capture_names_inputs_by_forward_arguments(tmp_path: object) -> N
     inputs = text[text.index("Inputs:"):]
     names = re.findall(r"^\| (\S+) \| float32 \|", inputs, flags=re.M)
     assert names == ["tokens", r"pair\[0\]", r"pair\[1\]"], inputs
+
+
+DYNAMIC_DIMS = [
+    {"input": "x", "axis": 0, "dim": "batch", "status": "dynamic", "detail": "", "file": None, "line": None,
+     "code": None, "origin": None},
+    {"input": "x", "axis": 1, "dim": "seq", "status": "narrowed", "detail": "seq >= 2 (fix applied)",
+     "file": "model.py", "line": 12, "code": "x[:, 1]", "origin": None},
+    {"input": "mask|y", "axis": 2, "dim": "width", "status": "refused", "detail": "width == 8",
+     "file": "model.py", "line": 20, "code": "x.view(2, 8)", "origin": None},
+]
+
+
+@pytest.mark.parametrize("status, label, source", [
+    ("batch", "kept dynamic", ""),
+    ("seq", "narrowed (fix applied)", "`model.py:12` `x[:, 1]`"),
+    ("width", "refused (static)", "`model.py:20` `x.view(2, 8)`"),
+])
+def test_dynamic_dims_table_says_what_became_of_each_dim(record: RunRecord, status: str, label: str,
+                                                         source: str) -> None:
+    record.facts["dynamic_dims"] = DYNAMIC_DIMS
+    text = markdown.render(record)
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings[:2] == ["Stages", "Dynamic dims"]
+    rows = [line for line in text.splitlines() if f"| `{status}` |" in line]
+    assert len(rows) == 1 and f"| {label} |" in rows[0] and rows[0].endswith(f"| {source} |")
+    assert "| mask\\|y | 2 |" in text  # an input name cannot break the table
+
+
+def test_no_dynamic_dims_no_section(record: RunRecord) -> None:
+    record.facts.pop("dynamic_dims", None)
+    assert "## Dynamic dims" not in markdown.render(record)
