@@ -9,7 +9,7 @@ and with ``in/out`` otherwise (``compute_scales_value`` in UpSample.h), so ``siz
 alone (ONNX's mapping ``in/out``) would move every sample at 7 x 1.3 -> 9.
 
 The helpers here choose, per axis, the float32 scale closest to the user's whose
-float32 output size is torch's (a few ulps away: the coordinate mapping moves by about
+output size is torch's in float32 and in double (ONNX's shape inference computes in double) (a few ulps away: the coordinate mapping moves by about
 1e-7 of a pixel), and compute torch's nearest-neighbour source indices exactly (float32
 products, the ``out == in`` and ``out == 2 * in`` shortcuts of ``nearest_idx``), so that
 nearest, whose indices flip on a 1e-7 change, is exported as a Gather of those indices
@@ -36,6 +36,11 @@ def ort_output_size(in_size: int, scale32: np.float32) -> int:
     return int(np.floor(np.float32(in_size) * np.float32(scale32)))
 
 
+def double_output_size(in_size: int, scale32: np.float32) -> int:
+    """ONNX's shape inference (and runtimes computing in double): ``floor(in * double(scale))``."""
+    return int(math.floor(float(in_size) * float(scale32)))
+
+
 def scale_candidates(scale: float) -> list[np.float32]:
     """float32 scales near ``scale``, nearest first: float32(scale), then one ulp up, one down, ..."""
     base = np.float32(scale)
@@ -48,9 +53,10 @@ def scale_candidates(scale: float) -> list[np.float32]:
 
 
 def exact_scale32(in_size: int, out_size: int, scale: float) -> np.float32 | None:
-    """The float32 scale nearest ``scale`` for which ONNX Runtime's output size is ``out_size``."""
+    """The float32 scale nearest ``scale`` whose output size is ``out_size`` in float32 (ONNX Runtime's
+    kernel) and in double (ONNX's shape inference: 20 x float32(0.35) is 7 in one, 6 in the other)."""
     for candidate in scale_candidates(scale):
-        if candidate > 0 and ort_output_size(in_size, candidate) == out_size:
+        if candidate > 0 and ort_output_size(in_size, candidate) == double_output_size(in_size, candidate) == out_size:
             return candidate
     return None
 

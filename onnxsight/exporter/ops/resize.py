@@ -168,12 +168,17 @@ def _scales_input(b: GraphBuilder, x: Value, axes: list[_Axis]) -> Value | None:
 
 
 def _scale_in_graph(b: GraphBuilder, x: Value, a: _Axis) -> Value:
-    """The first of the float32 candidates (nearest the user's scale first) whose size is torch's."""
+    """The first of the float32 candidates (nearest the user's scale first) whose size is torch's in float32
+    and in double."""
     candidates = b.const([float(c) for c in scale_candidates(a.scale)], torch.float32)
     in_dim = b.const([a.in_size], torch.int64) if a.in_size is not None else _in_dim(b, x, a.axis)
     out_dim = b.const([a.out], torch.int64) if isinstance(a.out, int) else a.out
-    sizes = b.cast(b.op("Floor", b.op("Mul", b.cast(in_dim, torch.float32), candidates)), torch.int64)
-    hits = b.cast(b.op("Equal", sizes, out_dim, dtype=torch.bool), torch.int32)
+    hits = None
+    for dtype in (torch.float32, torch.float64):  # ONNX Runtime's arithmetic, and shape inference's
+        sizes = b.cast(b.op("Floor", b.op("Mul", b.cast(in_dim, dtype), b.cast(candidates, dtype))), torch.int64)
+        equal = b.op("Equal", sizes, out_dim, dtype=torch.bool)
+        hits = equal if hits is None else b.op("And", hits, equal, dtype=torch.bool)
+    hits = b.cast(hits, torch.int32)
     first = b.op("ArgMax", hits, axis=0, keepdims=1, dtype=torch.int64)
     return b.op("Gather", candidates, first, axis=0)
 

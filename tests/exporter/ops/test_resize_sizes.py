@@ -80,7 +80,10 @@ CASES = [(dims, mode, ac, n, s) for dims, modes in MODES.items() for mode in mod
 def test_static_scale_factor(dims: int, mode: str, align_corners: bool, in_size: int, scale: float) -> None:
     kwargs = dict(scale_factor=scale, mode=mode) | ({} if mode == "nearest" else dict(align_corners=align_corners))
     module, x = Interpolate(**kwargs), _x((in_size,) * dims)
-    _assert_matches(module, onnxsight.export(module, (x,)), x, exact_values=mode == "nearest")
+    program = onnxsight.export(module, (x,))
+    _assert_matches(module, program, x, exact_values=mode == "nearest")
+    # ONNX's shape inference computes floor(in * scale) in double, ONNX Runtime in float32: both must agree
+    assert [d.message for d in program.diagnostics if d.code == "ONX002"] == []
 
 
 DYNAMIC = [(dims, mode, ac, s) for dims, modes in MODES.items() for mode in modes if dims < 3 or mode == "nearest"
@@ -212,3 +215,22 @@ def test_size_of_another_dynamic_input(mode: str) -> None:
             assert torch.equal(got, want)
         else:
             torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("in_size,scale", [(20, 0.35), (30, 2.1), (50, 2.3), (45, 1.4), (7, 1.3)])
+def test_onnx_shape_inference_computes_sizes_in_double(in_size: int, scale: float) -> None:
+    for scale32 in exact.scale_candidates(scale)[:3]:
+        scales = helper.make_tensor("s", TensorProto.FLOAT, [3], [1.0, 1.0, float(scale32)])
+        node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear")
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, in_size])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[scales])
+        model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+        inferred = model.graph.output[0].type.tensor_type.shape.dim[2].dim_value
+        assert inferred == exact.double_output_size(in_size, scale32), (in_size, float(scale32))
+
+
+def test_a_scale_within_a_few_ulps_gives_torchs_size_in_both_arithmetics() -> None:
+    scales = [k / 20 for k in range(1, 100)] + [2.1, 1.3, 1 / 3, 2 / 3, 1.15]
+    missing = [(n, s) for n in range(1, 400) for s in scales
+               if exact.exact_scale32(n, exact.torch_output_size(n, s), s) is None]
+    assert missing == []
