@@ -270,13 +270,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {len(counted)} faults, " + ", ".join(
             f"{m} {sum(f.outcome.get(m) == 'detected' for f in counted)}" for m in modes)
             + f"; clean {clean[name]}", file=sys.stderr)
+        report = summarise(all_faults, clean, skipped, modes, time.perf_counter() - start)
+        _write(options.out, dict(report, partial=True))  # a long sweep leaves what it has so far
     report = summarise(all_faults, clean, skipped, modes, time.perf_counter() - start)
-    text = json.dumps(report, indent=1, default=str)
-    if options.out:
-        with open(options.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    _write(options.out, report)
     print(json.dumps(report["modes"], indent=1))
     return 0
+
+
+def _write(path: str | None, report: dict[str, Any]) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(report, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":
