@@ -1,8 +1,10 @@
-"""Upsampling (F.interpolate): nearest, linear, bilinear, bicubic, trilinear -> ONNX Resize.
+"""Upsampling (F.interpolate): nearest, linear, bilinear, bicubic, trilinear -> ONNX Resize (or Gather).
 
 Both overload families are translated: ``.vec`` (output_size or scale_factors,
 what F.interpolate calls) and ``.default`` (output_size with optional
-per-axis scales).
+per-axis scales). Output sizes are torch's exactly, for static and dynamic
+inputs; _resize_exact says why ONNX Runtime's own arithmetic would differ and
+how the scales are chosen (docs/ops.md, "Interpolation sizes").
 """
 
 from __future__ import annotations
@@ -78,8 +80,8 @@ def _resize(b: GraphBuilder, x: Value, spatial: int, mode: str, output_size: Seq
 
     Linear and cubic: ``sizes`` when torch maps coordinates with in/out (no scales, or
     align_corners); otherwise ``scales`` moved by a few float32 ulps so that the size
-    ONNX Runtime derives from them is torch's. Nearest: a Resize where it provably picks
-    torch's pixels, else a Gather of torch's source indices per axis.
+    derived from them, in float32 or double, is torch's. Nearest: a Resize where it
+    provably picks torch's pixels, else a Gather of torch's source indices per axis.
     """
     axes = _axes(b, x, spatial, output_size, scales)
     if mode == "nearest":
@@ -122,7 +124,6 @@ def _gather_nearest(b: GraphBuilder, x: Value, a: _Axis, shortcuts: bool) -> Val
         if index.tolist() == list(range(a.in_size)):
             return x
         return b.op("Gather", x, b.const(index.tolist(), torch.int64), axis=a.axis)
-        return b.op("Gather", x, index, axis=a.axis)
     in_dim = b.const([a.in_size], torch.int64) if a.in_size is not None else _in_dim(b, x, a.axis)
     out_dim = b.const([a.out], torch.int64) if isinstance(a.out, int) else a.out
     count = b.op("Reshape", out_dim, b.const([], torch.int64), dtype=torch.int64, shape=())
