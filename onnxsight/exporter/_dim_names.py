@@ -37,6 +37,7 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
         names.setdefault(str(node.expr), _unique(f"{placeholder}_dim_{axis}", taken))
     shape_env = next((node.shape_env for _, _, node in axes if node.shape_env is not None), None)
     for old, new in dict(getattr(shape_env, "replacements", None) or {}).items():
+        new = shape_env.replace(new)  # to the end of a chain of replacements
         if str(old) not in names and new.free_symbols and all(str(s) in names for s in new.free_symbols):
             names[str(old)] = str(new.xreplace({s: _symbol(names[str(s)]) for s in new.free_symbols}))
     return names
