@@ -8,7 +8,8 @@ JOBS   ?= 2
 # The torch the suite and README's benchmarks were run with; `make setup TORCH=torch` takes pip's choice.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-startup bench-large sarif-validate docs browser-deps screenshot clean
+
+.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-rnn bench-startup bench-large sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -59,6 +60,10 @@ test-all: setup browser-deps
 bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
+
+# ONNX Runtime latency of LSTM/GRU: onnxsight's ONNX LSTM/GRU vs the unrolled form vs torch.onnx.
+bench-rnn: setup
+	$(PY) bench/rnn.py
 
 # How long the command line takes to start (whole processes; `import onnxsight` must not load torch).
 bench-startup: setup
