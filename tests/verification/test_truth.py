@@ -89,8 +89,10 @@ def _reasons(result: Any) -> dict[str, str]:
     ("rand_like", {"rand_like": "random op", "add": "compared"}),
     ("empty", {"empty_permuted": "uninitialised", "full_like": "compared", "mul": "compared"}),
 ])
-def test_only_values_that_really_draw_random_numbers_are_skipped(case: str, expected: dict[str, str]) -> None:
-    result = onnxsight.verify(_export(case))
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_only_values_that_really_draw_random_numbers_are_skipped(case: str, expected: dict[str, str],
+                                                                  mode: str) -> None:
+    result = onnxsight.verify(_export(case), mode=mode)
     reasons = _reasons(result)
     assert {node: reasons.get(node) for node in expected} == expected
     assert result.passed, result.nodes[~result.nodes["passed"].astype(bool)]
