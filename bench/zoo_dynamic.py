@@ -32,8 +32,7 @@ def _second_inputs(dynamic: dict[str, dict[int, str]], model: Any, args: tuple, 
     import torch
     from torch.utils import _pytree as pytree
 
-    signature = inspect.signature(model.forward)
-    bound = signature.bind(*args, **kwargs)
+    positional = list(inspect.signature(model.forward).bind_partial(*args).arguments)  # names of the positional args
 
     def grow(value: Any, axes: dict[int, str]) -> Any:
         def one(leaf: Any) -> Any:
@@ -45,9 +44,10 @@ def _second_inputs(dynamic: dict[str, dict[int, str]], model: Any, args: tuple, 
             return leaf.contiguous()
         return pytree.tree_map(one, value)
 
-    for name, axes in dynamic.items():
-        bound.arguments[name] = grow(bound.arguments[name], axes)
-    return tuple(bound.args), dict(bound.kwargs)
+    # the call keeps its form (positional stays positional): an exporter may bind its inputs by it
+    args = tuple(grow(v, dynamic[n]) if n in dynamic else v for n, v in zip(positional, args))
+    kwargs = {n: grow(v, dynamic[n]) if n in dynamic else v for n, v in kwargs.items()}
+    return args, kwargs
 
 
 def _within(expected: Any, actual: Any, tolerance: Any) -> tuple[bool, float]:

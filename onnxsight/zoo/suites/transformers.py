@@ -30,6 +30,8 @@ IMAGE_DYNAMIC = {"pixel_values": BATCH}                                    # fix
 DENSE_DYNAMIC = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}    # convolutions: any size
 KV_DYNAMIC = {"input_ids": BATCH, "attention_mask": {0: "batch", 1: "past+1"},
               "past_keys": {0: "batch", 2: "past"}, "past_values": {0: "batch", 2: "past"}}
+# MobileNetV2 computes TF-style "same" padding from the input's height and width in Python ints, which
+# fixes them (CAP005): only the batch varies.
 # Whisper's encoder requires exactly 2 * max_source_positions frames: only batch and the decoder length vary.
 WHISPER_DYNAMIC = {"input_features": BATCH, "decoder_input_ids": {0: "batch", 1: "decoder_sequence"}}
 
@@ -229,7 +231,7 @@ BUILDERS: tuple[tuple[str, Any, tuple[str, ...], dict[str, Any]], ...] = (
     ("swin", swin, ("vision", "attention"), IMAGE_DYNAMIC),
     ("convnext", convnext, ("vision", "cnn"), DENSE_DYNAMIC),
     ("resnet", resnet, ("vision", "cnn"), DENSE_DYNAMIC),
-    ("mobilenet_v2", mobilenet_v2, ("vision", "cnn"), DENSE_DYNAMIC),
+    ("mobilenet_v2", mobilenet_v2, ("vision", "cnn"), IMAGE_DYNAMIC),
     ("regnet", regnet, ("vision", "cnn"), DENSE_DYNAMIC),
     ("segformer", segformer, ("vision", "segmentation"), DENSE_DYNAMIC),
     ("detr", detr, ("vision", "detection"), IMAGE_DYNAMIC),
