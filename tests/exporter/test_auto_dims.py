@@ -122,3 +122,13 @@ def test_an_example_the_program_cannot_take_names_the_input():
         onnxsight.export(Fixed(), (torch.randn(2, 4),), examples=[(torch.randn(3, 4),)])
     assert "example 1 does not run on the exported program" in str(info.value)
     assert "VER003" in [d.rule.code for d in info.value.diagnostics]
+
+
+def test_report_lists_the_inferred_dims(tmp_path):
+    prog = onnxsight.export(Scale(), (torch.randn(2, 5, 4), torch.ones(2, 5)), dynamic_shapes="auto",
+                            examples=[(torch.randn(3, 5, 4), torch.ones(3, 5))], report=True, artifacts_dir=tmp_path)
+    assert prog.verification.passed
+    text = next(tmp_path.glob("*_report.md")).read_text()
+    section = text.split("## Dynamic dims", 1)[1].split("\n## ", 1)[0]
+    assert "| x | 0 | `batch` | kept dynamic |" in section and "| mask | 0 | `batch` | kept dynamic |" in section
+    assert "x_dim1" not in section  # the sequence did not vary between the examples: it stays static
