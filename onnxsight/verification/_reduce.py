@@ -88,9 +88,9 @@ def _smallest(index: GraphIndex, value: str, found: Sequence[Level], values: Map
         if case is None:
             break
         diff, diverges = _run(case, value, tolerance, runner)
-        last = case.annotated(level=depth, onnx_nodes=len(level.nodes), reproduced=diverges, max_abs_diff_standalone=diff,
-                              atol_rtol=_bounds(tolerance, value, expected))
-        last = last.annotated(nodes=fx_nodes_of(last))
+        last = case.annotated(level=depth, onnx_nodes=len(level.nodes), reproduced=diverges,
+                              max_abs_diff_standalone=diff, atol_rtol=_bounds(tolerance, value, expected),
+                              nodes=fx_nodes_of(case))
         if diverges:
             return last
     return last

@@ -161,7 +161,8 @@ def candidates(name: str, prog: Any, rows: list[dict[str, Any]], clean: dict[str
                lambda v=row["value"]: faults.swap_inputs(model, v))
     casts = [r for r in rows if r["onnx_op"] == "Cast"]
     for row in spread(casts, per_kind):
-        yield (Fault(name, "drop_cast", row["value"], "Cast", node_outputs=outputs_of(row["value"])), lambda v=row["value"]: faults.drop_cast(model, v))
+        yield (Fault(name, "drop_cast", row["value"], "Cast", node_outputs=outputs_of(row["value"])),
+               lambda v=row["value"]: faults.drop_cast(model, v))
     attributed = []
     for row in rows:
         rank = clean[row["value"]].ndim if row["value"] in clean else len(row["shape"] or ())
