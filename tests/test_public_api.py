@@ -35,8 +35,8 @@ def test_top_level_all_is_the_contract_and_the_errors() -> None:
 
 @pytest.mark.parametrize("package, names", [
     (exporter, ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "GraphBuilder",
-                "InvalidArgumentError", "ONNXProgram", "Registry", "TranslationError", "Value", "default_registry",
-                "export", "translation"]),
+                "InvalidArgumentError", "ONNXProgram", "Registry", "TranslationError", "UnsupportedVariant", "Value",
+                "default_registry", "export", "translation"]),
     (verification, ["Tolerance", "VerificationError", "VerificationResult", "verify", "verify_onnx"]),
     (diagnostics, ["Diagnostic", "Level", "Location"]),
     (rules, ["CATALOG", "Level", "Rule", "RuleDocs", "get"]),

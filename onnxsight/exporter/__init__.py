@@ -3,7 +3,8 @@
 ``__all__`` is the API for extending onnxsight (CONTRIBUTING.md, "Writing a
 translation"): the ``@translation`` marker, the ``Registry`` and
 ``default_registry()``, the ``GraphBuilder`` and ``Value`` a translation
-receives, the core ``export`` (no verification, no reports; it takes a
+receives, ``UnsupportedVariant`` (raised for an argument variant a
+translation does not handle: OPS006), the core ``export`` (no verification, no reports; it takes a
 ``registry=``), ``ONNXProgram`` and the errors. Users call ``onnxsight.export``.
 The other names here are for onnxsight's own packages. All load on first
 use: this package imports torch.
@@ -25,6 +26,7 @@ _PUBLIC = {
     "Registry": "onnxsight.exporter._registry",
     "default_registry": "onnxsight.exporter._registry",
     "translation": "onnxsight.exporter._registry",
+    "UnsupportedVariant": "onnxsight.exporter._registry",
     **{name: "onnxsight.exporter._errors" for name in _ERRORS},
 }
 _INTERNAL = {
@@ -52,5 +54,6 @@ if TYPE_CHECKING:
                                             InvalidArgumentError, TranslationError)
     from onnxsight.exporter._program import ONNXProgram
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
-    from onnxsight.exporter._registry import Registry, Translation, default_registry, target_key, translation
+    from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,
+                                              translation)
     from onnxsight.exporter._translate import op_display

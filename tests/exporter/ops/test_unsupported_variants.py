@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import onnxsight
 from onnxsight.exporter import GraphBuilder, Value
-from onnxsight.exporter._registry import UnsupportedVariant
+from onnxsight.exporter import UnsupportedVariant
 
 
 class Fn(torch.nn.Module):
