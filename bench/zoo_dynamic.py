@@ -25,31 +25,6 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _second_inputs(dynamic: dict[str, dict[int, str]], model: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The inputs at the second size: every dynamic dim one larger (``past+1`` follows ``past``)."""
-    import inspect
-
-    import torch
-    from torch.utils import _pytree as pytree
-
-    positional = list(inspect.signature(model.forward).bind_partial(*args).arguments)  # names of the positional args
-
-    def grow(value: Any, axes: dict[int, str]) -> Any:
-        def one(leaf: Any) -> Any:
-            if not isinstance(leaf, torch.Tensor):
-                return leaf
-            for axis in axes:
-                index = torch.arange(leaf.shape[axis] + 1) % leaf.shape[axis]
-                leaf = leaf.index_select(axis, index)
-            return leaf.contiguous()
-        return pytree.tree_map(one, value)
-
-    # the call keeps its form (positional stays positional): an exporter may bind its inputs by it
-    args = tuple(grow(v, dynamic[n]) if n in dynamic else v for n, v in zip(positional, args))
-    kwargs = {n: grow(v, dynamic[n]) if n in dynamic else v for n, v in kwargs.items()}
-    return args, kwargs
-
-
 def _within(expected: Any, actual: Any, tolerance: Any) -> tuple[bool, float]:
     """(every output within tolerance, max abs diff) of ONNX Runtime's outputs against eager's."""
     import torch
@@ -114,12 +89,12 @@ def _child(suite_name: str, model_name: str, out_path: str) -> None:
     import torch.onnx._internal.exporter._core  # noqa: F401
 
     import onnxsight  # noqa: F401
-    from onnxsight.zoo._spec import load_suite
+    from onnxsight.zoo._spec import grown_inputs, load_suite
     from onnxsight.zoo._worker import _normalize
 
     spec = load_suite(suite_name).spec(model_name)
     model, args, kwargs = _normalize(spec.build())
-    second = _second_inputs(spec.dynamic or {}, model, args, kwargs)
+    second = grown_inputs(spec.dynamic or {}, model, args, kwargs)[:2]
     sizes = []
     for size_args, size_kwargs in ((args, kwargs), second):
         clone = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (size_args, size_kwargs))

@@ -148,6 +148,33 @@ def dynamic_shapes_for(dynamic: Mapping[str, Mapping[int, str]], model: Any, arg
     return {arg: leaf_spec(value, dynamic[arg]) if arg in dynamic else None for arg, value in bound.items()}
 
 
+def grown_inputs(dynamic: Mapping[str, Mapping[int, str]], model: Any, args: tuple, kwargs: Mapping[str, Any]
+                 ) -> tuple[tuple, dict[str, Any], dict[str, int]]:
+    """The inputs at a second size: every dynamic dim one larger, grown by repeating the inputs' own slices
+    (token ids stay valid), the call's form kept (positional stays positional); and the sizes, by dim name."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    positional = list(inspect.signature(model.forward).bind_partial(*args).arguments)
+    sizes: dict[str, int] = {}
+
+    def grow(value: Any, axes: Mapping[int, str]) -> Any:
+        def one(leaf: Any) -> Any:
+            if not isinstance(leaf, torch.Tensor):
+                return leaf
+            for axis, name in axes.items():
+                size = leaf.shape[axis] + 1
+                base, _, offset = name.replace(" ", "").partition("+")
+                sizes[base] = size - int(offset or 0)
+                leaf = leaf.index_select(axis, torch.arange(size) % leaf.shape[axis])
+            return leaf.contiguous()
+        return pytree.tree_map(one, value)
+
+    args = tuple(grow(v, dynamic[n]) if n in dynamic else v for n, v in zip(positional, args))
+    kwargs = {n: grow(v, dynamic[n]) if n in dynamic else v for n, v in kwargs.items()}
+    return args, kwargs, dict(sorted(sizes.items()))
+
+
 def _load_module(ref: str) -> ModuleType:
     if ref in BUILTIN_SUITES:
         return importlib.import_module(BUILTIN_SUITES[ref])

@@ -69,3 +69,41 @@ def test_worker_verifies_at_other_sizes(model: str, sizes: list, tmp_path) -> No
     assert result.verification["sizes_checked"] == sizes
     onnx_input = __import__("onnx").load(str(tmp_path / "model.onnx")).graph.input[0]
     assert onnx_input.type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+class Double(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+class _Program:
+    """An exported program stand-in: ``module()`` runs ``fn`` (what a capture produced)."""
+
+    output_names = ["out"]
+
+    def __init__(self, fn) -> None:  # noqa: ANN001
+        self.exported_program = type("EP", (), {"module": lambda _self: fn})()
+
+
+@pytest.mark.parametrize("captured, passed, message", [
+    (lambda x: x * 2, True, None),
+    # a capture that baked the example's batch into a reshape: right at batch 2, wrong at batch 3
+    (lambda x: x * 2 if x.shape[0] == 2 else x.roll(1, 0) * 2,
+     False, "output out at batch 3 differs from forward() by"),
+    (lambda x: x.view(2, 4) * 2, False, "output every output at batch 3 differs from forward() by the exported "
+                                        "program fails: RuntimeError"),
+])
+def test_second_size_compares_the_program_with_eager(captured, passed, message) -> None:
+    from onnxsight.zoo._result import ModelResult
+    from onnxsight.zoo._worker import _second_size
+
+    spec = ModelSpec("double", _inputs, dynamic={"x": {0: "batch"}})
+    result = ModelResult(name="double", suite="t", status="failed", verification={})
+    x = torch.arange(8.0).reshape(2, 4)
+    assert _second_size(result, Double(), (x,), {}, _Program(captured), spec) is passed
+    assert result.verification["second_size"]["sizes"] == {"batch": 3}
+    assert result.verification["second_size"]["passed"] is passed
+    codes = [d["rule"] for d in result.diagnostics]
+    assert codes == ([] if passed else ["ACC007"])
+    if message:
+        assert message in result.diagnostics[0]["message"]
