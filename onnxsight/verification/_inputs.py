@@ -135,7 +135,7 @@ def user_inputs(program: Any, args: Any, kwargs: Mapping[str, Any] | None, *, de
     dims = program_dims(program, specs)
     sizes: dict[Any, int] = {}
     for spec, tensor in zip(specs, tensors):
-        _check_tensor(spec, tensor, device)
+        _check_tensor(spec, tensor, device, dims)
         _bind(spec, tensor, dims, sizes, specs)
     for spec, tensor in zip(specs, tensors):
         _check_derived(spec, tensor, dims, sizes)
@@ -205,6 +205,17 @@ def _check_structure(program: Any, specs: Sequence[InputSpec], args: tuple, kwar
                          given=type(value).__name__, expected=_describe(spec) if spec else "a tensor")
 
 
+def _ranges_of(spec: InputSpec, dims: Dims) -> dict[str, Any]:
+    """The input's expected dims and the ranges of its dynamic ones (the diagnostic's properties)."""
+    import torch
+
+    ranges = {}
+    for size, name in zip(spec.val.shape, spec.dim_names):
+        if isinstance(size, torch.SymInt):
+            ranges[name] = list(dims.ranges.get(size.node.expr, (0, None)))
+    return {"input": spec.name, "expected_shape": list(spec.dim_names), "ranges": ranges}
+
+
 def _describe(spec: InputSpec) -> str:
     return f"a {str(spec.val.dtype).removeprefix('torch.')} tensor of shape [{', '.join(spec.dim_names)}]"
 
@@ -213,7 +224,7 @@ def _shape(shape: Sequence[Any]) -> str:
     return f"[{', '.join(str(int(s)) for s in shape)}]"
 
 
-def _check_tensor(spec: InputSpec, tensor: Any, device: str) -> None:
+def _check_tensor(spec: InputSpec, tensor: Any, device: str, dims: Dims) -> None:
     """VER005 (device), VER004 (dtype), VER003 (rank, static sizes)."""
     import torch
 
@@ -225,12 +236,13 @@ def _check_tensor(spec: InputSpec, tensor: Any, device: str) -> None:
                      expected=str(spec.val.dtype).removeprefix("torch."))
     expected = f"[{', '.join(spec.dim_names)}]"
     if tensor.dim() != spec.val.dim():
-        raise refuse(rules.VERIFY_INPUT_SHAPE, input=spec.name, given=_shape(tensor.shape), expected=expected,
+        raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), input=spec.name,
+                     given=_shape(tensor.shape), expected=expected,
                      detail=f"rank {spec.val.dim()}, got rank {tensor.dim()}")
     for axis, (size, given) in enumerate(zip(spec.val.shape, tensor.shape)):
         if not isinstance(size, torch.SymInt) and int(size) != int(given):
-            raise refuse(rules.VERIFY_INPUT_SHAPE, input=spec.name, given=_shape(tensor.shape),
-                         expected=_shape(spec.val.shape) if expected == _shape(spec.val.shape) else expected,
+            raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), input=spec.name,
+                         given=_shape(tensor.shape), expected=expected,
                          detail=f"axis {axis} is static {int(size)}, got {int(given)}; export it with a "
                                 f"dynamic dim to vary it")
 
@@ -246,11 +258,11 @@ def _bind(spec: InputSpec, tensor: Any, dims: Dims, sizes: dict[Any, int], specs
         low, high = dims.ranges.get(symbol, (0, None))
         common = dict(input=spec.name, given=_shape(tensor.shape), expected=f"[{', '.join(spec.dim_names)}]")
         if given < low or (high is not None and given > high):
-            raise refuse(rules.VERIFY_INPUT_SHAPE, **common,
+            raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), **common,
                          detail=f"axis {axis} is {given}, outside {dims.describe(symbol)}")
         if symbol in sizes and sizes[symbol] != given:
             first = _first_use(specs, symbol)
-            raise refuse(rules.VERIFY_INPUT_SHAPE, **common,
+            raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), **common,
                          detail=f"axis {axis} is {given}, but dim {dims.names.get(symbol)} is {sizes[symbol]} "
                                 f"in {first}; inputs sharing a dim must agree")
         sizes[symbol] = given
@@ -281,7 +293,8 @@ def _check_derived(spec: InputSpec, tensor: Any, dims: Dims, sizes: Mapping[Any,
             import sympy
 
             named = expr.subs({s: sympy.Symbol(dims.names.get(s, str(s))) for s in expr.free_symbols})
-            raise refuse(rules.VERIFY_INPUT_SHAPE, input=spec.name, given=_shape(tensor.shape),
+            raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), input=spec.name,
+                         given=_shape(tensor.shape),
                          expected=f"[{', '.join(spec.dim_names)}]",
                          detail=f"axis {axis} must be {named} = {wanted}, got {int(given)}")
 
@@ -386,6 +399,6 @@ def bind_sizes(program: Any, tensors: Sequence[Any], *, device: str = "cpu") -> 
     dims = program_dims(program, specs)
     sizes: dict[Any, int] = {}
     for spec, tensor in zip(specs, tensors):
-        _check_tensor(spec, tensor, device)
+        _check_tensor(spec, tensor, device, dims)
         _bind(spec, tensor, dims, sizes, specs)
     return sizes

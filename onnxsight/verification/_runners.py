@@ -39,7 +39,7 @@ class VerificationError(RuntimeError):
         self.rule = rule or next((getattr(d, "code", None) for d in self.diagnostics), None)
 
 
-def refuse(rule: Any, **fields: Any) -> VerificationError:
+def refuse(rule: Any, *, properties: Mapping[str, Any] | None = None, **fields: Any) -> VerificationError:
     """The error for a bad call to verify(): ``CODE [name] message``, carrying its diagnostic.
 
     Located at the user's line that called onnxsight (the innermost user frame).
@@ -47,7 +47,7 @@ def refuse(rule: Any, **fields: Any) -> VerificationError:
     from onnxsight.diagnostics import caller_location
 
     ctx = DiagnosticContext(fallback_location=caller_location())
-    diagnostic = ctx.emit(rule, **fields)
+    diagnostic = ctx.emit(rule, properties=properties, **fields)
     return VerificationError(f"{rule.code} [{rule.name}] {rule.format(**fields)}",
                              [diagnostic] if diagnostic else [], rule=rule.code)
 

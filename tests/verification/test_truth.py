@@ -411,3 +411,11 @@ def test_a_size_pytorch_itself_cannot_run_is_skipped_and_said(monkeypatch: pytes
     assert result.passed and {"batch": 6} not in result.sizes_checked
     assert result.info["sizes_skipped"] == [{"sizes": {"batch": 6},
                                              "reason": "RuntimeError: size 6 is not supported by this model"}]
+
+
+def test_a_refused_shape_carries_the_ranges_in_its_diagnostic(no_runtime: None) -> None:
+    with pytest.raises(VerificationError) as info:
+        onnxsight.verify(_ranged(), (torch.randn(9, 8), torch.randn(9, 4)))
+    (diagnostic,) = info.value.diagnostics
+    assert diagnostic.properties["input"] == "x" and diagnostic.properties["ranges"] == {"batch": [2, 8]}
+    assert diagnostic.location is not None and diagnostic.location.file.endswith("test_truth.py")
