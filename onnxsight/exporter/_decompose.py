@@ -83,7 +83,11 @@ def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> 
         # real decompositions of the RNN ops that are not kept; the re-trace must not guard the
         # sequence length of those that are.
         table = decomposition_table(KEPT_OPS + tuple(extra_keep))
-        with rnn_shape_kernels():
+        # Size-oblivious, as capture: a dim captured from a size-1 example (CAP009) must not be
+        # specialised back to 1 by the re-trace (a view's -1 solved for batch 1 is wrong at batch 2).
+        from torch.fx.experimental import _config as shapes_config
+
+        with rnn_shape_kernels(), shapes_config.patch(backed_size_oblivious=True):
             return program.run_decompositions(table)
 
 

@@ -132,3 +132,20 @@ def test_report_lists_the_inferred_dims(tmp_path):
     section = text.split("## Dynamic dims", 1)[1].split("\n## ", 1)[0]
     assert "| x | 0 | `batch` | kept dynamic |" in section and "| mask | 0 | `batch` | kept dynamic |" in section
     assert "x_dim1" not in section  # the sequence did not vary between the examples: it stays static
+
+
+class Heads(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y.add_(1)  # an in-place op: the decomposition re-traces the captured program
+        return y.view(x.shape[0], -1, 2, 4).transpose(1, 2).reshape(-1, 8)
+
+
+@pytest.mark.parametrize("example, other", [(1, 2), (1, 3), (2, 5)])
+def test_a_size_one_example_stays_dynamic_through_the_decomposition(example, other):
+    # the batch-1 example is captured size-oblivious (CAP009); the decomposition's re-trace must not
+    # specialise it back to 1 inside the graph (a view's -1 solved for batch 1: wrong at any other batch)
+    prog = onnxsight.export(Heads(), (torch.randn(example, 3, 8),),
+                            dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    x = torch.randn(other, 3, 8)
+    torch.testing.assert_close(prog(x)[0], Heads()(x))
