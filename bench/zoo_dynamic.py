@@ -108,17 +108,20 @@ def _child(suite_name: str, model_name: str, out_path: str) -> None:
         json.dump(result, handle, default=str)
 
 
-def _zoo_results(run_dir: str | None) -> dict[str, dict[str, Any]]:
-    """model name -> the zoo run's result.json (status, verification.sizes_checked)."""
+def _zoo_results(run_dirs: str | None) -> dict[str, dict[str, Any]]:
+    """model name -> the zoo run's result.json (status, verification.sizes_checked); comma-separated run
+    folders, a later one's result replacing an earlier one's (a re-run of some models)."""
     found: dict[str, dict[str, Any]] = {}
-    if not run_dir:
-        return found
-    for root, _, files in os.walk(run_dir):
+    for root, _, files in (w for run_dir in (run_dirs or "").split(",") if run_dir for w in os.walk(run_dir)):
         if "result.json" in files:
             with open(os.path.join(root, "result.json"), encoding="utf-8") as handle:
                 data = json.load(handle)
             found[data.get("name", os.path.basename(root))] = data
     return found
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sizes.items())
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -145,8 +148,12 @@ def table(results: list[dict[str, Any]], zoo: dict[str, dict[str, Any]]) -> str:
         dims = sorted({d for axes in (res.get("dynamic") or {}).values() for d in axes.values()})
         zoo_row = zoo.get(name)
         if zoo_row:
-            checked = ((zoo_row.get("verification") or {}).get("sizes_checked")) or []
-            zoo_cell = f"{zoo_row['status']}, {len(checked)} size(s)"
+            verification = zoo_row.get("verification") or {}
+            checked = verification.get("sizes_checked") or []
+            second = verification.get("second_size") or {}
+            eager = f"; vs eager at {_sizes(second['sizes'])}: {'ok' if second.get('passed') else 'wrong'}" \
+                if second.get("sizes") and second.get("passed") is not None else ""
+            zoo_cell = f"{zoo_row['status']}, ONNX vs program at {len(checked)} size(s){eager}"
             counts["zoo"] += zoo_row["status"] == "passed"
         else:
             zoo_cell = "-"
@@ -179,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     if opts.child:
         _child(*opts.child)
         return 0
-    if opts.from_raw:
-        with open(opts.from_raw, encoding="utf-8") as handle:
-            results = json.load(handle)
+    if opts.from_raw:  # comma-separated: a later file's row replaces an earlier one's (a re-run)
+        rows: dict[str, dict[str, Any]] = {}
+        for path in opts.from_raw.split(","):
+            with open(path, encoding="utf-8") as handle:
+                rows.update({row["model"]: row for row in json.load(handle)})
+        results = list(rows.values())
     else:
         results = _run_all(opts)
     text = table(results, _zoo_results(opts.zoo_run))
