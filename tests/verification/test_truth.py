@@ -419,3 +419,13 @@ def test_a_refused_shape_carries_the_ranges_in_its_diagnostic(no_runtime: None) 
     (diagnostic,) = info.value.diagnostics
     assert diagnostic.properties["input"] == "x" and diagnostic.properties["ranges"] == {"batch": [2, 8]}
     assert diagnostic.location is not None and diagnostic.location.file.endswith("test_truth.py")
+
+
+class Scaled(nn.Module):
+    def forward(self, x: torch.Tensor, scale: float) -> torch.Tensor:
+        return x * scale
+
+
+def test_a_python_number_input_baked_at_export_is_not_a_missing_tensor() -> None:
+    prog = onnxsight.export(Scaled(), (torch.randn(3, 4), 2.0))
+    assert onnxsight.verify(prog).passed and onnxsight.verify(prog, (torch.randn(3, 4), 2.0)).passed
