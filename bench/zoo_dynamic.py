@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -126,7 +127,8 @@ def _sizes(sizes: dict[str, int]) -> str:
 
 def _cell(row: dict[str, Any]) -> str:
     if not row.get("exported"):
-        return f"export failed: {row.get('error', '?')}".replace("|", "\\|")
+        error = re.sub(r"\x1b\[[0-9;]*m", "", row.get("error", "?")).split(". ")[0]  # torch.onnx's colours
+        return f"export failed: {error}".replace("|", "\\|")
     runs = row.get("runs", [])
     diffs = " / ".join(f"{r['max_abs_diff']:.1e}" + ("" if r["ok"] else " ✗") for r in runs)
     verdict = "ok" if runs and all(r["ok"] for r in runs) else "wrong"
