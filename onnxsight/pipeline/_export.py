@@ -10,6 +10,7 @@ export succeeds or fails.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 from onnxsight import rules
@@ -62,7 +63,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     program.sarif_writer = write_sarif
     if verify:
         try:
-            _verify(program, args, kwargs, calls)
+            _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None)
         except Exception as exc:
             wrapped = exc if isinstance(exc, ExportError) else _internal_error(exc, program)  # an example it refuses
             if report:
@@ -76,15 +77,18 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     return program
 
 
-def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = ()) -> None:
+def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = (), *,
+            repro_dir: str | None = None) -> None:
     """verify=True: run the verification engine as the export's "accuracy" stage; keep its result on the program.
 
     With examples, each is verified too (``program.example_verifications``); the stage fails if any does.
+    ``repro_dir`` (with ``report=True``): where a failed comparison's minimal repro bundle goes.
     """
     from onnxsight.verification import verify as run_verify  # loads ONNX Runtime: only when asked for
 
     with program.record.stage("accuracy") as stage:
-        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs, other_sizes=True)
+        result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs, other_sizes=True,
+                            repro_dir=repro_dir)
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
         ctx = DiagnosticContext()
@@ -96,6 +100,17 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
             stage.status = "failed"
             stage.detail = f"{len(result.root_causes)} root cause(s)" + (
                 f"; example(s) {', '.join(failed)} differ" if failed else "")
+
+
+def _repro_dir(model: Any, artifacts_dir: str | os.PathLike) -> str:
+    """``<artifacts_dir>/<Model>_<timestamp>_repro``: next to the reports, never another run's."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(os.fspath(artifacts_dir), f"{type(model).__name__}_{stamp}_repro")
+    path, n = base, 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}_{n}"
+    return path
 
 
 def _internal_error(exc: Exception, program: ONNXProgram) -> ExportError:
