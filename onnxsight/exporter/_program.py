@@ -8,14 +8,17 @@ model is never held twice in memory.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import weakref
 from typing import Any, Callable, Sequence
 
 import onnx
 import torch
 from onnx import helper
 
-from onnxsight.diagnostics import Diagnostic
+from onnxsight import rules
+from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._translate_program import TranslatedGraph
@@ -25,6 +28,28 @@ PRODUCER = "onnxsight"
 
 # (diagnostics, path, *, record) -> the path written: how a program's diagnostics become a SARIF file.
 SarifWriter = Callable[..., str]
+
+
+class WeightsChangedError(RuntimeError):
+    """A weight the program was exported with was changed in place afterwards (VAL006)."""
+
+    def __init__(self, changed: Sequence[str]) -> None:
+        rule = rules.WEIGHTS_CHANGED_AFTER_EXPORT
+        weights = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+        ctx = DiagnosticContext()
+        diagnostic = ctx.emit(rule, weights=weights)
+        super().__init__(f"{rule.code} [{rule.name}] {rule.format(weights=weights)}. {rule.fix}")
+        self.rule = rule.code
+        self.changed = list(changed)
+        self.diagnostics = [diagnostic] if diagnostic else []
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's in-place version counter (shared with its views); None where torch keeps none."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:  # inference-mode tensors track no version
+        return None
 
 
 def tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
@@ -85,14 +110,41 @@ class ONNXProgram:
         self.sarif_writer: SarifWriter | None = None
         self._model_proto: onnx.ModelProto | None = None
         self._session_cache: dict[tuple, Any] = {}
+        # NOTE: one program, one set of weights. The initializers are the model's own tensors (not
+        # copies, so a large model is not held twice), while the embedded model and the ONNX Runtime
+        # sessions are built once and cached. A weight changed in place after export would make
+        # prog(x)/verify (cached, old values) disagree with save(external_data=True) (streamed, new
+        # values). Snapshotting every weight would double memory and silently re-snapshotting would
+        # hide which weights were exported, so we refuse instead (VAL006, naming the weights): each
+        # use checks every initializer's version counter (in-place ops and views bump it), one
+        # integer compare per weight. Rebinding a parameter (model.fc.weight = nn.Parameter(...))
+        # leaves the exported tensor untouched: the program stays consistent with its own weights.
+        self._versions = {name: _version(t) for name, t in translated.initializers.items()}
+        self._temp_dir: str | None = None
+        self._cleanup: weakref.finalize | None = None
 
     # -- the model ---------------------------------------------------------------------------------
     @property
     def model_proto(self) -> onnx.ModelProto:
-        """The ONNX model with weights embedded (built on first access)."""
+        """The ONNX model with weights embedded (built on first access).
+
+        Raises :class:`WeightsChangedError` (VAL006) when a weight was changed in place since export.
+        """
+        self.check_weights()
+        return self._embedded()
+
+    def _embedded(self) -> onnx.ModelProto:
         if self._model_proto is None:
             self._model_proto = assemble(self._translated)
         return self._model_proto
+
+    def check_weights(self) -> None:
+        """Refuse (VAL006) when any weight was changed in place since export: see the NOTE in __init__."""
+        tensors = self._translated.initializers
+        changed = [name for name, version in self._versions.items()
+                   if version is not None and name in tensors and _version(tensors[name]) != version]
+        if changed:
+            raise WeightsChangedError(changed)
 
     def model_structure(self) -> onnx.ModelProto:
         """The model to read its structure from (nodes, inputs, opsets), never copying large weights.
@@ -102,7 +154,7 @@ class ONNXProgram:
         serialised into memory just to count its nodes.
         """
         if self.weights_size <= EXTERNAL_DATA_THRESHOLD:
-            return self.model_proto
+            return self._embedded()  # structure only: no weight check needed
         return assemble(self._translated, with_data=False)
 
     @property
@@ -132,7 +184,10 @@ class ONNXProgram:
         ``path`` may also be a binary file object (``io.BytesIO``, ``open(..., "wb")``), as torch.onnx
         accepts: the serialized model is written into it and no file is listed. External data needs a
         folder to write the weights into, so a file object takes models up to 2 GB only.
+        Raises :class:`WeightsChangedError` (VAL006), before writing anything, when a weight was
+        changed in place since export.
         """
+        self.check_weights()
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
                 raise ValueError("external data cannot be written into a file object: save to a path instead")
@@ -185,18 +240,42 @@ class ONNXProgram:
         """An ONNX Runtime session for this model (cached per provider list)."""
         import onnxruntime as ort
 
+        self.check_weights()
         key = tuple(providers)
         if key not in self._session_cache:
             options = ort.SessionOptions()
             if self.weights_size > EXTERNAL_DATA_THRESHOLD:
-                directory = tempfile.mkdtemp(prefix="onnxsight-")
-                path = os.path.join(directory, "model.onnx")
+                path = os.path.join(self._temporary_directory(), f"model-{len(self._session_cache)}.onnx")
                 self.save(path, external_data=True)
                 self._session_cache[key] = ort.InferenceSession(path, options, providers=list(providers))
             else:
                 self._session_cache[key] = ort.InferenceSession(self.model_proto.SerializeToString(), options,
                                                                 providers=list(providers))
         return self._session_cache[key]
+
+    def _temporary_directory(self) -> str:
+        """The folder for the >2 GB model file ONNX Runtime loads; removed with the program.
+
+        weakref.finalize removes it when the program is garbage-collected or closed, and at
+        interpreter exit (finalizers run atexit), so a large model's weights do not pile up in /tmp.
+        """
+        if self._temp_dir is None:
+            self._temp_dir = tempfile.mkdtemp(prefix="onnxsight-")
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._temp_dir, ignore_errors=True)
+        return self._temp_dir
+
+    def close(self) -> None:
+        """Drop the ONNX Runtime sessions and remove the temporary model files (idempotent)."""
+        self._session_cache.clear()
+        if self._cleanup is not None:
+            self._cleanup()
+        self._temp_dir = self._cleanup = None
+
+    def __enter__(self) -> "ONNXProgram":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __call__(self, *args: Any, providers: Sequence[str] = ("CPUExecutionProvider",),
                  **kwargs: Any) -> list[torch.Tensor]:

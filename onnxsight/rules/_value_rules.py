@@ -108,6 +108,39 @@ CONSTANT_TENSOR_BAKED = define(
     """,
     tags=("values", "constant"))
 
+
+WEIGHTS_CHANGED_AFTER_EXPORT = define(
+    "VAL006", "weights-changed-after-export", E,
+    "weights changed in place after export: {weights}; this program holds the exported values "
+    "and would run, verify and save them inconsistently",
+    "Export the model again to get a program with the new weights (onnxsight.export(model, args)), "
+    "or undo the in-place change.",
+    what="Checks, each time the program runs, is verified or saved, that no weight it was exported "
+         "with (a parameter, buffer or constant, named by its state-dict name) was changed in place "
+         "since (`weight.add_(1)`, `load_state_dict`, an optimizer step).",
+    why="The program keeps the model's own tensors, not a copy, so a large model is not held twice. "
+        "After an in-place change the embedded model already built for ONNX Runtime and `verify` "
+        "holds the old values while a save with external data would stream the new ones: one "
+        "program, two sets of weights, and no error anywhere.",
+    example="""
+        prog = onnxsight.export(model, (x,))
+        with torch.no_grad():
+            model.fc.weight.add_(1)
+        prog(x)                                  # VAL006: fc.weight changed after export
+    """,
+    how="""
+        Export again after changing the weights:
+
+        ```python
+        prog = onnxsight.export(model, (x,))
+        ```
+
+        Rebinding a parameter (`model.fc.weight = nn.Parameter(...)`) does not touch the exported
+        tensor: the program keeps the exported weights and is not refused.
+    """,
+    tags=("values", "weights"))
+
+
 # -- IO: inputs and outputs ---------------------------------------------------------------------
 UNUSED_INPUT = define(
     "IO001", "input-unused-by-graph", W,
