@@ -248,7 +248,8 @@ PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", 
 
 
 @pytest.mark.parametrize(("function", "expected"), [
-    (onnxsight.pipeline.export, PUBLIC_EXPORT),  # DESIGN.md's public contract, and nothing more
+    # DESIGN.md's public contract, plus examples= (dynamic_shapes="auto": dims inferred from real calls)
+    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples"]),
     (onnxsight.exporter.export, [p for p in PUBLIC_EXPORT if p not in ("report", "verify", "artifacts_dir")]
      + ["registry"]),                            # the core: no reports, no verification; registry= as extension
 ])
