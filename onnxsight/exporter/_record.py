@@ -1,7 +1,8 @@
-"""The export record: what each stage did and how long it took (read by reports)."""
+"""The export record: what each stage did, how long it took and what memory it used (read by reports)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -14,6 +15,42 @@ class StageRecord:
     status: str = "running"          # "ok" | "failed" | "skipped" | "running"
     seconds: float = 0.0
     detail: str = ""
+    # Bytes. ``rss_after``: the process's resident set when the stage ended. ``peak_rss``: the
+    # highest resident set during the stage, from the kernel's high-water mark (ru_maxrss) when the
+    # stage raised the process's peak, else the larger of the RSS at start and end (the stage stayed
+    # under an earlier peak, so its own peak is known only that far: a lower bound). No sampling
+    # thread: two system calls per stage. None where the platform cannot tell.
+    peak_rss: int | None = None
+    rss_after: int | None = None
+
+
+def _rss() -> int | None:
+    """The process's current resident set in bytes (psutil), None if unavailable."""
+    try:
+        import psutil
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # noqa: BLE001 - memory figures are informative only, never fail an export
+        return None
+
+
+def _max_rss() -> int | None:
+    """The process's lifetime peak resident set in bytes (getrusage), None where there is none."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS: bytes; Linux: KiB
+
+
+def _finish_memory(record: StageRecord, rss_start: int | None, max_start: int | None) -> None:
+    """Fill ``peak_rss`` and ``rss_after`` (see StageRecord); a cheap pair of system calls."""
+    record.rss_after = _rss()
+    max_end = _max_rss()
+    known = [value for value in (rss_start, record.rss_after) if value is not None]
+    if max_start is not None and max_end is not None and max_end > max_start:
+        known.append(max_end)  # the process's peak was set during this stage
+    record.peak_rss = max(known) if known else None
 
 
 @dataclass(frozen=True)
@@ -47,6 +84,7 @@ class ExportRecord:
     def stage(self, name: str) -> Iterator[StageRecord]:
         record = StageRecord(name)
         self.stages.append(record)
+        rss_start, max_start = _rss(), _max_rss()
         start = time.perf_counter()
         try:
             yield record
@@ -56,6 +94,7 @@ class ExportRecord:
             raise
         finally:
             record.seconds = time.perf_counter() - start
+            _finish_memory(record, rss_start, max_start)
         if record.status == "running":
             record.status = "ok"
 

@@ -67,11 +67,16 @@ def build_run_record(*, record: Any = None, diagnostics: Sequence[Any] = (), pro
 def _fill_stages(run: RunRecord, record: Any) -> None:
     for stage in getattr(record, "stages", None) or ():
         run.stages.append({"name": str(stage.name), "status": str(stage.status), "seconds": float(stage.seconds),
-                           "detail": str(stage.detail or "")})
+                           "detail": str(stage.detail or ""), "peak_rss": _bytes(getattr(stage, "peak_rss", None)),
+                           "rss_after": _bytes(getattr(stage, "rss_after", None))})
     for attempt in getattr(record, "attempts", None) or ():
         run.attempts.append(jsonable({k: getattr(attempt, k, None) for k in
                                       ("strategy", "success", "seconds", "error_type", "error", "rule")}))
     run.facts.update(jsonable({k: v for k, v in (getattr(record, "facts", None) or {}).items()}))
+
+
+def _bytes(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _failed_stage(run: RunRecord) -> str | None:

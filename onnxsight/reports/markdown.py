@@ -102,8 +102,9 @@ def render_summary(run: RunRecord) -> str:
 
 def _stages(run: RunRecord) -> str:
     rows = ([escape(s["name"]), STATUS_MARK.get(s["status"], escape(s["status"])), fmt.seconds(s.get("seconds")),
+             fmt.size(s.get("peak_rss")), fmt.size(s.get("rss_after")),
              escape(fmt.first_line(s.get("detail", "")))] for s in fmt.stage_rows(run))
-    out = table(["stage", "status", "time", "detail"], rows)
+    out = table(["stage", "status", "time", "peak RSS", "RSS after", "detail"], rows)
     if run.attempts:
         attempts = ([escape(a.get("strategy")), "ok" if a.get("success") else "failed", fmt.seconds(a.get("seconds")),
                      escape(a.get("rule") or ""), escape(fmt.attempt_error(a))] for a in run.attempts)
