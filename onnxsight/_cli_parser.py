@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare every intermediate value, not only the outputs (default: on)")
     p.add_argument("--mode", choices=("propagated", "isolated"), default="propagated",
                    help="isolated: feed each node PyTorch's own inputs (FILE.py only)")
+    p.add_argument("--float64", action="store_true",
+                   help="judge each value against PyTorch's own float32 rounding error at that value, "
+                        "so accumulated rounding is not a root cause (FILE.py only)")
+    p.add_argument("--repro", metavar="DIR",
+                   help="when verification fails, write the smallest diverging ONNX subgraph there, with inputs, "
+                        "expected outputs and repro.py (FILE.py only)")
     p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
 
     p = sub.add_parser("report", parents=[common], formatter_class=formatter,

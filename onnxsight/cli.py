@@ -186,7 +186,8 @@ def _verify_python(options: argparse.Namespace, console: Console) -> int:
     try:
         with console.step(f"verifying against PyTorch ({options.mode} mode, {', '.join(providers)})"):
             result = onnxsight.verify(program, args, kwargs, mode=options.mode, per_node=options.per_node,
-                                      providers=providers)
+                                      providers=providers, reference="float64" if options.float64 else None,
+                                      repro_dir=options.repro)
     except VerificationError as exc:
         return _verification_failed(options, console, exc, program=program, inputs=(model, args, kwargs),
                                     record=program.record, diagnostics=program.diagnostics)

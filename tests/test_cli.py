@@ -279,3 +279,25 @@ def test_verify_onnx_without_target_says_what_it_compares(model_file: Path, tmp_
     if target == "CPUExecutionProvider":
         assert "no GPU provider" in err
     assert (tmp_path / "v.sarif").exists()
+
+
+def test_verify_float64_and_repro(model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """--float64 judges against PyTorch's own rounding; --repro DIR gets the minimal bundle of a failure."""
+    import onnxsight
+    import torch
+
+    code, _, err = run("verify", model_file, "--float64", "--repro", tmp_path / "clean", capsys=capsys)
+    assert code == cli.EXIT_OK, err
+    assert not (tmp_path / "clean").exists()          # nothing to reproduce
+    real_export = onnxsight.export
+
+    def sloppy_export(*args, **kwargs):
+        kwargs["custom_translations"] = {torch.ops.aten.relu.default: lambda b, x: b.op(
+            "Mul", b.op("Relu", x), b.scalar(1.01, like=x))}
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(onnxsight, "export", sloppy_export)
+    code, _, err = run("verify", model_file, "--float64", "--repro", tmp_path / "bundle", capsys=capsys)
+    assert code == cli.EXIT_VERIFY, err
+    assert {"model.onnx", "repro.py"} <= {p.name for p in (tmp_path / "bundle").iterdir()}
