@@ -40,6 +40,7 @@ _NAMES = {
     "TranslationError": "onnxsight.exporter._errors",
     "CheckerError": "onnxsight.exporter._errors",
     "VerificationError": "onnxsight.verification",
+    "WeightsChangedError": "onnxsight.exporter._program",
 }
 _SUBPACKAGES = ("cli", "diagnostics", "exporter", "pipeline", "reports", "rules", "verification", "zoo")
 
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError)
-    from onnxsight.exporter._program import ONNXProgram
+    from onnxsight.exporter._program import ONNXProgram, WeightsChangedError
     from onnxsight.pipeline import export
     from onnxsight.rules import Level
     from onnxsight.verification import (Tolerance, VerificationError, VerificationResult, verify,

@@ -23,7 +23,7 @@ from tests.sarif_check import check_sarif_file
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ERRORS = ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "InvalidArgumentError",
-          "TranslationError", "VerificationError"]
+          "TranslationError", "VerificationError", "WeightsChangedError"]
 CONTRACT = ["Diagnostic", "GraphBuilder", "Level", "Location", "ONNXProgram", "Tolerance", "Value",
             "VerificationResult", "__version__", "export", "verify", "verify_onnx"]
 
@@ -100,7 +100,7 @@ def test_errors_present_themselves_as_onnxsight_names(name: str) -> None:
     assert issubclass(cls, Exception)
     assert cls.__module__ == "onnxsight"
     assert repr(cls) == f"<class 'onnxsight.{name}'>"
-    if name != "VerificationError":
+    if name not in ("VerificationError", "WeightsChangedError"):   # raised by verify() / by using a program
         assert issubclass(cls, onnxsight.ExportError)
 
 
@@ -109,6 +109,11 @@ def test_errors_pickle_by_their_public_name(name: str) -> None:
     """pickle finds a class by ``__module__`` + name: ``onnxsight.<Name>`` must resolve to the same class."""
     import pickle
 
+    if name == "WeightsChangedError":
+        error = onnxsight.WeightsChangedError(["fc.weight"])
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error) and again.changed == ["fc.weight"]
+        return
     error = getattr(onnxsight, name)("summary")
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and str(again).startswith("summary")
@@ -128,7 +133,7 @@ def test_every_raised_export_error_is_public() -> None:
 
     defined = {name for name, value in vars(_errors).items()
                if isinstance(value, type) and issubclass(value, onnxsight.ExportError)}
-    assert defined == set(ERRORS) - {"VerificationError"}
+    assert defined == set(ERRORS) - {"VerificationError", "WeightsChangedError"}
 
 
 def test_write_sarif_works_right_after_import_onnxsight(tmp_path) -> None:

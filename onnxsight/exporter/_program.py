@@ -33,6 +33,8 @@ SarifWriter = Callable[..., str]
 class WeightsChangedError(RuntimeError):
     """A weight the program was exported with was changed in place afterwards (VAL006)."""
 
+    __module__ = "onnxsight"  # public as onnxsight.WeightsChangedError: tracebacks say so
+
     def __init__(self, changed: Sequence[str]) -> None:
         rule = rules.WEIGHTS_CHANGED_AFTER_EXPORT
         weights = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
@@ -42,6 +44,9 @@ class WeightsChangedError(RuntimeError):
         self.rule = rule.code
         self.changed = list(changed)
         self.diagnostics = [diagnostic] if diagnostic else []
+
+    def __reduce__(self) -> tuple[Any, tuple[list[str]]]:
+        return type(self), (self.changed,)   # the diagnostics are rebuilt from the names, not pickled
 
 
 def _version(tensor: torch.Tensor) -> int | None:
@@ -292,7 +297,6 @@ class ONNXProgram:
                                "does not render reports: export with onnxsight.export, or call "
                                "onnxsight.reports.write_sarif(program.diagnostics, path, record=program.record)")
         return self.sarif_writer(self.diagnostics, path, record=self.record)
-
 
     def __repr__(self) -> str:
         nodes = len(self._translated.graph.node)
