@@ -193,6 +193,12 @@ class _Session:
                 self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
             self.final = True
             return None
+        # NOTE: size-oblivious reasoning bounds a dim whose example is 0 or 1 by that example
+        # (`batch <= 1`); applied, it would empty the range of the grown-example retry ([2:1]).
+        # Such a range is about the example, not the model: capture the grown example instead.
+        if fallback and any(f.kind == "range" and any(d.size <= 1 for d in by_label.get(f.name, ()))
+                            for f in fixes):
+            return GROWN
         try:
             refined = refine(message, shapes) if fixes else None
         except Exception:  # noqa: BLE001 - a fix torch cannot apply itself is reported, not guessed
