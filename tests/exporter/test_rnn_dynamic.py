@@ -8,29 +8,17 @@ eager at float32's default tolerance.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 from torch.export import Dim
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from tests.exporter.test_rnn import WithState
 
 ONNX_OP = {"lstm": "LSTM", "gru": "GRU", "rnn_tanh": "RNN", "rnn_relu": "RNN"}
 OTHER_SIZES = ((1, 9), (3, 2))
 FEATURES, HIDDEN = 4, 6
-
-
-class WithState(torch.nn.Module):
-    """Passes explicit initial states, so they become graph inputs."""
-
-    def __init__(self, rnn: torch.nn.Module) -> None:
-        super().__init__()
-        self.rnn = rnn
-
-    def forward(self, x: torch.Tensor, *state: torch.Tensor) -> Any:
-        return self.rnn(x, state if len(state) > 1 else state[0])
 
 
 def _layer(cell: str, num_layers: int, bidirectional: bool, batch_first: bool, bias: bool) -> torch.nn.Module:

@@ -16,19 +16,7 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def scale_value(model: onnx.ModelProto, value: str, factor: float = 1.01) -> onnx.ModelProto:
     """``value`` multiplied by ``factor`` right where it is produced."""
-    faulty = _copy(model)
-    index = GraphIndex.build(faulty)
-    position = index.producer[value]
-    node = faulty.graph.node[position]
-    raw = f"{value}__unscaled"
-    node.output[list(node.output).index(value)] = raw
-    elem_type = index.elem_types.get(value, onnx.TensorProto.FLOAT)
-    const = helper.make_node("Constant", [], [f"{value}__factor"],
-                             value=helper.make_tensor(f"{value}__factor", elem_type, [], [factor]))
-    mul = helper.make_node("Mul", [raw, f"{value}__factor"], [value])
-    faulty.graph.node.insert(position + 1, const)
-    faulty.graph.node.insert(position + 2, mul)
-    return faulty
+    return _combine_at_producer(model, value, "Mul", factor, "unscaled", "factor")
 
 
 def swap_inputs(model: onnx.ModelProto, value: str) -> onnx.ModelProto:
@@ -41,17 +29,22 @@ def swap_inputs(model: onnx.ModelProto, value: str) -> onnx.ModelProto:
 
 def add_constant(model: onnx.ModelProto, value: str, constant: float) -> onnx.ModelProto:
     """``value`` plus ``constant`` right where it is produced."""
+    return _combine_at_producer(model, value, "Add", constant, "clean", "offset")
+
+
+def _combine_at_producer(model: onnx.ModelProto, value: str, op_type: str, scalar: float, raw_suffix: str,
+                         const_suffix: str) -> onnx.ModelProto:
+    """``value`` replaced by ``op_type(value, scalar)`` right after the node that produces it."""
     faulty = _copy(model)
     index = GraphIndex.build(faulty)
     position = index.producer[value]
     node = faulty.graph.node[position]
-    raw = f"{value}__clean"
+    raw, operand = f"{value}__{raw_suffix}", f"{value}__{const_suffix}"
     node.output[list(node.output).index(value)] = raw
     elem_type = index.elem_types.get(value, onnx.TensorProto.FLOAT)
-    const = helper.make_node("Constant", [], [f"{value}__offset"],
-                             value=helper.make_tensor(f"{value}__offset", elem_type, [], [constant]))
+    const = helper.make_node("Constant", [], [operand], value=helper.make_tensor(operand, elem_type, [], [scalar]))
     faulty.graph.node.insert(position + 1, const)
-    faulty.graph.node.insert(position + 2, helper.make_node("Add", [raw, f"{value}__offset"], [value]))
+    faulty.graph.node.insert(position + 2, helper.make_node(op_type, [raw, operand], [value]))
     return faulty
 
 
