@@ -19,6 +19,7 @@ from onnx import helper
 
 from onnxsight import rules
 from onnxsight.diagnostics import Diagnostic, DiagnosticContext
+from onnxsight.exporter._complex_io import from_pairs, to_pairs
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._translate_program import TranslatedGraph
@@ -176,6 +177,16 @@ class ONNXProgram:
         return list(self._translated.output_names)
 
     @property
+    def complex_inputs(self) -> dict[str, torch.dtype]:
+        """Inputs that are complex in PyTorch, fed to the graph as real pairs ``[..., 2]`` (IO007)."""
+        return dict(self._translated.complex_inputs)
+
+    @property
+    def complex_outputs(self) -> dict[str, torch.dtype]:
+        """Outputs that are complex in PyTorch, returned by the graph as real pairs ``[..., 2]`` (IO007)."""
+        return dict(self._translated.complex_outputs)
+
+    @property
     def initializers(self) -> dict[str, torch.Tensor]:
         return dict(self._translated.initializers)
 
@@ -284,11 +295,12 @@ class ONNXProgram:
 
     def __call__(self, *args: Any, providers: Sequence[str] = ("CPUExecutionProvider",),
                  **kwargs: Any) -> list[torch.Tensor]:
-        """Run the model with ONNX Runtime; inputs and outputs are torch tensors."""
+        """Run the model with ONNX Runtime; inputs and outputs are torch tensors (complex ones too: IO007)."""
         tensors = self.flat_inputs(args, kwargs)
-        feeds = {name: _to_numpy(t) for name, t in zip(self.input_names, tensors)}
+        feeds = {name: _to_numpy(to_pairs(t)) for name, t in zip(self.input_names, tensors)}
         outputs = self.session(providers).run(None, feeds)
-        return [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
+        outputs = [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
+        return from_pairs(outputs, self.output_names, self._translated.complex_outputs)
 
     def write_sarif(self, path: str | os.PathLike) -> str:
         """Write this export's diagnostics as a SARIF 2.1.0 log (with the writer onnxsight.export gave it)."""

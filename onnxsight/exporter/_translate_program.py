@@ -18,6 +18,7 @@ from torch.export import graph_signature as gs
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.exporter._complex_io import split_complex
 from onnxsight.exporter._builder import GraphBuilder, Value, value_info
 from onnxsight.exporter._registry import Registry
 from onnxsight.exporter._translate import Translator, find_unsupported, names_read
@@ -35,6 +36,8 @@ class TranslatedGraph:
     output_names: list[str]
     metadata: dict[str, str] = field(default_factory=dict)
     initializer_kinds: dict[str, str] = field(default_factory=dict)  # PARAMETER / BUFFER / CONSTANT_TENSOR
+    complex_inputs: dict[str, torch.dtype] = field(default_factory=dict)   # name -> complex dtype (real pairs)
+    complex_outputs: dict[str, torch.dtype] = field(default_factory=dict)
 
 
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
@@ -84,21 +87,18 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
             tr.call_function(node)
         elif node.op == "output":
             output_node = node
-    for value in graph_inputs:  # complex values exist inside the graph only (as real pairs)
-        if value.dtype is not None and value.dtype.is_complex:
-            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, value=f"input {value.name}", dtype=str(value.dtype))
     if ctx.errors:
         return None
     outputs: list[Value] = []
+    output_nodes: list[torch.fx.Node] = []
     flat_outputs = output_node.args[0]
     for spec, arg in zip(sig.output_specs, flat_outputs):
         if spec.kind != gs.OutputKind.USER_OUTPUT:
             continue  # buffer mutations are not model outputs for inference
         value = tr.arg(arg) if isinstance(arg, torch.fx.Node) else None
-        if isinstance(value, Value) and value.dtype is not None and value.dtype.is_complex:
-            ctx.emit(rules.DTYPE_NOT_REPRESENTABLE, node=arg, value=f"output {arg.name}", dtype=str(value.dtype))
         if isinstance(value, Value):
             outputs.append(value)
+            output_nodes.append(arg)
     if ctx.errors:
         return None
     # Outputs must be distinct values produced by nodes: inputs/initializers/repeats get an Identity.
@@ -123,6 +123,10 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
             for v in vlist:
                 v.name = renames.get(v.name, v.name)
         tr.value_names = {k: renames.get(v, v) for k, v in tr.value_names.items()}
+    # Complex inputs/outputs are real pairs with a trailing dim of 2, as torch.onnx exports them (IO007).
+    complex_io = (split_complex(graph_inputs, ctx, "input"), split_complex(final, ctx, "output", output_nodes))
+    if ctx.errors:
+        return None
     # Weights no node reads (BatchNorm's num_batches_tracked, buffers only used in training) stay out.
     read = names_read(builder.nodes) | {v.name for v in final}
     initializers = {name: tensor for name, tensor in initializers.items() if name in read}
@@ -143,7 +147,8 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     return TranslatedGraph(graph=graph, initializers=initializers, opset_imports=dict(builder.domains),
                            value_names=tr.value_names, input_names=[v.name for v in graph_inputs],
                            output_names=[v.name for v in final], metadata=metadata,
-                           initializer_kinds={k: v for k, v in input_meta.items() if k in initializers})
+                           initializer_kinds={k: v for k, v in input_meta.items() if k in initializers},
+                           complex_inputs=complex_io[0], complex_outputs=complex_io[1])
 
 
 def _rename_io(nodes: Sequence[onnx.NodeProto], renames: dict[str, str]) -> None:

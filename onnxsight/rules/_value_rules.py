@@ -250,6 +250,35 @@ NO_TENSOR_OUTPUTS = define(
     """,
     tags=("io",))
 
+COMPLEX_AS_REAL_PAIRS = define(
+    "IO007", "complex-io-as-real-pairs", N,
+    "{kind} {name} is {dtype}; exported as {real} [..., 2] (real, imaginary)",
+    "Feed and read the value as torch.view_as_real/view_as_complex does; prog(...) and onnxsight.verify "
+    "convert it for you.",
+    what="Notes a complex graph input or output (an `stft`/`fft` result returned as is), exported as a "
+         "real tensor with a trailing dimension of 2 holding the real and imaginary parts, as "
+         "`torch.onnx` does.",
+    why="ONNX Runtime runs no complex dtype. The model file's output has one more dimension than the "
+        "PyTorch output, and a consumer must rebuild the complex values itself "
+        "(`torch.view_as_complex`, `out[..., 0] + 1j * out[..., 1]`).",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.stft(x, 32, return_complex=True)   # IO007: output stft is complex64
+    """,
+    how="""
+        Nothing to do for `prog(...)` and `onnxsight.verify`, which turn the pairs back into complex
+        tensors. Elsewhere, rebuild them from the pairs:
+
+        ```python
+        spec = session.run(None, {"x": x.numpy()})[0]          # float32 [..., 2]
+        spec = spec[..., 0] + 1j * spec[..., 1]                # complex64
+        ```
+
+        or return `torch.view_as_real(...)`, `.abs()` or `.angle()` from `forward()` to say so in the model.
+    """,
+    tags=("io", "dtype"))
+
 # -- ONX: ONNX model checks ---------------------------------------------------------------------
 CHECKER_FAILED = define(
     "ONX001", "onnx-checker-failed", E,

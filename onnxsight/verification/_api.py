@@ -17,7 +17,7 @@ from onnxsight.verification._engine import EngineConfig, EngineOutput, Plan, pla
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._inputs import bind_sizes, flat_user_inputs
 from onnxsight.verification._inputs import user_inputs as checked_inputs
-from onnxsight.verification._metrics import to_numpy
+from onnxsight.verification._metrics import real_view, to_numpy
 from onnxsight.verification._reduce import reduce_repros
 from onnxsight.verification._reference import make_reference
 from onnxsight.verification._result import VerificationResult
@@ -126,7 +126,8 @@ class _Run:
 
     def __call__(self, user_inputs: Sequence[Any], ctx: DiagnosticContext, *, max_repros: int | None = None,
                  ) -> tuple[EngineOutput, Plan, dict[str, Any], str, list[str]]:
-        feeds = {name: to_numpy(t) for name, t in zip(self.input_names, user_inputs)}
+        # complex inputs are fed as the graph takes them: real pairs [..., 2] (IO007)
+        feeds = {name: real_view(to_numpy(t)) for name, t in zip(self.input_names, user_inputs)}
         torch_runner = TorchRunner(self.prog.exported_program, device=self.device)
         noise_floor = make_reference(self.reference, torch_runner)
         torch_runner = noise_floor or torch_runner

@@ -123,6 +123,11 @@ class Complex32(torch.nn.Module):
         return x.to(torch.complex32)  # @DTY001
 
 
+class ComplexOutput(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x)  # @IO007
+
+
 class BFloat16Mul(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.to(torch.bfloat16) * 2  # @DTY002
@@ -250,6 +255,7 @@ CASES: tuple[Case, ...] = (
     Case("ONX004", CeluDouble, args=(torch.randn(4, dtype=torch.float64),),
          options={"custom_translations": {aten.celu.default: _celu_any_type}}),
     Case("IO006", ReturnsNumbers, marker="export"),
+    Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),
 )
 
 

@@ -79,8 +79,11 @@ def _error_codes(fn: Callable[[torch.Tensor], Any]) -> set[str]:
     return {d.rule.code for d in info.value.diagnostics if d.level.name == "ERROR"}
 
 
-def test_complex_output_is_dty001() -> None:
-    assert rules.DTYPE_NOT_REPRESENTABLE.code in _error_codes(lambda x: torch.stft(x, 32, return_complex=True))
+def test_complex_output_is_real_pairs_not_dty001() -> None:
+    """Returned as is, a complex result is exported as real pairs (IO007; tests/exporter/test_complex_outputs.py)."""
+    program = onnxsight.export(Fn(lambda x: torch.stft(x, 32, return_complex=True)), (SIGNAL,))
+    codes = {d.rule.code for d in program.diagnostics}
+    assert rules.COMPLEX_AS_REAL_PAIRS.code in codes and rules.DTYPE_NOT_REPRESENTABLE.code not in codes
 
 
 def test_complex_input_to_real_only_translation_is_dty001() -> None:
