@@ -429,3 +429,53 @@ class Scaled(nn.Module):
 def test_a_python_number_input_baked_at_export_is_not_a_missing_tensor() -> None:
     prog = onnxsight.export(Scaled(), (torch.randn(3, 4), 2.0))
     assert onnxsight.verify(prog).passed and onnxsight.verify(prog, (torch.randn(3, 4), 2.0)).passed
+
+
+def _scaled_beyond_the_example(model: onnx.ModelProto, scale: float) -> onnx.ModelProto:
+    """The output multiplied by ``1 + scale * max(batch - 5, 0)``: exact at the example's batch of 5
+    and below, off by ``scale`` (relative) per row above it."""
+    faulty = onnx.ModelProto()
+    faulty.CopyFrom(model)
+    graph = faulty.graph
+    out, inp = graph.output[0].name, graph.input[0].name
+    for node in graph.node:
+        node.output[:] = [f"{o}_pre" if o == out else o for o in node.output]
+    graph.initializer.extend(numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+        ("s_zero", [0], np.int64), ("s_one", [1], np.int64), ("s_five", 5, np.int64),
+        ("s_scale", scale, np.float32), ("s_unit", 1.0, np.float32)))
+    graph.node.extend([
+        onnx.helper.make_node("Shape", [inp], ["s_shape"]),
+        onnx.helper.make_node("Slice", ["s_shape", "s_zero", "s_one"], ["s_b1"]),
+        onnx.helper.make_node("Squeeze", ["s_b1"], ["s_b"]),
+        onnx.helper.make_node("Sub", ["s_b", "s_five"], ["s_d"]),
+        onnx.helper.make_node("Cast", ["s_d"], ["s_dc"], to=onnx.TensorProto.FLOAT),
+        onnx.helper.make_node("Relu", ["s_dc"], ["s_df"]),
+        onnx.helper.make_node("Mul", ["s_df", "s_scale"], ["s_s"]),
+        onnx.helper.make_node("Add", ["s_unit", "s_s"], ["s_f"]),
+        onnx.helper.make_node("Mul", [f"{out}_pre", "s_f"], [out])])
+    return faulty
+
+
+def test_rounding_at_another_size_is_judged_against_the_float64_noise_floor() -> None:
+    """At another size kernels round differently (a GEMM instead of a GEMV): one float32 ulp off at
+    batch 6, beyond a zero tolerance but within PyTorch's own float32 error, is not ACC010."""
+    torch.manual_seed(0)
+    prog = _rows_program()
+    exact = Tolerance.uniform(0.0, 0.0)
+    ulp = float(np.finfo(np.float32).eps)
+    result = onnxsight.verify(prog, onnx_model=_scaled_beyond_the_example(prog.model_proto, ulp),
+                              other_sizes=True, tolerance=exact)
+    assert result.passed, [d.message for d in result.diagnostics if d.level == "error"]
+    (forgiven,) = result.info["sizes_within_noise_floor"]
+    assert forgiven["sizes"] == {"batch": 6} and "max abs diff" in forgiven["float32"]
+    assert {"batch": 6} in result.sizes_checked
+
+
+def test_a_real_difference_at_another_size_is_still_acc010() -> None:
+    torch.manual_seed(0)
+    prog = _rows_program()
+    result = onnxsight.verify(prog, onnx_model=_scaled_beyond_the_example(prog.model_proto, 1e-3),
+                              other_sizes=True, tolerance=Tolerance.uniform(0.0, 0.0))
+    assert not result.passed and result.info["sizes_within_noise_floor"] == []
+    (found,) = [d for d in result.diagnostics if d.code == "ACC010"]
+    assert found.fields["size"] == 6
