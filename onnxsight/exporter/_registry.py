@@ -42,6 +42,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.embedding_bag",
     "onnxsight.exporter.ops.fold",
     "onnxsight.exporter.ops.rnn",
+    "onnxsight.exporter.ops.vision",
 )
 
 _ATTR = "__onnxsight_translations__"

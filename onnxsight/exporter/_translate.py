@@ -72,6 +72,8 @@ def _used_outputs(node: torch.fx.Node) -> frozenset[int] | None:
         return None
     used = set()
     for user in node.users:
+        if user.target is operator.getitem and not user.users:  # a getitem nothing reads (dead code)
+            continue
         if user.target is not operator.getitem or not isinstance(user.args[1], int):
             return None
         used.add(user.args[1])
