@@ -19,7 +19,8 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter import _audit as audit
-from onnxsight.exporter._fixes import RequestedDim, parse_fixes, refine, render, requested_dims
+from onnxsight.exporter._fixes import (RequestedDim, derive_range_fixes, parse_fixes, refine, render,
+                                      requested_dims)
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter._torchlog import TorchLog, recording
 from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
@@ -132,6 +133,7 @@ class _Session:
     final: bool = False                  # a refusal or an unfixable constraint was reported: stop
     error: BaseException | None = None
     applied: list[str] = field(default_factory=list)
+    derived: list[Any] = field(default_factory=list)  # applied fixes onnxsight derived (Fix with guards)
     where: audit.Where = (None, None)    # where the first applied fix was required
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
@@ -181,6 +183,9 @@ class _Session:
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
         fixes = parse_fixes(message, set(by_label))
+        if not fixes:  # guards torch.export suggests no fix for: propose a range, torch checks it next attempt
+            fixes = derive_range_fixes(message, {label: dims[0].size for label, dims in by_label.items()})
+            message = "Suggested fixes:\n" + "".join(f"  {fix.text}\n" for fix in fixes) if fixes else message
         static = {f.name: (f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label}
         for name, value in audit.specialised(message):
             if name in by_label:
@@ -209,6 +214,7 @@ class _Session:
             self._violation(attempt, exc)
             return None
         self.applied.extend(f.text for f in fixes)
+        self.derived.extend(f for f in fixes if f.guards)
         self._retag(rules.DYNAMIC_SHAPE_FIX_APPLIED)
         found = audit.narrowed(self.entries, attempt.log, self.dims, fixes)
         self.where = self.where if self.where[0] else found
@@ -233,7 +239,8 @@ class _Session:
                 audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
                                  "the example")
         if self.applied:
-            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
+            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where,
+                                self.derived)
         return program
 
     def _strategy_failed(self, attempt: _Try, exc: BaseException) -> None:

@@ -5,6 +5,11 @@ torch.export's ConstraintViolation error ends with a "Suggested fixes:" block:
 root ``_seq``) or ``b = a`` adds a relation, ``batch = 4`` makes a dim a
 constant. onnxsight applies the first two kinds and never the third when the
 dim was asked dynamic (see ``_capture``).
+
+torch.export suggests nothing for a guard that is not a range (``(w // 4) != 1``: an
+intermediate size that must not be 1, which a pyramid of poolings or a broadcast meets at
+small inputs); :func:`derive_range_fixes` finds the range around the example where such
+guards hold, for torch.export to verify on the next attempt.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class Fix:
     kind: str           # "static" | "range" | "root" | "relation"
     text: str           # the line as torch wrote it
     value: int | None = None
+    guards: tuple[str, ...] = ()   # derived by onnxsight from these guards (torch.export suggested none)
 
 
 def bound_arguments(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,6 +138,81 @@ def parse_fixes(message: str, requested: set[str]) -> list[Fix]:
         else:
             fixes.append(Fix(name, "relation", line.strip()))
     return fixes
+
+
+_NOT_ALL = re.compile(r"Not all values of (?P<name>\S+) = (?P<source>\S+) in the specified range "
+                      r"(?:(?P<low>\d+) <= )?(?P=name)(?: <= (?P<high>\d+))? satisfy the generated guard "
+                      r"(?P<guard>.+?)\.?\s*$", re.MULTILINE)
+#: How far around the example :func:`derive_range_fixes` looks (torch.export checks the result).
+_SCAN = 4096
+
+
+def derive_range_fixes(message: str, sizes: Mapping[str, int]) -> list[Fix]:
+    """Range fixes for guards torch.export suggests none for (``(w // 4) != 1``), one per dim.
+
+    ``sizes``: the example's size of each requested dim, by label. The range is the widest run
+    of sizes around the example where every guard on that dim holds, within the range the user
+    gave; above the example it stays open when the guards hold up to the example x 64. Only a
+    proposal: the next capture attempt has torch.export check it symbolically, so a guard that
+    fails beyond the scan is still caught. A dim whose range would shrink to the example alone
+    gets no fix (that would make it static: the violation stands).
+    """
+    guards: dict[str, list[tuple[str, str, int, int | None]]] = {}
+    for match in _NOT_ALL.finditer(message):
+        name = match["name"]
+        if name in sizes:
+            high = int(match["high"]) if match["high"] else None
+            guards.setdefault(name, []).append((match["source"], match["guard"], int(match["low"] or 0), high))
+    fixes = []
+    for name, found in guards.items():
+        bounds = _holding_range(found, sizes[name])
+        if bounds is None:
+            continue
+        low, high = bounds
+        text = f"{name} = Dim({name!r}, min={low}" + (f", max={high})" if high is not None else ")")
+        readable = tuple(dict.fromkeys(guard.replace(source, name) for source, guard, _, _ in found))
+        fixes.append(Fix(name, "range", text, guards=readable))
+    return fixes
+
+
+def _holding_range(guards: list[tuple[str, str, int, int | None]], example: int) -> tuple[int, int | None] | None:
+    """(min, max or None) around ``example`` where every guard holds; None if there is no such run."""
+    low_limit = max(g[2] for g in guards)
+    highs = [g[3] for g in guards if g[3] is not None]
+    high_limit = min(highs) if highs else None
+
+    def holds(size: int) -> bool | None:
+        try:
+            return all(bool(_evaluate(guard, source, size)) for source, guard, _, _ in guards)
+        except Exception:  # noqa: BLE001 - a guard we cannot read: no proposal
+            return None
+
+    if holds(example) is not True:
+        return None
+    low = example
+    while low - 1 >= low_limit and example - low < _SCAN and holds(low - 1):
+        low -= 1
+    top = high_limit if high_limit is not None else max(example * 64, example + _SCAN)
+    high = example
+    while high + 1 <= top and high - example < _SCAN * 16 and holds(high + 1):
+        high += 1
+    open_above = high_limit is None and high == top
+    if low == high or (low == low_limit and (open_above or high == high_limit)):
+        return None  # static, or nothing narrowed: the guard is not about this range
+    return low, (None if open_above else high)
+
+
+def _evaluate(guard: str, source: str, size: int) -> Any:
+    """``guard`` (torch's printed sympy, one symbol) at ``source = size``."""
+    import math
+
+    expression = guard.replace(source, str(size))
+    names = {"Max": max, "Min": min, "Mod": lambda a, b: a % b, "FloorDiv": lambda a, b: a // b,
+             "CeilToInt": math.ceil, "FloorToInt": math.floor, "Eq": lambda a, b: a == b,
+             "Ne": lambda a, b: a != b, "Abs": abs}
+    if re.search(r"[A-Za-z_]\w*\[|\.size\(", expression):
+        raise ValueError(f"guard on more than one dim: {guard}")
+    return eval(expression, {"__builtins__": {}}, names)  # noqa: S307 - torch's printed guard, names restricted
 
 
 def refine(message: str, dynamic_shapes: Any) -> Any:

@@ -243,12 +243,14 @@ ALL_CAPTURE_FAILED = define(
 
 DYNAMIC_SHAPE_FIX_APPLIED = define(
     "CAP007", "dynamic-shape-fix-applied", W,
-    "{dims}: torch.export's fix `{fixes}`, required by {cause}, narrows the sizes the model accepts; "
+    "{dims}: the fix `{fixes}` ({origin}), required by {cause}, narrows the sizes the model accepts; "
     "onnxsight applied it. To export without this warning, write: {code}",
     "Put the dynamic_shapes from the message in your export() call, or change the code that needs it.",
     what="Reports that torch.export found a dimension marked dynamic to be valid for fewer sizes than "
          "asked (a maximum, a minimum, a multiple of 8, equal to another dimension), and that onnxsight "
-         "applied torch.export's suggested fix and exported.",
+         "applied torch.export's suggested fix and exported. Where torch.export suggests no fix (a guard "
+         "such as `(width // 4) != 1`, an intermediate size that must not be 1), onnxsight derives the "
+         "range around the example where the guard holds and has torch.export check it.",
     why="The fix only narrows a range or adds a relation: every size the exported model accepts is "
         "computed correctly, but sizes outside the fix are rejected at run time. The user should know, "
         "and can make it explicit.",

@@ -91,6 +91,14 @@ class NestedInputs(torch.nn.Module):
         return inputs["a"].view(2, -1).sum() + inputs["b"]["c"].sum()  # @nested
 
 
+class PooledUnlessTiny(torch.nn.Module):
+    """A pyramid that treats a pooled width of 1 differently: guard ``(w // 4) != 1``, no fix from torch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.avg_pool2d(x, 4)  # @pool4
+        return y * 2 if y.shape[-1] != 1 else y.sum((2, 3), keepdim=True)
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -122,6 +130,10 @@ CASES = (
          "CAP007", "pad8", ("input `x` axis 1 (seq)", "_seq = Dim('_seq', min=1)",
                             "dynamic_shapes = {'x': {1: 8*_seq - 3}}"),
          exported=True, status={("x", 1): "narrowed"}),
+    Case("derived-min", PooledUnlessTiny, (torch.randn(2, 3, 8, 32),), {"x": {0: Dim("batch"), 3: Dim("w")}},
+         "CAP007", "pool4", ("input `x` axis 3 (w)", "derived by onnxsight from the guard `(w // 4) != 1`",
+                             "dynamic_shapes = {'x': {0: batch, 3: w}}", "w = Dim('w', min=8)"),
+         exported=True, status={("x", 3): "narrowed"}),
     Case("data-dependent", DataDependentBranch, (torch.randn(4, 3),), None, "CAP002", "datadep",
          ("data",)),
     Case("view-specialises-batch", ViewFour, (torch.randn(4, 6),), {"x": {0: Dim("batch")}}, "CAP005", "view4",
@@ -216,6 +228,35 @@ def test_batch_one_example_and_a_narrowed_seq_together() -> None:
     for batch, seq in ((1, 5), (3, 32), (2, 1)):
         ids = torch.randint(0, 100, (batch, seq))
         torch.testing.assert_close(program(ids)[0], model(ids), atol=1e-4, rtol=1e-4)
+
+
+def test_a_derived_range_exports_a_model_right_at_every_size_it_accepts() -> None:
+    """The range onnxsight derives (w >= 8) keeps w dynamic; below it the model rejects the input."""
+    model = PooledUnlessTiny()
+    program = onnxsight.export(model, (torch.randn(2, 3, 8, 32),), dynamic_shapes={"x": {0: Dim("batch"), 3: Dim("w")}})
+    for batch, width in ((1, 8), (3, 13), (2, 64)):
+        x = torch.randn(batch, 3, 8, width)
+        torch.testing.assert_close(program(x)[0], model(x))
+    assert onnxsight.verify(program, (torch.randn(2, 3, 8, 9),)).passed
+    with pytest.raises(onnxsight.VerificationError, match="w"):
+        onnxsight.verify(program, (torch.randn(2, 3, 8, 7),))
+
+
+@pytest.mark.parametrize(("guard", "example", "expected"), [
+    ("(L['x'].size()[3] // 4) != 1", 32, "w = Dim('w', min=8)"),
+    ("(1 + (((-1) + (((-1) + L['x'].size()[3]) // 4)) // 2)) != 1", 32, "w = Dim('w', min=13)"),
+    ("(L['x'].size()[3] // 4) != 1", 5, None),          # the example itself fails the guard: no proposal
+    ("(L['x'].size()[3] % 2) == 0", 32, None),          # every other size: only the example's own run, static
+    ("Max(1, 61 - L['x'].size()[3]) != 1", 8, "w = Dim('w', min=4, max=59)"),  # a maximum
+    ("(L['x'].size()[3] * L['y'].size()[0]) != 1", 32, None),  # two dims: not ours to guess
+])
+def test_derive_range_fixes(guard: str, example: int, expected: str | None) -> None:
+    from onnxsight.exporter._fixes import derive_range_fixes
+
+    message = (f"Constraints violated (w)!\n  - Not all values of w = L['x'].size()[3] in the specified range "
+               f"4 <= w satisfy the generated guard {guard}.\n")
+    fixes = derive_range_fixes(message, {"w": example})
+    assert [f.text for f in fixes] == ([expected] if expected else [])
 
 
 def test_grown_example_repeats_size_one_axes_of_the_requested_dims_only() -> None:
