@@ -199,6 +199,23 @@ ZOO_REGRESSION = define(
     how="Open both runs' reports; the new diagnostics (SARIF `baselineState: new`) say what changed.",
     tags=("zoo",))
 
+ZOO_DEGENERATE_OUTPUTS = define(
+    "ZOO005", "eager-outputs-degenerate", E,
+    "model {model}: eager outputs are too small to compare ({scale}, below atol {atol}), so any export would match",
+    "Give the model weights and inputs whose outputs have a meaningful scale.",
+    what="Fails a zoo model whose eager floating-point outputs are all below the tolerance's atol, or all "
+         "empty, so the comparison with the exported model cannot fail.",
+    why="A model whose outputs are ~1e-25 (a deep network with default initialization, a zero-initialized "
+        "head, a detector that keeps no box) passes against an export that computes anything at all: "
+        "a broken test, not a pass.",
+    example="""
+        onnxsight zoo run --suite timm   # ZOO005: model timm_mixer_s16_224: eager outputs are too small
+                                         # to compare (largest |value| 0 over 1 output(s), below atol 0.0001)
+    """,
+    how="Calibrate BatchNorm statistics on the example (one train-mode pass, then eval), re-initialize "
+        "zero-initialized heads, lower a detector's score threshold so that it keeps boxes.",
+    tags=("zoo", "accuracy"))
+
 # -- INT: onnxsight itself ----------------------------------------------------------------------
 INTERNAL_ERROR = define(
     "INT001", "internal-error", E,

@@ -180,6 +180,47 @@ def _emit_eager_mismatch(result: ModelResult, spec: Any, output: str, diff: str,
     result.diagnostics.extend(d.to_dict() for d in ctx.diagnostics)
 
 
+def degenerate_scale(expected: Any, tolerance: Any = None) -> tuple[str, float] | None:
+    """``(what the outputs hold, atol)`` when eager's floating-point outputs cannot tell a right export from a
+    wrong one: every one empty, or every value below the tolerance's atol for its dtype (~1e-25 from a deep net
+    with default init, exactly 0 from a zero head). None when any output has a meaningful value, or none is
+    floating-point (integer and bool outputs are compared exactly)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from onnxsight.verification import Tolerance
+
+    tolerance = tolerance if tolerance is not None else Tolerance()
+    floats = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not floats:
+        return None
+    atol = max(tolerance.for_value(f"output {i}", t.dtype).atol for i, t in enumerate(floats))
+    filled = [t for t in floats if t.numel()]
+    if not filled:
+        return f"no values: all {len(floats)} floating-point output(s) are empty", atol
+    scale = max(float(t.detach().abs().double().nan_to_num(nan=0.0).max()) for t in filled)
+    if any(bool(t.detach().isinf().any()) for t in filled) or scale >= atol:
+        return None
+    return f"largest |value| {scale:.3g} over {len(filled)} output(s)", atol
+
+
+def _degenerate(result: ModelResult, expected: Any, spec: Any) -> bool:
+    """ZOO005 (and the model failed) when eager's outputs are too small for any comparison to fail."""
+    from onnxsight import rules
+    from onnxsight.diagnostics import DiagnosticContext, Location
+
+    found = degenerate_scale(expected, spec.tolerance)
+    if found is None:
+        return False
+    file, line = spec.source
+    ctx = DiagnosticContext()
+    ctx.emit(rules.ZOO_DEGENERATE_OUTPUTS, location=Location(file, line) if file else None,
+             model=spec.name, scale=found[0], atol=f"{found[1]:g}")
+    result.diagnostics.extend(d.to_dict() for d in ctx.diagnostics)
+    result.status, result.root_cause = FAILED, _first_error(result.diagnostics)
+    return True
+
+
 def _export_stages(record: Any) -> list[dict[str, Any]]:
     return [{"name": s.name, "status": s.status, "seconds": s.seconds, "detail": s.detail}
             for s in getattr(record, "stages", [])]
@@ -288,6 +329,8 @@ def run_model(task: dict[str, Any]) -> ModelResult:
         with stage("eager"), torch.no_grad():
             clone = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (args, kwargs))
             expected = model(*clone[0], **clone[1])  # on copies: in-place models must not change the inputs
+        if _degenerate(result, expected, spec):
+            return result
         with stage("export"):
             prog = _export(result, model, args, kwargs, spec, task)
         if prog is None:

@@ -57,3 +57,18 @@ def test_faithful_stateful_model_passes(tmp_path) -> None:
     result = run_model(_task(os.path.join(HERE, "suites", "eager_mismatch.py"), "buffer_state", tmp_path))
     assert result.status == "passed" and result.root_cause is None
     assert not [d for d in result.diagnostics if d["rule"] == "ACC007"]
+
+
+@pytest.mark.parametrize("model, scale", [("vanishing", "e-25"), ("all_zero", "largest |value| 0 "), ("empty", "no values")])
+def test_degenerate_eager_outputs_fail_with_zoo005(model: str, scale: str, tmp_path) -> None:
+    """Eager outputs below the tolerance's atol make any export match: the model fails, it does not pass."""
+    result = run_model(_task(os.path.join(HERE, "suites", "degenerate.py"), model, tmp_path))
+    assert (result.status, result.stage) == ("failed", "eager")
+    assert [d["rule"] for d in result.diagnostics] == ["ZOO005"]
+    assert result.root_cause["rule"] == "ZOO005" and result.root_cause["file"].endswith("degenerate.py")
+    assert scale in result.root_cause["message"]
+
+
+def test_small_but_meaningful_outputs_pass(tmp_path) -> None:
+    result = run_model(_task(os.path.join(HERE, "suites", "degenerate.py"), "small_but_real", tmp_path))
+    assert result.status == "passed" and 1e-3 < result.reference_max_abs < 1e-1
