@@ -210,6 +210,40 @@ VERIFY_NO_EXAMPLE_INPUTS = define(
     how="Pass `args=`, or `random_inputs=True` to draw inputs from the input specs.",
     tags=("verification", "usage", "inputs"))
 
+VERIFY_EXTERNAL_DATA_MISSING = define(
+    "VER016", "external-data-missing", E,
+    "{model} keeps {count} weight(s) in {data}, which does not exist: {weights}",
+    "Keep the external data file next to the model under the name the model records, or save the model again.",
+    what="Refuses to verify an ONNX file (`verify(prog, onnx_model=path)`, `verify_onnx(path)`) whose "
+         "weights live in an external data file that is not where the model says (next to the "
+         "model, under the recorded name).",
+    why="Verification maps the external data in place, so a model above 2 GB is held once; without "
+        "the file there are no weights to run, and ONNX Runtime's own error names neither the file "
+        "nor the weights.",
+    example="""
+        prog.save("big.onnx", external_data=True)     # writes big.onnx and big.onnx.data
+        shutil.move("big.onnx", "elsewhere/")         # big.onnx.data left behind
+        onnxsight.verify_onnx("elsewhere/big.onnx")   # VER016: big.onnx.data does not exist
+    """,
+    how="Move or copy the `.data` file along with the `.onnx` file (external data locations are "
+        "relative to the model's folder), or save the model again.",
+    tags=("verification", "usage", "external-data"))
+
+VERIFY_EXTERNAL_DATA_SHORT = define(
+    "VER017", "external-data-too-short", E,
+    "{model} reads {count} weight(s) past the end of {data} ({size} bytes, {needed} needed): {weights}",
+    "Copy the external data file again (it is truncated), or save the model again.",
+    what="Refuses to verify an ONNX file whose external data file is shorter than the offsets the "
+         "model records for its weights: an interrupted copy or download, or another model's file.",
+    why="Reading past the end would fail deep inside ONNX Runtime, or map weights that are not the "
+        "model's, and the result would not say which file is at fault.",
+    example="""
+        # big.onnx.data was cut short by an interrupted copy
+        onnxsight.verify(prog, onnx_model="big.onnx")   # VER017: reads 12 weight(s) past the end of big.onnx.data
+    """,
+    how="Copy the `.data` file again, checking its size against the original, or save the model again.",
+    tags=("verification", "usage", "external-data"))
+
 # -- ACC008-010: what verification compared, and what it did not --------------------------------
 COVERAGE = define(
     "ACC008", "verification-coverage", N,

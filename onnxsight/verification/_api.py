@@ -24,6 +24,7 @@ from onnxsight.verification._result import VerificationResult
 from onnxsight.verification._runners import OrtRunner, TorchRunner, VerificationError
 from onnxsight.verification._sizes import dim_names, named, other_sizes as other_size_plans, resize_inputs
 from onnxsight.verification._tolerance import Tolerance
+from onnxsight.verification._weights import model_and_weights
 
 # NOTE: values waiting for comparison (each held once by PyTorch and once by ONNX Runtime)
 # are flushed to one ONNX Runtime session when they reach this many bytes.
@@ -75,8 +76,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
                   random_inputs=random_inputs, other_sizes=other_sizes, onnx_model=onnx_model)
     ctx = DiagnosticContext()
     tolerance = tolerance or Tolerance()
-    model = prog.model_proto if onnx_model is None else load_model(onnx_model)
-    index = GraphIndex.build(model)
+    model, weights = model_and_weights(prog if onnx_model is None else onnx_model, memory_budget=memory_budget)
+    index = GraphIndex.build(model, weights)
     check_model_inputs(prog, index.graph_inputs)
     if random_inputs:
         user_inputs = flat_user_inputs(prog, args, kwargs, random=True, seed=seed, dim_sizes=dim_sizes)

@@ -7,6 +7,7 @@ that does not name the argument at fault.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Sequence
 
@@ -19,7 +20,9 @@ MODES = ("propagated", "isolated")
 
 def check_program(prog: Any) -> None:
     """VER001 unless ``prog`` is what onnxsight.export returned (it has the exported program to pair with)."""
-    if hasattr(prog, "exported_program") and hasattr(prog, "value_names") and hasattr(prog, "model_proto"):
+    # NOTE: getattr_static, not hasattr: hasattr would build the embedded model_proto (all the weights).
+    if all(inspect.getattr_static(prog, name, None) is not None
+           for name in ("exported_program", "value_names", "model_proto")):
         return
     kind = type(prog)
     given = f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__name__

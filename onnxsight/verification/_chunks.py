@@ -2,7 +2,9 @@
 
 Each chunk is one model holding the slice of the graph that produces its
 target values, so every node runs once across all chunks (propagated mode),
-and a value lives only until its last consumer has run.
+and a value lives only until its last consumer has run. Weights the index
+marks as shared (``_weights.py``) are not copied into the chunk models: every
+chunk session is fed the same arrays, so the weights are held once.
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ class ChunkExecutor:
                 value = reference[original]
             feeds[name] = value
             declared.append((name, self._elem_type(original, value)))
-        model = build_model(self.index, nodes, declared, outputs, renames=renames)
+        shared = self.index.shared_weights(nodes)
+        feeds.update((name, self.index.weights[name]) for name in shared)
+        model = build_model(self.index, nodes, declared, outputs, renames=renames, shared=shared)
         try:
             self.runner.load(model)
         except VerificationError:

@@ -8,7 +8,7 @@ slice into one model whose outputs are those values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import onnx
 from onnx import helper
@@ -58,11 +58,14 @@ class GraphIndex:
     graph_inputs: list[str] = field(default_factory=list)
     graph_outputs: list[str] = field(default_factory=list)
     elem_types: dict[str, int] = field(default_factory=dict)
+    # The initializers' bytes where the model holds none, and which ones chunk sessions share
+    # (a verification._weights.Weights); None: every initializer is embedded in the model.
+    weights: Any = None
 
     @classmethod
-    def build(cls, model: onnx.ModelProto) -> "GraphIndex":
+    def build(cls, model: onnx.ModelProto, weights: Any = None) -> "GraphIndex":
         graph = model.graph
-        index = cls(model=model)
+        index = cls(model=model, weights=weights)
         index.initializers = {t.name: t for t in graph.initializer}
         index.graph_inputs = [v.name for v in graph.input if v.name not in index.initializers]
         index.graph_outputs = [v.name for v in graph.output]
@@ -84,6 +87,17 @@ class GraphIndex:
     @property
     def nodes(self) -> Sequence[onnx.NodeProto]:
         return self.model.graph.node
+
+    def initializer_proto(self, name: str) -> onnx.TensorProto:
+        """The initializer with its bytes (from ``weights`` when the model holds only its type)."""
+        if self.weights is not None and name in self.weights.detached:
+            return self.weights.proto(name)
+        return self.initializers[name]
+
+    def shared_weights(self, nodes: Sequence[int]) -> list[str]:
+        """The shared initializers ``nodes`` read, which a chunk session is fed instead of embedding."""
+        shared = self.weights.shared if self.weights is not None else ()
+        return sorted({n for i in nodes for n in self.node_inputs[i] if n in shared and n in self.initializers})
 
     def op_type(self, value: str) -> str | None:
         i = self.producer.get(value)
@@ -115,11 +129,12 @@ class GraphIndex:
 
 def build_model(index: GraphIndex, nodes: Sequence[int], inputs: Sequence[tuple[str, int]],
                 outputs: Sequence[str], *, renames: Mapping[str, str] | None = None,
-                name: str = "chunk") -> onnx.ModelProto:
+                name: str = "chunk", shared: Sequence[str] = ()) -> onnx.ModelProto:
     """A model of ``nodes`` reading ``inputs`` ((name, elem type)) and exposing ``outputs``.
 
     ``renames`` rewrites explicit node inputs (a value fed from the reference instead of computed).
-    Initializers the nodes read are copied in; outputs carry no type (ONNX Runtime infers it).
+    Initializers the nodes read are copied in, except ``shared`` ones, declared as typed graph
+    inputs (the caller feeds them); outputs carry no type (ONNX Runtime infers it).
     """
     renames = renames or {}
     graph_nodes: list[onnx.NodeProto] = []
@@ -133,10 +148,12 @@ def build_model(index: GraphIndex, nodes: Sequence[int], inputs: Sequence[tuple[
                     node.input[k] = renames[value]
         graph_nodes.append(node)
         used.update(index.node_inputs[i])
-    initializers = [index.initializers[n] for n in sorted(used) if n in index.initializers]
+    initializers = [index.initializer_proto(n) for n in sorted(used) if n in index.initializers and n not in shared]
+    declared = [helper.make_tensor_value_info(n, t, None) for n, t in inputs]
+    declared += [helper.make_tensor_value_info(n, index.initializers[n].data_type, list(index.initializers[n].dims))
+                 for n in shared]
     graph = helper.make_graph(
-        graph_nodes, name, [helper.make_tensor_value_info(n, t, None) for n, t in inputs],
-        [onnx.ValueInfoProto(name=n) for n in outputs], initializer=initializers)
+        graph_nodes, name, declared, [onnx.ValueInfoProto(name=n) for n in outputs], initializer=initializers)
     model = helper.make_model(graph, opset_imports=list(index.model.opset_import),
                               producer_name="onnxsight.verification")
     model.ir_version = index.model.ir_version

@@ -68,7 +68,7 @@ def input_specs(program: Any) -> list[InputSpec]:
     import torch
 
     tensors = [n for n in _user_placeholders(program) if isinstance(n.meta.get("val"), torch.Tensor)]
-    protos = list(program.model_proto.graph.input)
+    protos = list(program.model_structure().graph.input)   # not model_proto: that embeds every weight
     names = list(program.input_names) if len(program.input_names) == len(tensors) else [n.name for n in tensors]
     specs = []
     for i, (node, name) in enumerate(zip(tensors, names)):

@@ -19,7 +19,7 @@ import onnx
 import pandas as pd
 
 from onnxsight.diagnostics import DiagnosticContext, node_location
-from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, load_model
+from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET
 from onnxsight.verification._bundle import capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._coverage import (COLUMNS, COMPARED, NO_RESULT, NOT_REACHED, OUTPUTS_ONLY,
@@ -32,6 +32,7 @@ from onnxsight.verification._result import VerificationResult
 from onnxsight.verification._root_cause import RootCauseTracker
 from onnxsight.verification._runners import OrtRunner
 from onnxsight.verification._tolerance import Tolerance
+from onnxsight.verification._weights import model_and_weights
 
 _FIRST_CHUNK = 64  # values in the first chunk, before their sizes are known
 
@@ -88,8 +89,8 @@ def verify_onnx(path_or_proto: onnx.ModelProto | str | os.PathLike,
     start = time.perf_counter()
     ctx = DiagnosticContext()
     tolerance = tolerance or Tolerance()
-    model = load_model(path_or_proto)
-    index = GraphIndex.build(model)
+    model, weights = model_and_weights(path_or_proto, memory_budget=memory_budget)
+    index = GraphIndex.build(model, weights)
     if inputs is None:
         feeds = _random_feeds(index, seed)
     elif isinstance(inputs, Mapping):

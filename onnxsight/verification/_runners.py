@@ -177,7 +177,11 @@ class OrtRunner:
         self.providers = resolve_providers(self.requested, self.ctx, fallback=self.fallback)
 
     def load(self, model: onnx.ModelProto) -> None:
-        """Create the session for ``model``; outputs ORT cannot return as numpy get a Cast to float32."""
+        """Create the session for ``model``; outputs ORT cannot return as numpy get a Cast to float32.
+
+        The previous session is released first: two chunk sessions never hold memory at once.
+        """
+        self._session = None
         session = self._create(model)
         types = {o.name: dtype_name(o.type) for o in session.get_outputs()}
         widen = [name for name, t in types.items() if t in _WIDENED]
@@ -239,8 +243,9 @@ def _as_feed(value: Any, declared: str | None) -> Any:
         import ml_dtypes
         import onnxruntime as ort
 
-        bits = np.ascontiguousarray(array.astype(getattr(ml_dtypes, declared.replace("float8", "float8_")
-                                                                    if declared != "bfloat16" else "bfloat16")))
+        wanted = np.dtype(getattr(ml_dtypes, declared.replace("float8", "float8_") if declared != "bfloat16"
+                                  else "bfloat16"))
+        bits = array if array.dtype == wanted else np.ascontiguousarray(array.astype(wanted))  # a shared weight: no copy
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits.view(np.uint8 if "float8" in declared
                                                                          else np.uint16), elem_type_of(declared))
     if dtype_name(array.dtype) != declared:
