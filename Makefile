@@ -69,8 +69,11 @@ bench-rnn: setup
 bench-startup: setup
 	$(PY) bench/startup.py
 
-# A model with 2.3 GB of weights, saved with external data (needs ~6 GB of memory).
+# A model with 2.3 GB of weights: export and save with external data, then per-node verification of the
+# program and of the saved file (peak RSS against the weights, time against one ONNX Runtime run), after
+# the `large` tests (verification above 2 GB). Needs ~8 GB of memory.
 bench-large: setup
+	$(PY) -m pytest -q -n 0 -m large tests
 	$(PY) bench/large_model.py
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))

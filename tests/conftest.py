@@ -19,6 +19,13 @@ def cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `large` tests need several GB of memory (models above 2 GB): they run only when selected
+    # (`-m large`, as `make bench-large` does), never as part of `make test` or `make test-all`.
+    if "large" not in (config.getoption("markexpr", "") or ""):
+        skip_large = pytest.mark.skip(reason="needs several GB of memory: run with -m large (make bench-large)")
+        for item in items:
+            if "large" in item.keywords:
+                item.add_marker(skip_large)
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA: torch.cuda and onnxruntime's CUDAExecutionProvider are not available here")
