@@ -21,6 +21,7 @@ from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_fra
 from onnxsight.exporter import _audit as audit
 from onnxsight.exporter._fixes import (RequestedDim, derive_range_fixes, parse_fixes, refine, render,
                                       requested_dims)
+from onnxsight.exporter._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter._torchlog import TorchLog, recording
 from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
@@ -265,8 +266,17 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic
             facts: dict[str, Any] | None = None) -> torch.export.ExportedProgram | None:
     """Try each strategy in order; append an attempt per try. None when all failed (errors emitted).
 
-    ``facts["dynamic_dims"]`` receives the audit of every dim asked dynamic.
+    ``facts["dynamic_dims"]`` receives the audit of every dim asked dynamic. The capture
+    patches the model needs (``_patches``: known library functions torch.export cannot
+    trace) are installed for the duration and reported (CAP010/CAP011).
     """
+    with applied_patches(model, ctx):
+        return _capture(model, args, kwargs, dynamic_shapes, ctx, attempts, facts)
+
+
+def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any,
+             ctx: DiagnosticContext, attempts: list[CaptureAttempt],
+             facts: dict[str, Any] | None) -> torch.export.ExportedProgram | None:
     dims = requested_dims(model, args, kwargs, dynamic_shapes)
     entries = audit.start(dims)
     if facts is not None and dims:

@@ -307,6 +307,43 @@ SIZE_ONE_EXAMPLE_KEPT_DYNAMIC = define(
     how="Nothing is wrong. An example of size 2 along each dynamic axis avoids the extra check.",
     tags=("capture", "dynamic-shapes"))
 
+CAPTURE_PATCH_APPLIED = define(
+    "CAP010", "capture-patch-applied", N,
+    "`{function}` was replaced during capture by onnxsight's `{replacement}`: {why}",
+    "Nothing to do; the replacement computes what the library function computes, in a form torch.export can trace.",
+    what="Notes each library function onnxsight replaced for the duration of capture (a capture patch): "
+         "functions of known libraries (torchvision's detection post-processing) that torch.export cannot "
+         "trace with dynamic shapes, because they branch on a data-dependent size, call `len()` on a tensor "
+         "or compute sizes with Python floats.",
+    why="The exported graph is the replacement's, not the library's: the user should know which functions "
+        "were replaced and why. Patches are applied only to models built from the library's classes, and "
+        "undone when capture ends.",
+    example="""
+        model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(weights=None).eval()
+        onnxsight.export(Wrapper(model), (image,), dynamic_shapes={"image": {1: Dim("h"), 2: Dim("w")}})
+        # CAP010 `torchvision.ops.boxes.batched_nms` was replaced ... the per-class loop over
+        #        torch.unique(idxs) for more than 4000 boxes is data-dependent
+    """,
+    how="Nothing is wrong. Compare the exported model with eager on real inputs (`verify=True`); the "
+        "table of patches is `onnxsight/exporter/_patches.py`.",
+    tags=("capture",))
+
+CAPTURE_PATCH_FAILED = define(
+    "CAP011", "capture-patch-failed", W,
+    "`{function}` could not be replaced during capture ({error}); capture goes on with the library's own code",
+    "Check the installed library version against the one the patch was written for; capture may fail later.",
+    what="Reports a capture patch that could not be applied: the library function it replaces is missing "
+         "or has another signature in the installed version.",
+    why="Without the patch, torch.export may stop on the function's data-dependent code (CAP002) or "
+        "specialise a dynamic dim; this warning says why.",
+    example="""
+        # torchvision renamed _multiscale_roi_align in a new release
+        # CAP011 `torchvision.ops.poolers._multiscale_roi_align` could not be replaced (no such attribute)
+    """,
+    how="Install a library version the patch table knows (see `onnxsight/exporter/_patches.py`), or "
+        "report the version as an issue.",
+    tags=("capture",))
+
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(
     "DEC001", "decomposition-failed", E,

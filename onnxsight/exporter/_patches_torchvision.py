@@ -1,0 +1,98 @@
+"""Replacements for torchvision's detection functions that torch.export cannot trace with dynamic shapes.
+
+Each ``make_*`` takes the library's function and returns one that computes the
+same values in a form torch.export traces: sizes as SymInts (``torch.sym_min``,
+integer ceil-division) instead of Python floats or ``min()`` guards, ``shape[0]``
+instead of ``len()``, no branch on a data-dependent count. The table that says
+where each goes and why is ``_patches.PATCHES``. torchvision is imported only
+when a patched function runs, i.e. when the model already uses torchvision.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+
+
+def make_batched_nms(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """torchvision's coordinate trick for every box count, without its empty-input branch."""
+    def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
+        from torchvision.ops import nms
+
+        # NOTE: boxes.max() of no boxes raises; a -inf row leaves the max of any other box unchanged.
+        max_coordinate = torch.cat([boxes.reshape(-1), boxes.new_full((1,), float("-inf"))]).max()
+        offsets = idxs.to(boxes) * (max_coordinate + torch.tensor(1).to(boxes))
+        return nms(boxes + offsets[:, None], scores, iou_threshold)
+
+    return batched_nms
+
+
+def make_resize(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The eval-mode resize with the output size computed from SymInts (same floor of the same product)."""
+    def resize_image_and_masks(image: Tensor, self_min_size: int, self_max_size: int,
+                               target: Optional[dict[str, Tensor]] = None,
+                               fixed_size: Optional[tuple[int, int]] = None) -> Any:
+        if target is not None or fixed_size is not None:
+            return original(image, self_min_size, self_max_size, target, fixed_size)
+        height, width = image.shape[-2:]
+        scale = torch.sym_min(self_min_size / torch.sym_min(height, width),
+                              self_max_size / torch.sym_max(height, width))
+        # F.interpolate(scale_factor=scale, recompute_scale_factor=True) computes floor(size * scale).
+        size = [math.floor(height * scale), math.floor(width * scale)]
+        resized = torch.nn.functional.interpolate(image[None], size=size, mode="bilinear", align_corners=False)
+        return resized[0], target
+
+    return resize_image_and_masks
+
+
+def make_batch_images(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Zero padding to a multiple of ``size_divisible`` by F.pad, the size by integer ceil-division."""
+    def batch_images(self: Any, images: list[Tensor], size_divisible: int = 32) -> Tensor:
+        padded = []
+        for image in images:
+            height, width = image.shape[-2:]
+            pad_h = (height + size_divisible - 1) // size_divisible * size_divisible - height
+            pad_w = (width + size_divisible - 1) // size_divisible * size_divisible - width
+            padded.append(torch.nn.functional.pad(image, (0, pad_w, 0, pad_h)))
+        # NOTE: torchvision pads every image to the batch's largest; onnxsight exports one image per call.
+        if any(p.shape != padded[0].shape for p in padded[1:]):
+            return original(self, images, size_divisible)
+        return torch.stack(padded)
+
+    return batch_images
+
+
+def make_topk_min(original: Callable[..., int]) -> Callable[..., Any]:
+    """``min(k, size)`` as ``torch.sym_min``: no guard on the symbolic size."""
+    def topk_min(input: Tensor, orig_kval: int, axis: int) -> Any:
+        return torch.sym_min(orig_kval, input.size(axis))
+
+    return topk_min
+
+
+def make_multiscale_roi_align(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """torchvision's multi-level RoIAlign with ``rois.shape[0]`` where it calls ``len(rois)``."""
+    def multiscale_roi_align(x_filtered: list[Tensor], boxes: list[Tensor], output_size: list[int],
+                             sampling_ratio: int, scales: Optional[list[float]], mapper: Any) -> Tensor:
+        from torchvision.ops import poolers
+
+        if scales is None or mapper is None:
+            return original(x_filtered, boxes, output_size, sampling_ratio, scales, mapper)
+        rois = poolers._convert_to_roi_format(boxes)
+        if len(x_filtered) == 1:
+            return poolers.roi_align(x_filtered[0], rois, output_size=output_size, spatial_scale=scales[0],
+                                     sampling_ratio=sampling_ratio)
+        levels = mapper(boxes)
+        first = x_filtered[0]
+        result = first.new_zeros((rois.shape[0], first.shape[1], *output_size))
+        for level, (feature, scale) in enumerate(zip(x_filtered, scales)):
+            index = torch.where(levels == level)[0]
+            pooled = poolers.roi_align(feature, rois[index], output_size=output_size, spatial_scale=scale,
+                                       sampling_ratio=sampling_ratio)
+            result[index] = pooled.to(result.dtype)
+        return result
+
+    return multiscale_roi_align

@@ -1,0 +1,122 @@
+"""torchvision's detection models exported with a dynamic image size and a data-dependent number of detections.
+
+Each model (random weights, eval mode, small min_size/max_size) is exported once
+from a 320x320 image and run in ONNX Runtime at two image sizes; the detections
+(count, order, boxes, labels, scores and the masks/keypoints the model returns)
+must match eager torchvision's. Random weights give near-uniform class scores, so
+the heads' last layers are re-drawn with a larger spread (seeded): several boxes
+then survive with distinct scores, and their order means something.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+
+torchvision = pytest.importorskip("torchvision")
+from torchvision.models import detection  # noqa: E402
+
+import onnxsight  # noqa: E402
+
+SIZES = [(320, 320), (256, 384)]   # the example's size, then another one (both resized by the model)
+H = torch.export.Dim("height", min=128, max=1024)
+W = torch.export.Dim("width", min=128, max=1024)
+
+
+class Detector(torch.nn.Module):
+    """One image [3, H, W] in, the first image's detections out as a tuple (boxes, labels, scores, ...)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        result = self.model([image])
+        detections = result[1][0] if isinstance(result, tuple) else result[0]
+        return tuple(detections.values())
+
+
+def _spread(*layers: torch.nn.Module, std: float) -> None:
+    for layer in layers:
+        torch.nn.init.normal_(layer.weight, std=std)
+        if layer.bias is not None:
+            torch.nn.init.normal_(layer.bias, std=std)
+
+
+def _rcnn(factory: Callable[..., torch.nn.Module], **extra: Any) -> torch.nn.Module:
+    model = factory(weights=None, weights_backbone=None, min_size=320, max_size=384, box_score_thresh=0.5,
+                    box_detections_per_img=20, rpn_post_nms_top_n_test=200, **extra)
+    _spread(model.rpn.head.cls_logits, std=1.0)
+    _spread(model.roi_heads.box_predictor.cls_score, std=0.3)
+    _spread(model.roi_heads.box_predictor.bbox_pred, std=0.05)
+    return model
+
+
+def _one_stage(factory: Callable[..., torch.nn.Module], **extra: Any) -> torch.nn.Module:
+    model = factory(weights=None, weights_backbone=None, min_size=320, max_size=384, score_thresh=0.3,
+                    detections_per_img=20, **extra)
+    head = model.head.classification_head
+    _spread(head.cls_logits, std=0.1)
+    return model
+
+
+MODELS: dict[str, Callable[[], torch.nn.Module]] = {
+    "fasterrcnn_mobilenet_v3_large_fpn": lambda: _rcnn(detection.fasterrcnn_mobilenet_v3_large_fpn),
+    "fasterrcnn_resnet50_fpn": lambda: _rcnn(detection.fasterrcnn_resnet50_fpn, trainable_backbone_layers=5),
+    "maskrcnn_resnet50_fpn": lambda: _rcnn(detection.maskrcnn_resnet50_fpn, trainable_backbone_layers=5),
+    "keypointrcnn_resnet50_fpn": lambda: _rcnn(detection.keypointrcnn_resnet50_fpn, trainable_backbone_layers=5),
+    "retinanet_resnet50_fpn": lambda: _one_stage(detection.retinanet_resnet50_fpn, trainable_backbone_layers=5),
+    "fcos_resnet50_fpn": lambda: _one_stage(detection.fcos_resnet50_fpn, trainable_backbone_layers=5),
+}
+
+
+def _image(height: int, width: int, seed: int) -> torch.Tensor:
+    return torch.rand(3, height, width, generator=torch.Generator().manual_seed(seed))
+
+
+def _calibrate(model: torch.nn.Module) -> None:
+    """BatchNorm statistics from one pass over an image (the rest in eval mode), so features are not flat."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.train()
+        norm.momentum = 1.0
+    with torch.no_grad():
+        model(_image(320, 320, seed=100))
+    for norm in norms:
+        norm.eval()
+
+
+def _build(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = Detector(MODELS[name]()).eval()
+    _calibrate(model)
+    return model
+
+
+def _assert_same_detections(got: list[torch.Tensor], want: tuple[torch.Tensor, ...], size: tuple[int, int]) -> None:
+    count = want[0].shape[0]
+    assert count >= 3, f"{size}: eager keeps {count} detections; the case needs several"
+    assert [g.shape[0] for g in got] == [w.shape[0] for w in want], \
+        f"{size}: ONNX kept {got[0].shape[0]} detections, eager {count}"
+    assert torch.equal(got[1], want[1]), f"{size}: labels {got[1].tolist()} != eager {want[1].tolist()}"
+    for index, (g, w) in enumerate(zip(got, want)):
+        if w.dtype.is_floating_point:
+            torch.testing.assert_close(g, w, atol=1e-3, rtol=1e-3, msg=lambda m: f"{size} output {index}: {m}")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_detection_model_exports_and_matches_eager(name: str) -> None:
+    model = _build(name)
+    program = onnxsight.export(model, (_image(*SIZES[0], seed=0),),
+                               dynamic_shapes={"image": {1: H, 2: W}})
+    codes = [d.rule.code for d in program.diagnostics]
+    assert "CAP010" in codes and "CAP011" not in codes
+    assert "NonMaxSuppression" in {n.op_type for n in program.model_proto.graph.node}
+    for seed, size in enumerate(SIZES):
+        image = _image(*size, seed=seed)
+        with torch.no_grad():
+            want = model(image)
+        got = program(image)
+        _assert_same_detections(got, want, size)
