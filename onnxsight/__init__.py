@@ -2,7 +2,7 @@
 
 The public API is ``__all__``: DESIGN.md's contract (``export``, ``verify``,
 ``verify_onnx``, ``ONNXProgram``, ``VerificationResult``, ``Tolerance``,
-``Diagnostic``, ``Level``, ``Location``, and ``GraphBuilder`` and ``Value``,
+``Diagnostic``, ``Level``, ``Location``, ``fake_mode``, and ``GraphBuilder`` and ``Value``,
 which custom translations receive) and every error onnxsight raises.
 tests/test_public_api.py pins it. Writing translations for onnxsight itself
 (``Registry``, ``@translation``) goes through ``onnxsight.exporter``
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 _NAMES = {
     "export": "onnxsight.pipeline",
     "ONNXProgram": "onnxsight.exporter._program",
+    "fake_mode": "onnxsight.exporter._fake",
     "GraphBuilder": "onnxsight.exporter._builder",
     "Value": "onnxsight.exporter._builder",
     "verify": "onnxsight.verification",
@@ -41,6 +42,7 @@ _NAMES = {
     "CheckerError": "onnxsight.exporter._errors",
     "VerificationError": "onnxsight.verification",
     "WeightsChangedError": "onnxsight.exporter._program",
+    "WeightsError": "onnxsight.exporter._errors",
 }
 _SUBPACKAGES = ("cli", "diagnostics", "exporter", "pipeline", "reports", "rules", "verification", "zoo")
 
@@ -52,7 +54,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from onnxsight.diagnostics import Diagnostic, Location
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
-                                            InvalidArgumentError, TranslationError)
+                                            InvalidArgumentError, TranslationError, WeightsError)
+    from onnxsight.exporter._fake import fake_mode
     from onnxsight.exporter._program import ONNXProgram, WeightsChangedError
     from onnxsight.pipeline import export
     from onnxsight.rules import Level

@@ -23,9 +23,9 @@ from tests.sarif_check import check_sarif_file
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ERRORS = ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "InvalidArgumentError",
-          "TranslationError", "VerificationError", "WeightsChangedError"]
+          "TranslationError", "VerificationError", "WeightsChangedError", "WeightsError"]
 CONTRACT = ["Diagnostic", "GraphBuilder", "Level", "Location", "ONNXProgram", "Tolerance", "Value",
-            "VerificationResult", "__version__", "export", "verify", "verify_onnx"]
+            "VerificationResult", "__version__", "export", "fake_mode", "verify", "verify_onnx"]
 
 
 def test_top_level_all_is_the_contract_and_the_errors() -> None:
@@ -36,7 +36,7 @@ def test_top_level_all_is_the_contract_and_the_errors() -> None:
 @pytest.mark.parametrize("package, names", [
     (exporter, ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "GraphBuilder",
                 "InvalidArgumentError", "ONNXProgram", "Registry", "TranslationError", "UnsupportedVariant", "Value",
-                "default_registry", "export", "translation"]),
+                "WeightsError", "default_registry", "export", "translation"]),
     (verification, ["Tolerance", "VerificationError", "VerificationResult", "verify", "verify_onnx"]),
     (diagnostics, ["Diagnostic", "Level", "Location"]),
     (rules, ["CATALOG", "Level", "Rule", "RuleDocs", "get"]),

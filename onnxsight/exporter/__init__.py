@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from onnxsight._lazy import lazy_names
 
 _ERRORS = ("CaptureError", "CheckerError", "DecompositionError", "ExportError", "InvalidArgumentError",
-           "TranslationError")
+           "TranslationError", "WeightsError")
 _PUBLIC = {
     "export": "onnxsight.exporter._api",
     "GraphBuilder": "onnxsight.exporter._builder",
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter._inputs import require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
-                                            InvalidArgumentError, TranslationError)
+                                            InvalidArgumentError, TranslationError, WeightsError)
     from onnxsight.exporter._program import ONNXProgram
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
     from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,

@@ -16,6 +16,7 @@ from onnxsight.exporter import _errors as errors
 from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
 from onnxsight.exporter._decompose import decompose, needs_decomposition
+from onnxsight.exporter._fake import real_mode, refuse_fake_file
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
@@ -49,16 +50,17 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ctx = DiagnosticContext(fallback_location=caller_location())
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
     try:
-        program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
-                          output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
-                          custom_translations=custom_translations, registry=registry, f=f,
-                          external_data=external_data)
-        if f is not None:
-            with record.stage("save"):
-                files = program.save(f, external_data=external_data)
-                if len(files) > 1:
-                    ctx.emit(rules.EXTERNAL_DATA_WRITTEN, count=len(program.initializers),
-                             size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1], data_file=files[1])
+        with real_mode():  # constants the exporter makes stay real inside fake_mode()
+            program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
+                              output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
+                              custom_translations=custom_translations, registry=registry, f=f,
+                              external_data=external_data)
+            if f is not None:
+                with record.stage("save"):
+                    files = program.save(f, external_data=external_data)
+                    if len(files) > 1:
+                        ctx.emit(rules.EXTERNAL_DATA_WRITTEN, count=len(program.initializers),
+                                 size=f"{program.weights_size / 1024**2:.1f} MB", location=files[1], data_file=files[1])
     except errors.ExportError as exc:
         exc.diagnostics = ctx.diagnostics
         exc.record = record
@@ -84,6 +86,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         registry = (registry or default_registry()).copy()
         keep: list[Any] = []
         for target, fn in (custom_translations if isinstance(custom_translations, Mapping) else {}).items():
@@ -166,7 +169,7 @@ def _checkable(program: ONNXProgram) -> onnx.ModelProto:
     runtime). Large ones: the weight-free structure, which the checker
     validates identically.
     """
-    if program.weights_size <= EXTERNAL_DATA_THRESHOLD:
+    if program.weights_size <= EXTERNAL_DATA_THRESHOLD and not program.fake_weights:
         return program.model_proto
     return _structure(program)
 

@@ -73,6 +73,14 @@ class CheckerError(ExportError):
     stage = "check"
 
 
-for _public in (ExportError, InvalidArgumentError, CaptureError, DecompositionError, TranslationError, CheckerError):
+class WeightsError(ExportError, ValueError):
+    """A program's weights cannot be used as asked: fake-mode weights without data (VAL007), or a
+    checkpoint given to ``save(weights=)`` that does not fit the program (VAL008-VAL010, ARG014)."""
+
+    stage = "weights"
+
+
+for _public in (ExportError, InvalidArgumentError, CaptureError, DecompositionError, TranslationError, CheckerError,
+                WeightsError):
     _public.__module__ = "onnxsight"
 del _public

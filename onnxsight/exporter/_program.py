@@ -21,8 +21,10 @@ from onnxsight import rules
 from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter._complex_io import from_pairs, to_pairs
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
+from onnxsight.exporter._fake import dataless, fake_weights_error
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._translate_program import TranslatedGraph
+from onnxsight.exporter._weights import save_with_weights
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
 PRODUCER = "onnxsight"
@@ -134,9 +136,11 @@ class ONNXProgram:
     def model_proto(self) -> onnx.ModelProto:
         """The ONNX model with weights embedded (built on first access).
 
-        Raises :class:`WeightsChangedError` (VAL006) when a weight was changed in place since export.
+        Raises :class:`WeightsChangedError` (VAL006) when a weight was changed in place since export,
+        and :class:`onnxsight.WeightsError` (VAL007) when the program was exported in fake mode.
         """
         self.check_weights()
+        self._require_data("prog.model_proto (running, verifying or embedding the weights)")
         return self._embedded()
 
     def _embedded(self) -> onnx.ModelProto:
@@ -152,6 +156,16 @@ class ONNXProgram:
         if changed:
             raise WeightsChangedError(changed)
 
+    @property
+    def fake_weights(self) -> list[str]:
+        """The weights without data (exported in fake mode): ``save(path, weights=...)`` supplies them."""
+        return dataless(self._translated.initializers)
+
+    def _require_data(self, action: str) -> None:
+        names = self.fake_weights
+        if names:
+            raise fake_weights_error(action, names)
+
     def model_structure(self) -> onnx.ModelProto:
         """The model to read its structure from (nodes, inputs, opsets), never copying large weights.
 
@@ -159,7 +173,7 @@ class ONNXProgram:
         runtime), else the graph with initializers left out: a model over 2 GB is not
         serialised into memory just to count its nodes.
         """
-        if self.weights_size <= EXTERNAL_DATA_THRESHOLD:
+        if self.weights_size <= EXTERNAL_DATA_THRESHOLD and not self.fake_weights:
             return self._embedded()  # structure only: no weight check needed
         return assemble(self._translated, with_data=False)
 
@@ -194,7 +208,8 @@ class ONNXProgram:
     def weights_size(self) -> int:
         return tensor_bytes(self._translated.initializers)
 
-    def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None) -> list[str]:
+    def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None, weights: Any = None,
+             strict: bool = True) -> list[str]:
         """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written.
 
         ``path`` may also be a binary file object (``io.BytesIO``, ``open(..., "wb")``), as torch.onnx
@@ -202,8 +217,19 @@ class ONNXProgram:
         folder to write the weights into, so a file object takes models up to 2 GB only.
         Raises :class:`WeightsChangedError` (VAL006), before writing anything, when a weight was
         changed in place since export.
+
+        ``weights``: the real weights, streamed one tensor at a time into external data (always):
+        a ``state_dict``, a ``torch.save`` file, or safetensors files (a path, a list of shards, a
+        folder). They replace the program's own, by state_dict name; required for a program
+        exported in fake mode (else VAL007). A checkpoint that does not fit raises
+        :class:`onnxsight.WeightsError` before anything is written: missing weights (VAL008), keys the
+        model lacks (VAL009, ignored with ``strict=False``), another shape or dtype (VAL010).
         """
         self.check_weights()
+        if weights is not None:
+            return save_with_weights(self._translated, self.exported_program, path, weights, strict=strict,
+                                     external_data=external_data, assemble=assemble)
+        self._require_data("save() without weights=")
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
                 raise ValueError("external data cannot be written into a file object: save to a path instead")
@@ -257,6 +283,7 @@ class ONNXProgram:
         import onnxruntime as ort
 
         self.check_weights()
+        self._require_data("running the program in ONNX Runtime")
         key = tuple(providers)
         if key not in self._session_cache:
             options = ort.SessionOptions()

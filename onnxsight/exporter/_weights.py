@@ -1,0 +1,140 @@
+"""``save(path, weights=...)``: check a checkpoint against the program, then stream it into external data.
+
+The program names each weight by its ``state_dict`` key (``_translate_program``:
+a parameter or buffer's initializer is its FQN, ``fc.weight``), so a
+checkpoint maps onto the initializers by name. Weights tied to each other
+(a language model's head and embedding) are separate initializers holding the
+same tensor; a checkpoint usually keeps one of them, so each initializer is
+looked up under the names of every tensor it is tied to.
+
+Every problem is found before anything is written, from the checkpoint's
+keys, dtypes and shapes alone: missing weights (VAL008), keys the model does
+not have (VAL009), another shape or dtype (VAL010). Then the weights are
+written one at a time, so the peak memory is one tensor (a ``state_dict``) or
+one copy chunk (a file), never the model.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext, caller_location
+from onnxsight.exporter._checkpoint import BadWeights, open_weights, write_tensor
+from onnxsight.exporter._errors import WeightsError
+from onnxsight.exporter._fake import has_data, listing
+
+ALIGN = 4096  # each tensor starts on a page, for mmap
+
+
+def save_with_weights(translated: Any, exported: Any, path: Any, weights: Any, *, strict: bool,
+                      external_data: bool | None, assemble: Any) -> list[str]:
+    """Write ``path`` and ``path.data`` with the weights of ``weights``; returns the two paths.
+
+    ``assemble`` builds the ModelProto from the external-data table (``_program.assemble``).
+    Raises :class:`WeightsError` (ARG014, VAL008-VAL010) before writing anything.
+    """
+    ctx = DiagnosticContext(fallback_location=caller_location())
+    try:
+        if external_data is False:
+            raise BadWeights("streams the weights into external data (model.onnx.data), "
+                             "but save() was called with external_data=False")
+        if not isinstance(path, (str, os.PathLike)):
+            raise BadWeights(f"streams the weights into a file next to the model, but the path is a "
+                             f"{type(path).__name__}: pass a path")
+        path = os.fspath(path)
+        source = open_weights(weights)
+    except BadWeights as exc:
+        ctx.emit(rules.INVALID_WEIGHTS_ARGUMENT, reason=str(exc))
+        raise WeightsError("save(weights=...) was given no checkpoint", diagnostics=ctx.diagnostics) from None
+    plan = _plan(ctx, translated, exported, source, strict)
+    if ctx.errors:
+        raise WeightsError(f"the checkpoint {source.description} does not fit this program",
+                           diagnostics=ctx.diagnostics)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    location = os.path.basename(path) + ".data"
+    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+    external: dict[str, tuple[str, int, int]] = {}
+    written: dict[str, tuple[str, int, int]] = {}   # checkpoint key -> entry: tied weights are written once
+    fd = os.open(data_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for name, tensor in translated.initializers.items():
+            key = plan[name]
+            if key is not None and key in written:
+                external[name] = written[key]
+                continue
+            offset = os.lseek(fd, 0, os.SEEK_CUR)
+            length = source.write(key, fd) if key is not None else write_tensor(tensor, fd)
+            external[name] = (location, offset, length)
+            if key is not None:
+                written[key] = external[name]
+            os.write(fd, b"\0" * ((-(offset + length)) % ALIGN))
+    finally:
+        os.close(fd)
+    model = assemble(translated, with_data=False, external=external)
+    with open(path, "wb") as handle:
+        handle.write(model.SerializeToString())
+    return [path, data_path]
+
+
+def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, strict: bool) -> dict[str, str | None]:
+    """initializer -> checkpoint key (None: the program's own tensor); emits VAL008/VAL009/VAL010."""
+    keys = set(source.keys())
+    expected = set(getattr(exported, "state_dict", {}) or {})
+    constants = dict(getattr(exported, "constants", {}) or {})
+    tied = _tied_names({**translated.initializers, **(getattr(exported, "state_dict", {}) or {}), **constants})
+    non_persistent = set(getattr(exported.graph_signature, "non_persistent_buffers", ()) or ())
+    plan: dict[str, str | None] = {}
+    missing: list[str] = []
+    mismatches: list[str] = []
+    for name, tensor in translated.initializers.items():
+        key = next((k for k in tied.get(name, [name]) if k in keys), None)
+        if key is None:
+            if has_data(tensor) and (not strict or name not in expected):
+                plan[name] = None
+            else:
+                missing.append(_describe(name, non_persistent, translated.initializer_kinds.get(name), expected))
+            continue
+        plan[name] = key
+        meta = source.meta(key)
+        if meta.dtype != tensor.dtype or tuple(meta.shape) != tuple(tensor.shape):
+            mismatches.append(f"{key}: {_dtype(meta.dtype)} {list(meta.shape)} in the checkpoint, "
+                              f"{_dtype(tensor.dtype)} {list(tensor.shape)} in the program")
+    if missing:
+        ctx.emit(rules.CHECKPOINT_MISSING_WEIGHTS, source=source.description, count=len(missing),
+                 keys=listing(missing))
+    known = expected | set(constants) | set(translated.initializers)
+    unexpected = [k for k in source.keys() if k not in known]
+    if unexpected and strict:
+        ctx.emit(rules.CHECKPOINT_UNEXPECTED_KEYS, source=source.description, count=len(unexpected),
+                 keys=listing(unexpected))
+    if mismatches:
+        ctx.emit(rules.CHECKPOINT_WEIGHT_MISMATCH, source=source.description, count=len(mismatches),
+                 mismatches=listing(mismatches, 4))
+    return plan
+
+
+def _tied_names(tensors: dict[str, Any]) -> dict[str, list[str]]:
+    """name -> itself first, then every other name of the same tensor object (tied weights)."""
+    by_id: dict[int, list[str]] = {}
+    for name, tensor in tensors.items():
+        by_id.setdefault(id(tensor), []).append(name)
+    return {name: [name, *(n for n in by_id[id(t)] if n != name)] for name, t in tensors.items()}
+
+
+def _describe(name: str, non_persistent: set[str], kind: str | None, expected: set[str]) -> str:
+    """A missing weight, with why a checkpoint would not have it when that is the reason."""
+    if name in non_persistent:
+        return f"{name} (a non-persistent buffer: never in a state_dict)"
+    if kind == "CONSTANT_TENSOR":
+        return f"{name} (a tensor attribute of the model, not in its state_dict)"
+    if name not in expected:
+        return f"{name} (computed by the exporter from other weights)"
+    return name
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
