@@ -135,6 +135,7 @@ class _Session:
     error: BaseException | None = None
     applied: list[str] = field(default_factory=list)
     derived: list[Any] = field(default_factory=list)  # applied fixes onnxsight derived (Fix with guards)
+    deferred: tuple[_Try, dict[str, Any], Any] | None = None  # a size-1 specialisation left to the grown example
     where: audit.Where = (None, None)    # where the first applied fix was required
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
@@ -159,6 +160,9 @@ class _Session:
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
                 mode = GROWN  # size-oblivious capture hit something else: capture a grown example
                 continue
+            if rule is not rules.DYNAMIC_SHAPE_VIOLATION and self.deferred is not None:
+                self._refuse(*self.deferred)  # the grown example failed too: the size-1 specialisation is why
+                return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
                 self._strategy_failed(attempt, exc)
                 return None
@@ -191,13 +195,14 @@ class _Session:
         for name, value in audit.specialised(message):
             if name in by_label:
                 static.setdefault(name, (value, f"{name} = {value}"))
+        # NOTE: size-oblivious capture still specialises a size-1 dim the model branches on
+        # (`batch == 1`) next to other violations; the grown example's capture (checked at the
+        # example in _accept) decides whether that dim can stay dynamic, so it is not refused here.
+        if static and fallback and all(any(d.size <= 1 for d in by_label[name]) for name in static):
+            self.deferred = (attempt, static, shapes)
+            return GROWN
         if static:
-            for name, (value, text) in static.items():
-                small = any(d.size <= 1 for d in by_label[name])
-                audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes,
-                             size_cause=small)
-                self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
-            self.final = True
+            self._refuse(attempt, static, shapes)
             return None
         # NOTE: size-oblivious reasoning bounds a dim whose example is 0 or 1 by that example
         # (`batch <= 1`); applied, it would empty the range of the grown-example retry ([2:1]).
@@ -221,6 +226,15 @@ class _Session:
         self.where = self.where if self.where[0] else found
         return refined
 
+    def _refuse(self, attempt: _Try, static: dict[str, Any], shapes: Any) -> None:
+        """CAP005/CAP008 for each dim a fix would make static, at the line ``attempt``'s log names."""
+        by_label = audit.groups(self.dims)
+        for name, (value, text) in static.items():
+            small = any(d.size <= 1 for d in by_label[name])
+            audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes, size_cause=small)
+            self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
+        self.final = True
+
     def _accept(self, attempt: _Try, shapes: Any, mode: str) -> torch.export.ExportedProgram | None:
         program = attempt.program
         assert program is not None
@@ -228,10 +242,13 @@ class _Session:
             problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
             small = audit.groups(d for d in self.dims if d.size <= 1)
             if problem is not None:
+                log = self.deferred[0].log if self.deferred is not None else attempt.log  # names the line
                 for dims in small.values():
-                    audit.refuse(self.ctx, self.entries, attempt.log, dims, dims[0].size, problem, shapes,
+                    audit.refuse(self.ctx, self.entries, log, dims, dims[0].size, problem, shapes,
                                  size_cause=True)
-                self._retag(rules.EXAMPLE_SIZE_SPECIALIZED)
+                # captured, but not the model at the example: the attempt did not capture it
+                self.attempts[-1] = replace(self.attempts[-1], success=False, rule=rules.EXAMPLE_SIZE_SPECIALIZED.code,
+                                            error=problem)
                 self.final = True
                 return None
             how = HOW[mode]

@@ -242,6 +242,18 @@ def test_a_derived_range_exports_a_model_right_at_every_size_it_accepts() -> Non
         onnxsight.verify(program, (torch.randn(2, 3, 8, 7),))
 
 
+def test_a_batch_one_example_with_a_derived_range_keeps_both_dims_dynamic() -> None:
+    """Size-oblivious capture reports ``batch == 1`` next to the width guard; the grown example
+    gets the derived range and the batch stays dynamic (was CAP008, 'pass an example of batch 2',
+    which failed the same way: the segformer case)."""
+    model = PooledUnlessTiny()
+    program = onnxsight.export(model, (torch.randn(1, 3, 8, 32),), dynamic_shapes={"x": {0: Dim("batch"), 3: Dim("w")}})
+    assert [d.code for d in program.diagnostics if d.code.startswith("CAP")] == ["CAP009", "CAP007"]
+    for batch, width in ((1, 32), (3, 12)):
+        x = torch.randn(batch, 3, 8, width)
+        torch.testing.assert_close(program(x)[0], model(x))
+
+
 @pytest.mark.parametrize(("guard", "example", "expected"), [
     ("(L['x'].size()[3] // 4) != 1", 32, "w = Dim('w', min=8)"),
     ("(1 + (((-1) + (((-1) + L['x'].size()[3]) // 4)) // 2)) != 1", 32, "w = Dim('w', min=13)"),
