@@ -198,6 +198,9 @@ def export_options_parser() -> argparse.ArgumentParser:
                          help="names of the ONNX inputs, comma-separated")
     options.add_argument("--output-names", type=names_list, default=None, metavar="A,B",
                          help="names of the ONNX outputs, comma-separated")
+    options.add_argument("--module-functions", action="store_true",
+                         help="keep the module hierarchy: each module call an ONNX local function named after "
+                              "its class (Netron shows each as a box); the call node is named after the module path")
     dynamic = options.add_mutually_exclusive_group()
     dynamic.add_argument("--dynamic", action="append", type=dynamic_dim, default=[], metavar="NAME:AXIS[:DIM]",
                          help="make AXIS of input NAME (forward()'s argument or an --input-names name) dynamic, "

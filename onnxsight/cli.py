@@ -102,6 +102,8 @@ def _load(options: argparse.Namespace, console: Console) -> tuple[Any, tuple, di
                                      "input_names": options.input_names, "output_names": options.output_names}
         if options.translations:
             arguments["custom_translations"] = load_translations(options.translations)
+        if options.module_functions:
+            arguments["module_functions"] = True
     if options.dynamic:
         arguments["dynamic_axes"] = dynamic_axes(options.dynamic)
     elif options.dynamic_batch:
@@ -132,7 +134,7 @@ def cmd_verify(options: argparse.Namespace, console: Console) -> int:
         return _verify_python(options, console)
     if options.mode != "propagated":
         raise UsageError("--mode isolated needs the PyTorch model: pass FILE.py[:FUNCTION]")
-    for flag in ("opset", "translations", "dynamic", "input_names", "output_names"):
+    for flag in ("opset", "translations", "dynamic", "input_names", "output_names", "module_functions"):
         if getattr(options, flag):
             raise UsageError(f"--{flag.replace('_', '-')} applies to FILE.py[:FUNCTION] (it exports the model); "
                              f"{options.model} is already ONNX")

@@ -39,6 +39,7 @@ _INTERNAL = {
     "require_artifacts_dir": "onnxsight.exporter._inputs",
     "infer_dynamic_shapes": "onnxsight.exporter._auto_dims",
     "example_inputs": "onnxsight.exporter._auto_dims",
+    "inline_functions": "onnxsight.exporter._inline",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter._api import export
     from onnxsight.exporter._auto_dims import example_inputs, infer_dynamic_shapes
     from onnxsight.exporter._builder import GraphBuilder, Value
+    from onnxsight.exporter._inline import inline_functions
     from onnxsight.exporter._inputs import require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import onnx
 import torch
@@ -16,6 +16,7 @@ from onnxsight.exporter import _errors as errors
 from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
 from onnxsight.exporter._decompose import decompose, needs_decomposition
+from onnxsight.exporter._functions import invalid_selection
 from onnxsight.exporter._fake import real_mode, refuse_fake_file
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
@@ -33,6 +34,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+           module_functions: bool | Iterable[type] = False,
            registry: Registry | None = None) -> ONNXProgram:
     """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
 
@@ -45,6 +47,10 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
     problem's rule code, operator and source line, with ``.diagnostics`` and
     ``.record`` set.
+
+    ``module_functions=True`` (or a set of nn.Module classes) makes each module call an
+    ONNX local function named after its class, the call node named after the module path
+    (``_functions.py``); ``program.save(path, inline_functions=True)`` writes it flat again.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location())
@@ -54,7 +60,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
-                              external_data=external_data)
+                              external_data=external_data, module_functions=module_functions)
             if f is not None:
                 with record.stage("save"):
                     files = program.save(f, external_data=external_data)
@@ -81,11 +87,15 @@ def _fail(cls: type[errors.ExportError], summary: str, ctx: DiagnosticContext, r
 def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: ExportRecord, *, opset: int,
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
-            registry: Registry | None, f: Any = None, external_data: bool | None = None) -> ONNXProgram:
+            registry: Registry | None, f: Any = None, external_data: bool | None = None,
+            module_functions: Any = False) -> ONNXProgram:
     with record.stage("arguments") as stage:
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        invalid = invalid_selection(module_functions)
+        if invalid is not None:
+            ctx.emit(rules.MODULE_FUNCTIONS_INVALID, given=invalid)
         refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         registry = (registry or default_registry()).copy()
         keep: list[Any] = []
@@ -134,7 +144,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         analyze_program(decomposed, ctx, inputs=input_leaves(model, args, kwargs))
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names,
                                        output_names=output_names,
-                                       dim_names=symbol_names(decomposed, wanted_names))
+                                       dim_names=symbol_names(decomposed, wanted_names),
+                                       module_functions=module_functions)
         if translated is None:
             stage.status = "failed"
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)

@@ -62,6 +62,8 @@ class NodeInfo:
     used_outputs: frozenset[int] | None = None
     # metadata_props written on every ONNX node the translation emits (module scope, source line).
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The module calls the node ran under, outermost first (``_functions.ModuleCall``s): module_functions=.
+    module_stack: tuple[Any, ...] = ()
 
     @property
     def out_dtype(self) -> torch.dtype | None:
@@ -138,6 +140,8 @@ class GraphBuilder:
         self.initializers: dict[str, torch.Tensor] = {}
         self._constants: dict[tuple, Value] = {}
         self._shared: set[str] = set()  # names of the cached constants
+        # ONNX node name -> the module calls it was emitted under (for module_functions=; see _functions.py).
+        self.origins: dict[str, tuple[Any, ...]] = {}
         self._node: NodeInfo | None = parent._node if parent else None
         # Set by the translator: translate_subgraph(child_builder, graph_module, inputs, prefix) -> outputs.
         self.translate_subgraph: Any = None
@@ -181,6 +185,8 @@ class GraphBuilder:
 
     def _append(self, node: onnx.NodeProto) -> None:
         metadata = self._node.metadata if self._node is not None else {}
+        if self._node is not None and self._node.module_stack:
+            self.origins[node.name] = self._node.module_stack
         for key, text in metadata.items():
             entry = node.metadata_props.add()
             entry.key, entry.value = key, text

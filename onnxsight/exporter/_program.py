@@ -21,6 +21,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter._complex_io import from_pairs, to_pairs
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
+from onnxsight.exporter._inline import inline_functions
 from onnxsight.exporter._fake import dataless, fake_weights_error
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._translate_program import TranslatedGraph
@@ -91,6 +92,7 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
         graph.initializer.append(proto)
     opsets = [helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, producer_version=__version__)
+    model.functions.extend(translated.functions)  # module_functions=: one per module call signature
     # Node-level metadata_props need IR version 10.
     model.ir_version = max(10, helper.find_min_ir_version_for(opsets, ignore_unknown=True))
     for key, value in translated.metadata.items():
@@ -208,9 +210,12 @@ class ONNXProgram:
     def weights_size(self) -> int:
         return tensor_bytes(self._translated.initializers)
 
-    def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None, weights: Any = None,
-             strict: bool = True) -> list[str]:
+    def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None,
+             inline_functions: bool = False, weights: Any = None, strict: bool = True) -> list[str]:
         """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written.
+
+        ``inline_functions=True`` writes a program exported with ``module_functions=`` as one flat
+        graph (for runtimes without local functions), with the same names as a flat export.
 
         ``path`` may also be a binary file object (``io.BytesIO``, ``open(..., "wb")``), as torch.onnx
         accepts: the serialized model is written into it and no file is listed. External data needs a
@@ -228,12 +233,13 @@ class ONNXProgram:
         self.check_weights()
         if weights is not None:
             return save_with_weights(self._translated, self.exported_program, path, weights, strict=strict,
-                                     external_data=external_data, assemble=assemble)
+                                     external_data=external_data,
+                                     assemble=lambda *a, **k: _inlined(assemble(*a, **k), inline_functions))
         self._require_data("save() without weights=")
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
                 raise ValueError("external data cannot be written into a file object: save to a path instead")
-            path.write(self.model_proto.SerializeToString())
+            path.write(_inlined(self.model_proto, inline_functions).SerializeToString())
             return []
         path = os.fspath(path)
         if external_data is None:
@@ -241,7 +247,7 @@ class ONNXProgram:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if not external_data:
             with open(path, "wb") as handle:
-                handle.write(self.model_proto.SerializeToString())
+                handle.write(_inlined(self.model_proto, inline_functions).SerializeToString())
             return [path]
         location = os.path.basename(path) + ".data"
         data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
@@ -255,7 +261,7 @@ class ONNXProgram:
                 external[name] = (location, offset, handle.tell() - offset)
                 pad = (-handle.tell()) % 4096  # page-align the next tensor for mmap
                 handle.write(b"\0" * pad)
-        model = assemble(self._translated, with_data=False, external=external)
+        model = _inlined(assemble(self._translated, with_data=False, external=external), inline_functions)
         with open(path, "wb") as handle:
             handle.write(model.SerializeToString())
         return [path, data_path]
@@ -341,6 +347,10 @@ class ONNXProgram:
         nodes = len(self._translated.graph.node)
         return (f"ONNXProgram(opset={self.record.opset}, nodes={nodes}, inputs={self.input_names}, "
                 f"outputs={self.output_names}, diagnostics={len(self.diagnostics)})")
+
+
+def _inlined(model: onnx.ModelProto, inline: bool) -> onnx.ModelProto:
+    return inline_functions(model) if inline else model
 
 
 def _to_numpy(tensor: torch.Tensor) -> Any:

@@ -19,6 +19,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
 from onnxsight.exporter._dim_names import readable_dim, rename_symbols
+from onnxsight.exporter._functions import module_calls
 from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_key
 
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
@@ -185,7 +186,7 @@ class Translator:
     def _node_info(self, node: torch.fx.Node, vals: tuple) -> NodeInfo:
         return NodeInfo(node.name, op_display(node.target), tuple(_val_dtype(v) for v in vals),
                         tuple(self._rename_dims(_val_shape(v)) for v in vals), vals, _used_outputs(node),
-                        MappingProxyType(node_metadata(node)))
+                        MappingProxyType(node_metadata(node)), module_calls(node))
 
     def _translate(self, node: torch.fx.Node, fn: Any) -> None:
         """Call ``fn`` with ``b.node`` set to this node; bind its outputs, or report why it failed."""

@@ -9,7 +9,7 @@ that holds it (parameters map to their state-dict names).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import onnx
 import torch
@@ -20,6 +20,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._complex_io import split_complex
 from onnxsight.exporter._builder import GraphBuilder, Value, value_info
+from onnxsight.exporter._functions import modularize
 from onnxsight.exporter._registry import Registry
 from onnxsight.exporter._translate import Translator, find_unsupported, names_read
 
@@ -38,13 +39,18 @@ class TranslatedGraph:
     initializer_kinds: dict[str, str] = field(default_factory=dict)  # PARAMETER / BUFFER / CONSTANT_TENSOR
     complex_inputs: dict[str, torch.dtype] = field(default_factory=dict)   # name -> complex dtype (real pairs)
     complex_outputs: dict[str, torch.dtype] = field(default_factory=dict)
+    functions: list[onnx.FunctionProto] = field(default_factory=list)   # module_functions= (see _functions.py)
 
 
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
                       ctx: DiagnosticContext, *, input_names: Sequence[str] | None = None,
                       output_names: Sequence[str] | None = None,
-                      dim_names: dict[str, str] | None = None) -> TranslatedGraph | None:
-    """Translate the whole program; None when any node failed (diagnostics emitted)."""
+                      dim_names: dict[str, str] | None = None,
+                      module_functions: bool | Iterable[type] = False) -> TranslatedGraph | None:
+    """Translate the whole program; None when any node failed (diagnostics emitted).
+
+    ``module_functions``: True, or nn.Module classes, to make module calls ONNX functions (_functions.py).
+    """
     gm = program.graph_module
     if find_unsupported(gm, registry, opset, ctx):
         return None
@@ -134,7 +140,13 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     infos = [value_info(Value(renames.get(v.name, v.name), v.dtype, v.shape))
              for v in builder.value_info.values()
              if v.dtype is not None and renames.get(v.name, v.name) not in io_names]
-    graph = helper.make_graph(builder.nodes, "main_graph", [value_info(v) for v in graph_inputs],
+    nodes, functions = builder.nodes, []
+    if module_functions:
+        typed = [value_info(v) for v in [*graph_inputs, *final]] + [
+            value_info(Value(name, t.dtype, tuple(t.shape))) for name, t in initializers.items()]
+        nodes, functions, infos = modularize(nodes, builder.origins, infos, typed, [v.name for v in final],
+                                             builder.domains, module_functions, ctx)
+    graph = helper.make_graph(nodes, "main_graph", [value_info(v) for v in graph_inputs],
                               [value_info(v) for v in final], value_info=infos)
     for value in graph.input:
         _set_meta(value, "pkg.torch.export.graph_signature.InputSpec.kind", "USER_INPUT")
@@ -148,7 +160,7 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
                            value_names=tr.value_names, input_names=[v.name for v in graph_inputs],
                            output_names=[v.name for v in final], metadata=metadata,
                            initializer_kinds={k: v for k, v in input_meta.items() if k in initializers},
-                           complex_inputs=complex_io[0], complex_outputs=complex_io[1])
+                           complex_inputs=complex_io[0], complex_outputs=complex_io[1], functions=functions)
 
 
 def _rename_io(nodes: Sequence[onnx.NodeProto], renames: dict[str, str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
@@ -29,6 +29,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+           module_functions: bool | Iterable[type] = False,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            examples: Sequence[Any] | None = None) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
@@ -43,6 +44,10 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``kwargs`` is given). ``dynamic_shapes="auto"`` makes the dims that vary between ``args`` and
     the examples dynamic (``batch``, else ``<argument>_dim<axis>``); with examples the program is
     verified as with ``verify=True`` and at every example (``program.example_verifications``).
+
+    ``module_functions=True`` (or a set of nn.Module classes: ``{nn.TransformerEncoderLayer}``) keeps the
+    module hierarchy: each module call is an ONNX local function named after its class, its call node
+    named after the module path; ``program.save(path, inline_functions=True)`` writes the flat graph.
     """
     inputs = (model, args, kwargs)
     if report:
@@ -55,7 +60,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
             verify = True
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
-                              external_data=external_data, custom_translations=custom_translations)
+                              external_data=external_data, custom_translations=custom_translations,
+                              module_functions=module_functions)
     except ExportError as exc:
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)

@@ -64,6 +64,11 @@ class GraphIndex:
 
     @classmethod
     def build(cls, model: onnx.ModelProto, weights: Any = None) -> "GraphIndex":
+        """Index ``model``; onnxsight's module functions are inlined first, with the flat export's names,
+        so values inside functions are paired and compared like any other (``module_functions=``)."""
+        from onnxsight.exporter import inline_functions
+
+        model = inline_functions(model)
         graph = model.graph
         index = cls(model=model, weights=weights)
         index.initializers = {t.name: t for t in graph.initializer}

@@ -247,7 +247,8 @@ def test_rerender_from_the_run_record(tmp_path: Path) -> None:
 # -- the orchestration lives in onnxsight.pipeline: the exporter core knows nothing of reports or verification --
 
 PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", "opset_version", "dynamic_shapes",
-                 "dynamic_axes", "external_data", "custom_translations", "report", "verify", "artifacts_dir"]
+                 "dynamic_axes", "external_data", "custom_translations", "module_functions", "report", "verify",
+                 "artifacts_dir"]
 
 
 @pytest.mark.parametrize(("function", "expected"), [

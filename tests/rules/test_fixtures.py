@@ -219,6 +219,7 @@ CASES: tuple[Case, ...] = (
     Case("ARG011", Sin, marker="export", options={"custom_translations": {"aten::sinn": _invalid_node}}),
     Case("ARG012", TwoArgs, args=X4 * 2, marker="export"),
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
+    Case("ARG015", Sin, marker="export", options={"module_functions": "Sin"}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
@@ -255,6 +256,8 @@ CASES: tuple[Case, ...] = (
     Case("ONX004", CeluDouble, args=(torch.randn(4, dtype=torch.float64),),
          options={"custom_translations": {aten.celu.default: _celu_any_type}}),
     Case("IO006", ReturnsNumbers, marker="export"),
+    Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
+         options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
     Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),
     Case("VAL007", lambda: _fake(lambda: torch.nn.Linear(4, 4)), marker="export", files=("f",)),
 )
@@ -306,7 +309,8 @@ def test_fixture_table_covers_the_rules_the_exporter_emits() -> None:
     # CAP003/CAP004/CAP006 (torch.export error classes), DEC001, VAL004 (strict capture only),
     # OPS006 (per translation), DTY003 (never: float64 is kept), INT001 (tests/rules/test_analysis.py),
     # VAL006 (raised when a program is used after its weights changed: tests/exporter/test_honest_weights.py),
-    # VAL008-VAL010 and ARG014 (raised by save(weights=): tests/exporter/test_save_weights.py).
+    # VAL008-VAL010 and ARG014 (raised by save(weights=): tests/exporter/test_save_weights.py),
+    # ONX005 (a module call whose nodes interleave with its caller's: tests/exporter/test_module_functions.py).
     assert untested <= {"CAP003", "CAP004", "CAP006", "DEC001", "VAL004", "OPS006", "DTY003", "INT001", "VAL006",
-                        "VAL008", "VAL009", "VAL010", "ARG014"}
+                        "VAL008", "VAL009", "VAL010", "ARG014", "ONX005"}
 
