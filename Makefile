@@ -9,7 +9,7 @@ JOBS   ?= 2
 TORCH  ?= torch==2.13.0
 
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-rnn bench-startup bench-large sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -75,6 +75,13 @@ bench-startup: setup
 bench-large: setup
 	$(PY) -m pytest -q -n 0 -m large tests
 	$(PY) bench/large_model.py
+
+# A LLaMA-shaped 7B model (27 GB of float32 weights) built and exported in fake mode, against torch.onnx:
+# peak RSS and time per export in fresh processes. LAYERS=4 scales it down; RUNS rounds after a warm-up.
+LAYERS ?= 32
+RUNS   ?= 3
+bench-fake: setup
+	nice -n 10 $(PY) bench/fake_export.py --layers $(LAYERS) --runs $(RUNS)
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.
