@@ -63,6 +63,9 @@ PATCHES: tuple[Patch, ...] = (
           _DETECTION),
     Patch("torchvision.ops.poolers", "_multiscale_roi_align", tv.make_multiscale_roi_align,
           "it calls len() on the data-dependent number of RoIs; the replacement reads rois.shape[0]", _DETECTION),
+    Patch("torchvision.models.detection.transform", "paste_masks_in_image", tv.make_paste_masks,
+          "it pastes each detection's mask in a Python loop with int() of its box; the replacement pastes "
+          "all masks at once with the same bilinear weights as two matrix products", _DETECTION),
 )
 
 

@@ -96,3 +96,43 @@ def make_multiscale_roi_align(original: Callable[..., Tensor]) -> Callable[..., 
         return result
 
     return multiscale_roi_align
+
+
+def make_paste_masks(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Every mask pasted at once: its bilinear resize to the box and the paste as two weight matrices.
+
+    torchvision loops over the detections in Python (``int(box[2] - box[0] + 1)`` per box).
+    Here row ``y`` of a detection's image mask is ``rows[y] @ mask @ cols.T``, where ``rows``
+    holds, for each image row inside the box, the two bilinear weights F.interpolate
+    (align_corners=False) gives the mask rows, and zeros outside the box: the same sums
+    as resizing then pasting.
+    """
+    def paste_masks_in_image(masks: Tensor, boxes: Tensor, img_shape: tuple[int, int], padding: int = 1) -> Tensor:
+        from torchvision.models.detection import roi_heads
+
+        masks, scale = roi_heads.expand_masks(masks, padding=padding)
+        boxes = roi_heads.expand_boxes(boxes, scale).to(dtype=torch.int64)
+        im_h, im_w = img_shape
+        size = masks.shape[-1]
+        rows = _paste_weights(boxes[:, 1], boxes[:, 3], im_h, size, masks.dtype)
+        cols = _paste_weights(boxes[:, 0], boxes[:, 2], im_w, size, masks.dtype)
+        return (rows @ masks[:, 0] @ cols.transpose(1, 2))[:, None]
+
+    return paste_masks_in_image
+
+
+def _paste_weights(start: Tensor, end: Tensor, length: Any, size: int, dtype: torch.dtype) -> Tensor:
+    """[N, length, size]: bilinear weights of the ``size`` mask samples for each pixel of [start, end]."""
+    extent = torch.clamp(end - start + 1, min=1)
+    pixel = torch.arange(length, device=start.device)[None, :]
+    offset = pixel - start[:, None]
+    inside = (offset >= 0) & (pixel <= end[:, None])
+    # NOTE: ATen's upsample_bilinear2d: src = (in / out) * (dst + 0.5) - 0.5 in float, clamped at 0.
+    ratio = (torch.tensor(float(size), dtype=torch.float32) / extent.to(torch.float32))[:, None]
+    source = torch.clamp(ratio * (offset.to(torch.float32) + 0.5) - 0.5, min=0)
+    low = source.to(torch.int64)
+    high = low + (low < size - 1).to(torch.int64)
+    frac = (source - low.to(torch.float32))[..., None]
+    sample = torch.arange(size, device=start.device)
+    weights = (1 - frac) * (sample == low[..., None]) + frac * (sample == high[..., None])
+    return (weights * inside[..., None]).to(dtype)
