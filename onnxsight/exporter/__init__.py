@@ -40,6 +40,7 @@ _INTERNAL = {
     "infer_dynamic_shapes": "onnxsight.exporter._auto_dims",
     "example_inputs": "onnxsight.exporter._auto_dims",
     "inline_functions": "onnxsight.exporter._inline",
+    "library_pytrees": "onnxsight.exporter._pytree_libs",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)
     from onnxsight.exporter._program import ONNXProgram
+    from onnxsight.exporter._pytree_libs import library_pytrees
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
     from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,
                                               translation)

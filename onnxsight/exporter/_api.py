@@ -21,6 +21,7 @@ from onnxsight.exporter._fake import real_mode, refuse_fake_file
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
+from onnxsight.exporter._pytree_libs import io_names, library_pytrees
 from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
@@ -56,7 +57,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ctx = DiagnosticContext(fallback_location=caller_location())
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
     try:
-        with real_mode():  # constants the exporter makes stay real inside fake_mode()
+        with library_pytrees(), real_mode():  # caches flattened (CAP012); constants real under fake_mode()
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
@@ -142,8 +143,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         record.exported_program = decomposed
     with record.stage("translate") as stage:
         analyze_program(decomposed, ctx, inputs=input_leaves(model, args, kwargs))
-        translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names,
-                                       output_names=output_names,
+        library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
+        translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
+                                       output_names=output_names or library_outputs,
                                        dim_names=symbol_names(decomposed, wanted_names),
                                        module_functions=module_functions)
         if translated is None:

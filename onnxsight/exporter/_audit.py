@@ -187,9 +187,10 @@ def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Modu
     """None when the captured graph computes what the model does at the example; else what differs."""
     try:
         with torch.no_grad():
-            expected = pytree.tree_leaves(model(*args, **kwargs))
+            # On copies: a model that updates its inputs in place (a KV cache) must see the example twice.
+            expected = pytree.tree_leaves(model(*_copies(args), **_copies(kwargs)))
             # Without the input guards: a program captured from a grown example declares sizes >= 2.
-            got = pytree.tree_leaves(program.module(check_guards=False)(*args, **kwargs))
+            got = pytree.tree_leaves(program.module(check_guards=False)(*_copies(args), **_copies(kwargs)))
     except Exception as exc:  # noqa: BLE001 - a runtime assert at size 1 is the answer here
         return f"the graph captured for sizes >= 2 fails at the example: {type(exc).__name__}: " \
                f"{(str(exc).strip().splitlines() or [''])[0][:200]}"
@@ -202,6 +203,10 @@ def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Modu
             except AssertionError:
                 return f"the graph captured for sizes >= 2 computes output {index} differently at the example"
     return None
+
+
+def _copies(tree: Any) -> Any:
+    return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
 
 
 def confirm(entries: Entries, dims: Iterable[RequestedDim]) -> None:

@@ -137,6 +137,7 @@ class _Session:
     derived: list[Any] = field(default_factory=list)  # applied fixes onnxsight derived (Fix with guards)
     deferred: tuple[_Try, dict[str, Any], Any] | None = None  # a size-1 specialisation left to the grown example
     where: audit.Where = (None, None)    # where the first applied fix was required
+    retried: tuple[_Try, BaseException] | None = None  # a violation without a fix, retried size-oblivious
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
         """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
@@ -157,6 +158,9 @@ class _Session:
             self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
                                                 rule.code, log=attempt.log.log_lines()))
             self.error = exc
+            if self.retried is not None and mode == OBLIVIOUS and rule is not rules.DYNAMIC_SHAPE_VIOLATION:
+                self._violation(*self.retried)
+                return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
                 mode = GROWN  # size-oblivious capture hit something else: capture a grown example
                 continue
@@ -166,9 +170,15 @@ class _Session:
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
                 self._strategy_failed(attempt, exc)
                 return None
-            refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS)
+            if self.retried is not None and mode == OBLIVIOUS:  # the retry below failed too: the first error
+                self._violation(*self.retried)
+                return None
+            refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS, retry=mode == PLAIN)
             if refined is GROWN:
                 mode = GROWN
+                continue
+            if refined is OBLIVIOUS:  # see the NOTE in _fix
+                self.retried, mode = (attempt, exc), OBLIVIOUS
                 continue
             if refined is None:
                 return None
@@ -180,10 +190,11 @@ class _Session:
         """The last attempt's rule: what onnxsight made of its violation (fixed, refused)."""
         self.attempts[-1] = replace(self.attempts[-1], rule=rule.code)
 
-    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, *, fallback: bool) -> Any:
+    def _fix(self, attempt: _Try, shapes: Any, exc: BaseException, *, fallback: bool, retry: bool = False) -> Any:
         """The refined dynamic_shapes to try next, or None once a refusal or violation is reported.
 
         ``fallback``: a violation without an applicable fix returns GROWN (try a grown example) instead.
+        ``retry``: it returns OBLIVIOUS (capture again size-oblivious) instead.
         """
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
@@ -217,6 +228,12 @@ class _Session:
         if refined is None:
             if fallback:
                 return GROWN
+            # NOTE: a guard true over the whole range that sympy cannot prove (a KV cache's
+            # contiguity check: min(8 + 8*past, 16 + 16*past) == 8 + 8*past) has no fix to apply;
+            # size-oblivious reasoning does not raise it. The graph is then checked at the example
+            # (_accept); if that capture fails too, this violation is the one reported.
+            if retry:
+                return OBLIVIOUS
             self._violation(attempt, exc)
             return None
         self.applied.extend(f.text for f in fixes)
@@ -241,6 +258,9 @@ class _Session:
         if mode != PLAIN:
             problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
             small = audit.groups(d for d in self.dims if d.size <= 1)
+            if problem is not None and self.retried is not None and not small:
+                self._violation(*self.retried)
+                return None
             if problem is not None:
                 log = self.deferred[0].log if self.deferred is not None else attempt.log  # names the line
                 for dims in small.values():

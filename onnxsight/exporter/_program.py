@@ -20,6 +20,7 @@ from onnx import helper
 from onnxsight import rules
 from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter._complex_io import from_pairs, to_pairs
+from onnxsight.exporter._pytree_libs import library_pytrees
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._inline import inline_functions
 from onnxsight.exporter._fake import dataless, fake_weights_error
@@ -277,7 +278,8 @@ class ONNXProgram:
         in_spec = getattr(spec, "in_spec", None)
         if kwargs and in_spec is not None:
             kwargs = reorder_kwargs(kwargs, in_spec)
-        leaves = pytree.tree_leaves((tuple(args), kwargs))
+        with library_pytrees():  # a DynamicCache argument: its tensors, as at export (CAP012)
+            leaves = pytree.tree_leaves((tuple(args), kwargs))
         tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         if len(tensors) != len(self.input_names):
             raise ValueError(f"the model takes {len(self.input_names)} tensor inputs ({', '.join(self.input_names)}), "

@@ -43,8 +43,8 @@ class TranslatedGraph:
 
 
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
-                      ctx: DiagnosticContext, *, input_names: Sequence[str] | None = None,
-                      output_names: Sequence[str] | None = None,
+                      ctx: DiagnosticContext, *, input_names: Sequence[str | None] | None = None,
+                      output_names: Sequence[str | None] | None = None,
                       dim_names: dict[str, str] | None = None,
                       module_functions: bool | Iterable[type] = False) -> TranslatedGraph | None:
     """Translate the whole program; None when any node failed (diagnostics emitted).
@@ -117,12 +117,12 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
         seen.add(value.name)
         final.append(value)
     renames: dict[str, str] = {}
-    if input_names:
+    if input_names:  # a None keeps the value's own name
         for value, new in zip(graph_inputs, input_names):
-            renames[value.name] = new
+            renames[value.name] = new or value.name
     if output_names:
         for value, new in zip(final, output_names):
-            renames[value.name] = new
+            renames[value.name] = new or value.name
     if renames:
         _rename_io(builder.nodes, renames)
         for vlist in (graph_inputs, final):

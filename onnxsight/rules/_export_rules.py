@@ -344,6 +344,35 @@ CAPTURE_PATCH_FAILED = define(
         "report the version as an issue.",
     tags=("capture",))
 
+LIBRARY_CONTAINER_FLATTENED = define(
+    "CAP012", "library-container-flattened", N,
+    "{kind} {argument} ({container}, {layers} layers) was flattened to {count} ONNX {kind}s {first} ... {last}",
+    "Feed the ONNX model one tensor per flattened name, in the order listed; prog(...) does it for you.",
+    what="Notes an input or output of a library type that torch.export cannot see through (transformers' "
+         "`DynamicCache`, `EncoderDecoderCache`), flattened for the export into one ONNX value per "
+         "tensor: `past_key_values.{layer}.key` / `.value` for inputs, `present.{layer}.key` / `.value` "
+         "for outputs.",
+    why="A decode step takes the KV cache as an object; torch.export (and torch.onnx) stop on it with "
+        "'Unsupported input type DynamicCache'. onnxsight registers the cache classes as pytree nodes "
+        "for the duration of the export only (as transformers' own exporter does), so nothing global "
+        "changes, and names the flattened tensors the way ONNX Runtime GenAI and optimum expect them.",
+    example="""
+        cache = DynamicCache([(keys, values) for _ in range(config.num_hidden_layers)])
+        onnxsight.export(llama, (), kwargs={"input_ids": ids, "attention_mask": mask,
+                                            "past_key_values": cache})   # CAP012
+    """,
+    how="""
+        Nothing is wrong. Make the batch and the past length dynamic with one spec per cache tensor,
+        in flattened order (key, value of layer 0, then of layer 1, ...):
+
+        ```python
+        batch, past = Dim("batch"), Dim("past", min=1, max=4096)
+        dynamic_shapes = {"input_ids": {0: batch}, "attention_mask": {0: batch, 1: past + 1},
+                          "past_key_values": [{0: batch, 2: past}] * (2 * num_layers)}
+        ```
+    """,
+    tags=("capture", "io"))
+
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(
     "DEC001", "decomposition-failed", E,

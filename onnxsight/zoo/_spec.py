@@ -143,9 +143,24 @@ def dynamic_shapes_for(dynamic: Mapping[str, Mapping[int, str]], model: Any, arg
             return type(value)(leaf_spec(v, axes) for v in value)
         if isinstance(value, Mapping):
             return {k: leaf_spec(v, axes) for k, v in value.items()}
-        return None
+        leaves = _container_leaves(value)  # a KV cache object: the axes on each of its tensors
+        return None if leaves is None else [leaf_spec(leaf, axes) for leaf in leaves]
 
     return {arg: leaf_spec(value, dynamic[arg]) if arg in dynamic else None for arg, value in bound.items()}
+
+
+def _container_leaves(value: Any) -> list[Any] | None:
+    """The tensors a library container (transformers' DynamicCache) flattens to, in order; else None."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from onnxsight.exporter import library_pytrees
+
+    with library_pytrees():
+        leaves = pytree.tree_leaves(value)
+    if not leaves or leaves == [value] or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None
+    return leaves
 
 
 def grown_inputs(dynamic: Mapping[str, Mapping[int, str]], model: Any, args: tuple, kwargs: Mapping[str, Any]
@@ -154,6 +169,8 @@ def grown_inputs(dynamic: Mapping[str, Mapping[int, str]], model: Any, args: tup
     (token ids stay valid), the call's form kept (positional stays positional); and the sizes, by dim name."""
     import torch
     from torch.utils import _pytree as pytree
+
+    from onnxsight.exporter import library_pytrees
 
     positional = list(inspect.signature(model.forward).bind_partial(*args).arguments)
     sizes: dict[str, int] = {}
@@ -170,8 +187,9 @@ def grown_inputs(dynamic: Mapping[str, Mapping[int, str]], model: Any, args: tup
             return leaf.contiguous()
         return pytree.tree_map(one, value)
 
-    args = tuple(grow(v, dynamic[n]) if n in dynamic else v for n, v in zip(positional, args))
-    kwargs = {n: grow(v, dynamic[n]) if n in dynamic else v for n, v in kwargs.items()}
+    with library_pytrees():  # a KV cache object grows tensor by tensor
+        args = tuple(grow(v, dynamic[n]) if n in dynamic else v for n, v in zip(positional, args))
+        kwargs = {n: grow(v, dynamic[n]) if n in dynamic else v for n, v in kwargs.items()}
     return args, kwargs, dict(sorted(sizes.items()))
 
 

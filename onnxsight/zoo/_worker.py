@@ -314,6 +314,14 @@ def _save(result: ModelResult, prog: Any, model_dir: str) -> None:
 
 def run_model(task: dict[str, Any]) -> ModelResult:
     """Build, export, run and verify one model, recording everything; never raises for a model's failure."""
+    from onnxsight.exporter import library_pytrees
+
+    load_suite(task["suite"])  # imports the suite's libraries (transformers): their containers are flattened
+    with library_pytrees():  # a model taking or returning a KV cache object: its copies, outputs and sizes
+        return _run_model(task)
+
+
+def _run_model(task: dict[str, Any]) -> ModelResult:
     import torch
     from torch.utils import _pytree as pytree
 

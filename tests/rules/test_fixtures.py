@@ -128,6 +128,17 @@ class ComplexOutput(torch.nn.Module):
         return torch.fft.rfft(x)  # @IO007
 
 
+class CacheInput(torch.nn.Module):
+    def forward(self, x: torch.Tensor, cache: Any) -> torch.Tensor:
+        return x + cache.layers[0].keys.sum()
+
+
+def _cache() -> Any:
+    from transformers import DynamicCache
+
+    return DynamicCache([(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))])
+
+
 class BFloat16Mul(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.to(torch.bfloat16) * 2  # @DTY002
@@ -259,6 +270,7 @@ CASES: tuple[Case, ...] = (
     Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
     Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),
+    Case("CAP012", CacheInput, args=(torch.randn(4), _cache()), marker="export"),
     Case("VAL007", lambda: _fake(lambda: torch.nn.Linear(4, 4)), marker="export", files=("f",)),
 )
 
