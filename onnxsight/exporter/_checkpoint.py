@@ -156,16 +156,38 @@ def _read_header(path: str) -> dict[str, tuple[str, Meta, int, int]]:
     return entries
 
 
-def open_weights(weights: Any) -> StateDict | TorchFile | Safetensors:
-    """The checkpoint ``weights=`` names; raises :class:`BadWeights` with a reason for ARG014."""
+class Combined:
+    """Several checkpoints as one (``weights=["shards/", {"rotary.inv_freq": t}]``); a later one wins a key."""
+
+    def __init__(self, sources: list[Any]) -> None:
+        self.sources = sources
+        self.owner = {key: source for source in sources for key in source.keys()}
+        names = [source.description for source in sources]
+        self.description = " + ".join(names) if len(names) <= 3 else f"{names[0]} (+{len(names) - 1} more)"
+
+    def keys(self) -> list[str]:
+        return list(self.owner)
+
+    def meta(self, key: str) -> Meta:
+        return self.owner[key].meta(key)
+
+    def write(self, key: str, fd: int) -> int:
+        return self.owner[key].write(key, fd)
+
+
+def open_weights(weights: Any) -> Any:
+    """The checkpoint ``weights=`` names; raises :class:`BadWeights` with a reason for ARG014.
+
+    A list combines checkpoints: safetensors shards, or a folder plus a dict of what it lacks (a
+    non-persistent buffer such as a rotary embedding's ``inv_freq`` is never in a checkpoint).
+    """
+    if isinstance(weights, (list, tuple)):
+        if not weights or any(isinstance(w, (list, tuple)) for w in weights):
+            raise BadWeights("is an empty or nested list: list paths, folders and state_dicts")
+        sources = [open_weights(w) for w in weights]
+        return sources[0] if len(sources) == 1 else Combined(sources)
     if isinstance(weights, Mapping):
         return StateDict(weights)
-    if isinstance(weights, (list, tuple)) and weights and all(isinstance(p, (str, os.PathLike)) for p in weights):
-        paths = [os.fspath(p) for p in weights]
-        for path in paths:
-            if _kind(path) != "safetensors":
-                raise BadWeights(f"lists {path}, which is not a safetensors file (a list is of safetensors shards)")
-        return Safetensors(paths)
     if not isinstance(weights, (str, os.PathLike)):
         raise BadWeights(f"is a {type(weights).__name__}, not a state_dict, a torch.save file or safetensors files")
     path = os.fspath(weights)

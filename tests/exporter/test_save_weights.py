@@ -239,7 +239,15 @@ class _WithNonPersistent(torch.nn.Module):
         return self.fc(x) * self.inv_freq
 
 
-def test_non_persistent_buffer_missing_from_a_checkpoint_is_named_as_such(tmp_path) -> None:
+_WITH_BUFFER = {
+    "merged dict": lambda real, tmp: {**real.state_dict(), "inv_freq": real.inv_freq},
+    "file and dict": lambda real, tmp: [_safetensors_file(real.state_dict(), tmp), {"inv_freq": real.inv_freq}],
+    "folder and dict": lambda real, tmp: [_folder(real.state_dict(), tmp), {"inv_freq": real.inv_freq}],
+}
+
+
+@pytest.mark.parametrize("weights", sorted(_WITH_BUFFER))
+def test_non_persistent_buffer_missing_from_a_checkpoint_is_named_as_such(weights: str, tmp_path) -> None:
     torch.manual_seed(0)
     real = _WithNonPersistent().eval()
     with onnxsight.fake_mode():
@@ -250,7 +258,9 @@ def test_non_persistent_buffer_missing_from_a_checkpoint_is_named_as_such(tmp_pa
         prog.save(tmp_path / "m.onnx", weights=real.state_dict())
     assert "inv_freq" in str(info.value) and "non-persistent buffer" in str(info.value)
     path = str(tmp_path / "m.onnx")
-    prog.save(path, weights={**real.state_dict(), "inv_freq": real.inv_freq})
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    prog.save(path, weights=_WITH_BUFFER[weights](real, ckpt))
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
                                real(x).detach().numpy(), rtol=1e-6, atol=1e-6)
@@ -268,6 +278,7 @@ def _empty_folder(tmp) -> Any:
 
 _BAD = {
     "a number": (lambda tmp: 42, {}, ["int"]),
+    "an empty list": (lambda tmp: [], {}, ["empty"]),
     "no such file": (lambda tmp: str(tmp / "missing.pt"), {}, ["missing.pt", "does not exist"]),
     "not a checkpoint": (_not_a_checkpoint, {}, ["notes.txt"]),
     "folder without safetensors": (_empty_folder, {}, ["empty", ".safetensors"]),
