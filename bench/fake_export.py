@@ -107,7 +107,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _run(tool: str, layers: int) -> dict:
-    env = {**os.environ, "TORCH_LOGS": "", "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, __file__, "--child", tool, "--layers", str(layers)],
                           capture_output=True, text=True, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
