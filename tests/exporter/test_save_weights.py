@@ -363,3 +363,27 @@ def test_save_streams_one_tensor_at_a_time(suffix: str, tmp_path) -> None:
         handle.seek(int(info["offset"]))
         values = np.frombuffer(handle.read(16), dtype=np.float32)
     np.testing.assert_array_equal(values, np.full(4, 0.03, dtype=np.float32))
+
+
+def test_tiny_llama_fake_export_saved_from_safetensors_matches_eager(tmp_path) -> None:
+    """The issue's flow on a transformers LLaMA: fake build, export, save from safetensors + the rotary buffer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=100)
+    torch.manual_seed(0)
+    real = LlamaForCausalLM(config).eval()
+    save_file({k: v.contiguous() for k, v in real.state_dict().items()}, tmp_path / "model.safetensors")
+    with onnxsight.fake_mode():
+        model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 100, (1, 8))
+    prog = onnxsight.exporter.export(model, (ids,), kwargs={"use_cache": False})
+    buffers = {name: b for name, b in real.named_buffers() if name in prog.fake_weights}
+    assert set(buffers) == {"model.rotary_emb.inv_freq"}   # non-persistent: in no checkpoint
+    path = str(tmp_path / "llama.onnx")
+    prog.save(path, weights=[tmp_path / "model.safetensors", buffers])
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    logits = session.run(None, {session.get_inputs()[0].name: ids.numpy()})[0]
+    with torch.no_grad():
+        expected = real(ids, use_cache=False).logits.numpy()
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4)
