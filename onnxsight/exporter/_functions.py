@@ -19,7 +19,6 @@ back exactly the flat graph, which is what the verifier compares.
 
 from __future__ import annotations
 
-import heapq
 import json
 import sys
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ from onnx import helper
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter._inline import FUNCTION_DOMAIN, NAMES_KEY, SHARED_CONSTANT_KEY, Expander, _graphs
+from onnxsight.exporter._graph_order import node_outputs, node_reads, ordered, topological, units_on_cycles
+from onnxsight.exporter._inline import FUNCTION_DOMAIN, NAMES_KEY, SHARED_CONSTANT_KEY, Expander, graphs
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Modularizer:
         self.opsets = dict(opsets)
         self.ctx = ctx
         self.outputs = set(graph_outputs)
-        self.reads = [_reads(n) for n in self.flat]
+        self.reads = [node_reads(n) for n in self.flat]
         self.consumers: dict[str, set[int]] = {}
         for i, names in enumerate(self.reads):
             for name in names:
@@ -151,7 +151,7 @@ class Modularizer:
 
     def run(self) -> tuple[list[onnx.NodeProto], list[onnx.FunctionProto]]:
         nodes = self._level(list(range(len(self.flat))), 0, "the main graph")
-        read = {name for node in nodes for name in _reads(node)} | self.outputs
+        read = {name for node in nodes for name in node_reads(node)} | self.outputs
         nodes = [n for n in nodes if not _is_copyable(n) or n.output[0] in read]
         return nodes, [f.proto for f in self.functions.values()]
 
@@ -176,7 +176,7 @@ class Modularizer:
                 produced.append(self.flat[unit])
             else:
                 produced.append(self._call(groups[unit], depth))
-        return _topological(produced)
+        return topological(produced)
 
     def _units(self, items: list[int], depth: int) -> tuple[list[int | str], dict[str, list[int]]]:
         units: list[int | str] = []
@@ -199,25 +199,25 @@ class Modularizer:
         for u, unit in enumerate(units):
             for i in (groups[unit] if isinstance(unit, str) else [unit]):
                 owner[i] = u
-        producer = {name: owner[i] for i in owner for name in _outputs(self.flat[i])}
+        producer = {name: owner[i] for i in owner for name in node_outputs(self.flat[i])}
         edges: list[set[int]] = [set() for _ in units]
         for i, u in owner.items():
             for name in self.reads[i]:
                 v = producer.get(name)
                 if v is not None and v != u and not (isinstance(units[u], str) and name in self.constants):
                     edges[v].add(u)
-        return [units[u] for u in _units_on_cycles(edges) if isinstance(units[u], str)]
+        return [units[u] for u in units_on_cycles(edges) if isinstance(units[u], str)]
 
     # -- one call ----------------------------------------------------------------------------------------
     def _call(self, items: list[int], depth: int) -> onnx.NodeProto:
         call = self.stacks[items[0]][depth]
         body = self._level(items, depth + 1, call.call_name)
         members = set(items)
-        defined = {name for node in body for name in _outputs(node)}
-        inputs = _ordered(name for node in body for name in _reads(node) if name not in defined)
+        defined = {name for node in body for name in node_outputs(node)}
+        inputs = ordered(name for node in body for name in node_reads(node) if name not in defined)
         copies = [_shared_copy(self.flat[self.constants[n]]) for n in inputs if n in self.constants]
         inputs = [n for n in inputs if n not in self.constants]
-        outputs = [name for node in body for name in _outputs(node)
+        outputs = [name for node in body for name in node_outputs(node)
                    if name in self.outputs or self.consumers.get(name, set()) - members]
         body = copies + body
         signature = _signature(call.cls, body, inputs, outputs, self.infos)
@@ -246,8 +246,8 @@ class Modularizer:
         opsets = [helper.make_opsetid(d, self.opsets.get(d, 1)) for d in sorted(domains)]
         proto = helper.make_function(FUNCTION_DOMAIN, name, inputs, outputs, body, opsets,
                                      doc_string=f"{call.cls} (first called as {call.call_name})")
-        names = set(inputs) | {v for node in body for v in _outputs(node)}
-        proto.value_info.extend(self.infos[v] for v in _ordered([*inputs, *sorted(names)]) if v in self.infos)
+        names = set(inputs) | {v for node in body for v in node_outputs(node)}
+        proto.value_info.extend(self.infos[v] for v in ordered([*inputs, *sorted(names)]) if v in self.infos)
         _set_meta(proto, {"pkg.onnxsight.module_class": call.cls})
         return proto
 
@@ -279,95 +279,6 @@ def _shared_copy(node: onnx.NodeProto) -> onnx.NodeProto:
     return copy
 
 
-def _outputs(node: onnx.NodeProto) -> list[str]:
-    return [o for o in node.output if o]
-
-
-def _reads(node: onnx.NodeProto) -> list[str]:
-    """Names ``node`` reads: its inputs, and the outer-scope names its subgraphs read."""
-    names = [n for n in node.input if n]
-    for graph in _graphs(node):
-        local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-        for inner in graph.node:
-            names.extend(n for n in _reads(inner) if n not in local)
-            local.update(inner.output)
-        names.extend(v.name for v in graph.output if v.name not in local)
-    return names
-
-
-def _ordered(names: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(names))
-
-
-def _topological(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    """``nodes`` ordered so every value is produced before it is read, keeping the given order where it can."""
-    producer = {name: i for i, node in enumerate(nodes) for name in _outputs(node)}
-    waiting = [0] * len(nodes)
-    users: list[list[int]] = [[] for _ in nodes]
-    for i, node in enumerate(nodes):
-        for j in {producer[n] for n in _reads(node) if n in producer and producer[n] != i}:
-            waiting[i] += 1
-            users[j].append(i)
-    ready = [i for i, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in users[i]:
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                heapq.heappush(ready, j)
-    if len(order) != len(nodes):
-        raise AssertionError("module functions left a cycle in the graph")
-    return [nodes[i] for i in order]
-
-
-def _units_on_cycles(edges: list[set[int]]) -> set[int]:
-    """Vertices on a cycle (in a strongly connected component of more than one vertex), iteratively."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on_stack: set[int] = set()
-    found: set[int] = set()
-    counter = 0
-    for root in range(len(edges)):
-        if root in index:
-            continue
-        work = [(root, iter(edges[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(edges[child])))
-                elif child in on_stack:
-                    low[v] = min(low[v], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                if len(component) > 1:
-                    found.update(component)
-    return found
-
-
 def _signature(cls: str, body: Sequence[onnx.NodeProto], inputs: Sequence[str], outputs: Sequence[str],
                infos: Mapping[str, onnx.ValueInfoProto]) -> bytes:
     """What makes two calls one function: the class, the body up to names, the inputs' types."""
@@ -396,7 +307,7 @@ def _canonical(node: onnx.NodeProto, rename: dict[str, str]) -> onnx.NodeProto:
 def _canonical_names(node: onnx.NodeProto, rename: dict[str, str]) -> None:
     for i, name in enumerate(node.input):
         node.input[i] = rename.get(name, name)
-    for graph in _graphs(node):
+    for graph in graphs(node):
         for value in graph.input:
             value.name = rename.setdefault(value.name, f"v{len(rename)}")
         for inner in graph.node:
@@ -433,5 +344,5 @@ def modularize(nodes: Sequence[onnx.NodeProto], origins: Mapping[str, tuple[Modu
                  which=", ".join(sorted(c.__qualname__ for c in missing)), called=", ".join(called) or "none")
     if functions:
         opsets[FUNCTION_DOMAIN] = 1
-    top = {name for node in main for name in _outputs(node)}
+    top = {name for node in main for name in node_outputs(node)}
     return main, functions, [info for info in infos if info.name in top]

@@ -48,14 +48,14 @@ def call_names(node: onnx.NodeProto) -> tuple[list[str], list[str]] | None:
 def defined_names(node: onnx.NodeProto) -> list[str]:
     """The values ``node`` defines: its outputs, then what its subgraphs (If/Loop/Scan bodies) define."""
     names = [o for o in node.output if o]
-    for graph in _graphs(node):
+    for graph in graphs(node):
         names.extend(v.name for v in graph.input)
         for inner in graph.node:
             names.extend(defined_names(inner))
     return names
 
 
-def _graphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+def graphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     graphs: list[onnx.GraphProto] = []
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:
@@ -146,7 +146,7 @@ def _rename_in_place(node: onnx.NodeProto, values: Mapping[str, str]) -> None:
         node.input[i] = values.get(name, name)
     for i, name in enumerate(node.output):
         node.output[i] = values.get(name, name)
-    for graph in _graphs(node):
+    for graph in graphs(node):
         for group in (graph.input, graph.output, graph.value_info):
             for value in group:
                 value.name = values.get(value.name, value.name)

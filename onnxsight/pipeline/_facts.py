@@ -13,7 +13,7 @@ import platform
 import sys
 from collections import Counter
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from onnxsight.reports import jsonable
 
@@ -31,7 +31,8 @@ def model_facts(exported: Any, model: Any, args: Any, kwargs: Any, program: Any,
     if exported is not None:
         facts["aten_ops"] = dict(Counter(_aten_targets(exported.graph_module)).most_common())
     if onnx_model is not None:
-        facts["onnx_ops"] = dict(Counter(_onnx_ops(onnx_model.graph)).most_common())
+        functions = {(f.domain, f.name): f for f in onnx_model.functions}
+        facts["onnx_ops"] = dict(Counter(_onnx_ops(onnx_model.graph, functions)).most_common())
         facts["onnx_nodes"] = sum(facts["onnx_ops"].values())
         facts["onnx_size"] = int(onnx_model.ByteSize()) + (
             0 if onnx_model.graph.initializer or program is None else int(getattr(program, "weights_size", 0)))
@@ -169,14 +170,19 @@ def _op_name(target: Any) -> str:
     return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', str(target))}".lstrip(".")
 
 
-def _onnx_ops(graph: Any) -> Iterable[str]:
+def _onnx_ops(graph: Any, functions: Mapping[tuple[str, str], Any]) -> Iterable[str]:
+    """The op of every node that runs: a call of a local function (module_functions=) counts its body's ops."""
     for node in graph.node:
+        function = functions.get((node.domain, node.op_type))
+        if function is not None:
+            yield from _onnx_ops(function, functions)
+            continue
         yield f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
         for attr in node.attribute:
             if attr.g.node:
-                yield from _onnx_ops(attr.g)
+                yield from _onnx_ops(attr.g, functions)
             for sub in attr.graphs:
-                yield from _onnx_ops(sub)
+                yield from _onnx_ops(sub, functions)
 
 
 def model_structure(program: Any) -> Any:

@@ -294,3 +294,18 @@ def test_cli_module_functions(tmp_path: Any) -> None:
     out = tmp_path / "m.onnx"
     assert cli.main(["export", str(source), "-o", str(out), "--module-functions"]) == 0
     assert _calls(onnx.load(out)) == {"0": "Linear", "1": "ReLU"}
+
+
+def test_report_facts_count_the_ops_inside_functions() -> None:
+    from onnxsight.pipeline._facts import model_facts
+
+    x = torch.randn(2, 4)
+
+    def ops(program: onnxsight.ONNXProgram) -> dict[str, int]:
+        facts = model_facts(None, None, (x,), {}, program, program.model_proto, program.record)
+        return facts["onnx_ops"]
+
+    nested, flat = ops(_export(Stack(), x, module_functions=True)), ops(_export(Stack(), x))
+    # each call runs its function's body; a constant the flat graph shares is a copy in each body that reads it
+    assert nested.pop("Constant") >= flat.pop("Constant")
+    assert nested == flat == {"Gemm": 5, "Relu": 4, "Mul": 4, "Add": 1}
