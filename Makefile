@@ -9,7 +9,7 @@ JOBS   ?= 2
 TORCH  ?= torch==2.13.0
 
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-ray test-all bench bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-vision test-ray test-all bench bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -36,6 +36,16 @@ test: setup browser-deps
 test-ops: setup
 	$(PY) -m tests.exporter.ops.coverage --out docs/op-coverage.json --limit 3
 
+# OpInfo parity: every op exported by onnxsight and by torch.onnx (dynamo=True, opset 18) on the same
+# samples, run in the same ONNX Runtime session and compared at torch.testing's tolerances, at float32,
+# float16, bfloat16 and int64: docs/op-parity.json and docs/op-parity.md (README.md quotes them).
+# About an hour per dtype on a busy 2-core machine; PARITY_DTYPES=float32 for the first figure only.
+PARITY_DTYPES ?= float32,float16,bfloat16,int64
+.PHONY: test-ops-parity
+test-ops-parity: setup
+	nice -n 10 $(PY) -m tests.exporter.ops.coverage --exporter both --dtypes $(PARITY_DTYPES) --limit 3 \
+	  --jobs $(JOBS) --out docs/op-parity.json --markdown docs/op-parity.md
+
 # The verifier measures itself: faults injected into every dev-zoo model (smoke, tricky, transformers),
 # detection and clean rates per mode in docs/mutation.json (README.md quotes them).
 test-mutation: setup
@@ -48,6 +58,33 @@ test-zoo: setup
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo/test_opsets.py
+
+# The torchvision and timm suites, in a venv of their own (.venv-vision) that reads this one's packages
+# (a .pth) and adds torchvision and timm. PyPI's torchvision wheel is built against CUDA torch and does
+# not import on the CPU torch used here: where it does not import, ../shared/torchvision-cpu (a development
+# shim beside the checkout, never a dependency of onnxsight) makes it; without the shim this says so and
+# skips. Then tests/vision and the zoo job over both suites (every model verified per node; its table in
+# $(VISION_OUT)/summary.md). bench/zoo_vision.py puts torch.onnx beside it (docs/zoo-vision.md).
+VISION_VENV ?= .venv-vision
+VPY         := $(VISION_VENV)/bin/python
+VISION_SHIM ?= ../shared/torchvision-cpu
+VISION_OUT  ?= artifacts/zoo-vision
+test-vision: setup
+	@test -x $(VPY) || $(PY) -m venv $(VISION_VENV)
+	@main=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	vis=$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	echo "import site; site.addsitedir('$$main')" > "$$vis/zz-main-venv.pth"
+	@if ! $(VPY) -c 'import torchvision, torchvision.ops' >/dev/null 2>&1; then \
+	  if [ -f $(VISION_SHIM)/install.sh ]; then bash $(VISION_SHIM)/install.sh $(VPY); \
+	  else echo "test-vision: skipped: torchvision does not import on this torch (PyPI's wheel is built for CUDA)" \
+	    "and the shim $(VISION_SHIM) is not beside this checkout"; fi; fi
+	@if $(VPY) -c 'import torchvision, torchvision.ops' >/dev/null 2>&1; then \
+	  $(VPY) -c 'import timm' >/dev/null 2>&1 || $(VPY) -m pip install -q --no-deps timm; fi
+	@if $(VPY) -c 'import torchvision, torchvision.ops, timm' >/dev/null 2>&1; then \
+	  nice -n 10 $(VPY) -m pytest -q -n 0 tests/vision && \
+	  nice -n 10 $(VPY) -m onnxsight.zoo run --suite torchvision,timm --out $(VISION_OUT) --jobs $(JOBS) \
+	    --per-node --timeout 1800 --fail-on never; \
+	else echo "test-vision: skipped: torchvision or timm does not import in $(VISION_VENV)"; fi
 
 # The zoo job on a local Ray (installs the optional `ray` extra first).
 test-ray: setup
