@@ -117,11 +117,24 @@ def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, ops
         required = registry.min_opset(node.target)
         if required is not None and required > opset:
             ctx.emit(rules.OP_NEEDS_NEWER_OPSET, node=node, op=op, required=required, opset=opset)
+        elif target_key(node.target).startswith("torchvision::"):
+            _vision_op_unsupported(node, registry, op, ctx)
         elif _is_custom(node.target):
             ctx.emit(rules.UNSUPPORTED_CUSTOM_OP, node=node, op=op, op_name=target_key(node.target).rsplit(".", 1)[0])
         else:
             ctx.emit(rules.UNSUPPORTED_OP, node=node, op=op)
     return count
+
+
+def _vision_op_unsupported(node: torch.fx.Node, registry: Registry, op: str, ctx: DiagnosticContext) -> None:
+    """OPS008: a torchvision op without translation, with what to do for it and the ones translated."""
+    from onnxsight.exporter.ops.vision import untranslated_advice
+
+    name = target_key(node.target).split("::", 1)[1].split(".", 1)[0]
+    translated = sorted({key.split("::", 1)[1].split(".", 1)[0] for key in registry.keys()
+                         if key.startswith("torchvision::")})
+    ctx.emit(rules.VISION_OP_WITHOUT_TRANSLATION, node=node, op=op, advice=untranslated_advice(name),
+             translated=", ".join(translated) or "none")
 
 
 class Translator:

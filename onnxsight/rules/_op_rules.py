@@ -36,6 +36,27 @@ UNSUPPORTED_CUSTOM_OP = define(
     """,
     tags=("translate", "custom-op"))
 
+VISION_OP_WITHOUT_TRANSLATION = define(
+    "OPS008", "vision-op-without-translation", E,
+    "torchvision operator {op} has no ONNX translation: {advice}; translated torchvision operators: {translated}",
+    "Use a translated torchvision operator, or pass custom_translations={'torchvision::op': fn} to export().",
+    what="Reports each call to a torchvision operator (`torch.ops.torchvision.*`) onnxsight does not "
+         "translate, with what can be done for that operator, instead of the generic custom-operator "
+         "error (OPS001).",
+    why="torchvision's detection ops are not ATen ops: `nms`, `roi_align` and `roi_pool` have ONNX "
+        "counterparts (NonMaxSuppression, RoiAlign, MaxRoiPool) and are translated; the others "
+        "(position-sensitive RoI pooling, deformable convolution, quantized NMS) have none, or none "
+        "ONNX Runtime runs, and the user needs to know which ones and what to use instead.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x, rois):
+                return torchvision.ops.ps_roi_align(x, rois, 7)   # OPS008
+    """,
+    how="Follow the advice in the message: most often a custom translation "
+        "(`custom_translations={'torchvision::ps_roi_align': fn}`) written with ONNX ops, or the "
+        "translated operator the model can use instead (`roi_align` for `ps_roi_align`).",
+    tags=("translate", "custom-op", "vision"))
+
 UNSUPPORTED_OP = define(
     "OPS002", "op-without-translation", E,
     "operator {op} has no ONNX translation in onnxsight",

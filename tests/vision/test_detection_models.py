@@ -62,6 +62,14 @@ def _one_stage(factory: Callable[..., torch.nn.Module], **extra: Any) -> torch.n
     return model
 
 
+def _ssdlite() -> torch.nn.Module:
+    """SSDlite resizes every image to 320x320 itself (a fixed size)."""
+    model = detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, score_thresh=0.3,
+                                                    detections_per_img=20)
+    _spread(*(block[-1] for block in model.head.classification_head.module_list), std=0.1)
+    return model
+
+
 MODELS: dict[str, Callable[[], torch.nn.Module]] = {
     "fasterrcnn_mobilenet_v3_large_fpn": lambda: _rcnn(detection.fasterrcnn_mobilenet_v3_large_fpn),
     "fasterrcnn_resnet50_fpn": lambda: _rcnn(detection.fasterrcnn_resnet50_fpn, trainable_backbone_layers=5),
@@ -69,6 +77,7 @@ MODELS: dict[str, Callable[[], torch.nn.Module]] = {
     "keypointrcnn_resnet50_fpn": lambda: _rcnn(detection.keypointrcnn_resnet50_fpn, trainable_backbone_layers=5),
     "retinanet_resnet50_fpn": lambda: _one_stage(detection.retinanet_resnet50_fpn, trainable_backbone_layers=5),
     "fcos_resnet50_fpn": lambda: _one_stage(detection.fcos_resnet50_fpn, trainable_backbone_layers=5),
+    "ssdlite320_mobilenet_v3_large": _ssdlite,
 }
 
 
@@ -82,8 +91,8 @@ def _calibrate(model: torch.nn.Module) -> None:
     for norm in norms:
         norm.train()
         norm.momentum = 1.0
-    with torch.no_grad():
-        model(_image(320, 320, seed=100))
+    with torch.no_grad():   # two images: SSDlite's last BatchNorms see 1x1 maps
+        model.model([_image(320, 320, seed=100), _image(288, 352, seed=101)])
     for norm in norms:
         norm.eval()
 

@@ -145,3 +145,21 @@ def test_roi_pool_matches_eager(size: tuple[int, int], scale: float) -> None:
         want = fn(features, rois)
         (got,) = program(features, rois)
         torch.testing.assert_close(got, want)
+
+
+UNTRANSLATED = [  # (call, op, words of the advice)
+    (lambda x, r: torchvision.ops.ps_roi_align(x, r, 2), "ps_roi_align", "position-sensitive"),
+    (lambda x, r: torchvision.ops.ps_roi_pool(x, r, 2), "ps_roi_pool", "position-sensitive"),
+]
+
+
+@pytest.mark.parametrize(("fn", "op", "advice"), UNTRANSLATED)
+def test_untranslated_vision_op_is_ops008(fn: Callable[..., Any], op: str, advice: str) -> None:
+    features, rois = torch.randn(1, 8, 10, 10), torch.tensor([[0.0, 1, 1, 6, 6]])
+    with pytest.raises(onnxsight.TranslationError) as info:
+        onnxsight.export(_Fn(fn), (features, rois))
+    [found] = [d for d in info.value.diagnostics if d.rule.code in ("OPS001", "OPS008")]
+    assert found.rule.code == "OPS008"
+    assert f"torchvision.{op}" in found.message and advice in found.message
+    assert "nms, roi_align, roi_pool" in found.message
+    assert found.location is not None and found.location.file.endswith("test_detection_ops.py")

@@ -84,3 +84,22 @@ def torchvision_roi_pool(b: GraphBuilder, input: Value, rois: Value, spatial_sca
                                                            _static(pooled_width, "pooled_width")],
                   spatial_scale=float(spatial_scale), dtype=input.dtype, shape=b.node.out_shape)
     return pooled, None
+
+
+# What to do about the torchvision ops without a translation (OPS008), by op name.
+UNTRANSLATED: dict[str, str] = {
+    "ps_roi_align": "ONNX has no position-sensitive RoiAlign; write a custom translation (RoiAlign per "
+                    "channel group, then a gather of each bin's group)",
+    "ps_roi_pool": "ONNX has no position-sensitive RoI pooling; write a custom translation",
+    "deform_conv2d": "ONNX DeformConv (opset 19) matches it but ONNX Runtime has no CPU kernel for it; write a "
+                     "custom translation for the runtime you target",
+    "qnms": "quantized NMS: dequantize the boxes and scores before torchvision.ops.nms",
+}
+_OTHER = "no ONNX counterpart is known; write a custom translation"
+
+
+def untranslated_advice(op_name: str) -> str:
+    """The OPS008 advice for torchvision op ``op_name`` (``ps_roi_align``, ``_roi_align_backward``, ...)."""
+    if op_name.startswith("_") and op_name.endswith("_backward"):
+        return "it is a backward op: export the model in eval mode under torch.no_grad()"
+    return UNTRANSLATED.get(op_name, _OTHER)
