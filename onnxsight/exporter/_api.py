@@ -146,7 +146,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
                                        output_names=output_names or library_outputs,
-                                       dim_names=symbol_names(decomposed, wanted_names),
+                                       dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs),
                                        module_functions=module_functions)
         if translated is None:
             stage.status = "failed"

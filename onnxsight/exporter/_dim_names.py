@@ -8,8 +8,8 @@ symbol gets the name of the dim it stands for:
 
 - the name the user gave: ``dynamic_axes``' names and top-level ``Dim`` names (``wanted``),
   then the ``Dim`` names torch recorded for nested inputs (dicts, lists);
-- otherwise (``Dim.AUTO``/``Dim.DYNAMIC``) the argument and axis, ``x_dim_0``, the form
-  ``dynamic_axes`` lists already produce;
+- otherwise (``Dim.AUTO``/``Dim.DYNAMIC``) the input and axis, ``x_dim_0``, the form
+  ``dynamic_axes`` lists already produce (the input by its ONNX name when ``input_names`` renamed it);
 - a replaced symbol, the name of its replacement, or an expression of named ones (``2*batch``).
 
 Two different symbols never share a name: a second dim called ``batch`` that torch keeps
@@ -23,8 +23,15 @@ from typing import Any, Iterator
 import torch
 
 
-def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, int], str]) -> dict[str, str]:
-    """sympy symbol (``s52``, and every symbol it replaced) -> the ONNX dim name."""
+def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, int], str],
+                 input_names: list[str] | None = None) -> dict[str, str]:
+    """sympy symbol (``s52``, and every symbol it replaced) -> the ONNX dim name.
+
+    ``input_names``: the ONNX names of the user inputs, in order (``input_names=``, or a library's
+    ``past_key_values.0.key``): an unnamed dim is then ``features_dim_0`` after the input it is
+    on in the ONNX model, not after forward()'s argument the user renamed.
+    """
+    onnx_name = dict(zip(program.graph_signature.user_inputs, input_names or []))
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
@@ -34,7 +41,7 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
         if name and symbol not in names:
             names[symbol] = _unique(name, taken)
     for placeholder, axis, node in axes:
-        names.setdefault(str(node.expr), _unique(f"{placeholder}_dim_{axis}", taken))
+        names.setdefault(str(node.expr), _unique(f"{onnx_name.get(placeholder, placeholder)}_dim_{axis}", taken))
     shape_env = next((node.shape_env for _, _, node in axes if node.shape_env is not None), None)
     for old, new in dict(getattr(shape_env, "replacements", None) or {}).items():
         new = shape_env.replace(new)  # to the end of a chain of replacements

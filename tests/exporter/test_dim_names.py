@@ -111,6 +111,18 @@ def test_verify_finds_a_dict_inputs_dim_by_name() -> None:
     assert onnxsight.verify(program, random_inputs=True, dim_sizes={"batch": 7}).passed
 
 
+def test_unnamed_dims_follow_the_input_names_the_user_gave() -> None:
+    """``input_names`` renames ``x`` to ``features``: its unnamed dim is ``features_dim_0``, not ``x_dim_0``."""
+    from torch.export import Dim
+
+    program = onnxsight.export(Auto(), (torch.randn(3, 4), torch.randn(4, 5)), input_names=["features", "weight"],
+                               dynamic_shapes={"x": {0: Dim.DYNAMIC}, "y": {1: Dim.AUTO}})
+    shapes = _shapes(program)
+    assert shapes["inputs"] == {"features": ["features_dim_0", 4], "weight": [4, "weight_dim_1"]}
+    assert list(shapes["outputs"].values()) == [["features_dim_0", "weight_dim_1"]]
+    assert onnxsight.verify(program, random_inputs=True, dim_sizes={"features_dim_0": 6, "weight_dim_1": 2}).passed
+
+
 @pytest.mark.parametrize("torch_form,readable", [
     ("TruncToInt(2.1*ToFloat((height//2)))", "floor(2.1*(height//2))"),
     ("TruncToInt(2.1*ToFloat((((height - 1)//2)) + 1))", "floor(2.1*(((height - 1)//2) + 1))"),
