@@ -93,14 +93,22 @@ def _child(suite_name: str, model_name: str, out_path: str) -> None:
     from onnxsight.zoo._spec import grown_inputs, load_suite
     from onnxsight.zoo._worker import _normalize
 
+    from onnxsight.exporter import library_pytrees
+
     spec = load_suite(suite_name).spec(model_name)
     model, args, kwargs = _normalize(spec.build())
     second = grown_inputs(spec.dynamic or {}, model, args, kwargs)[:2]
     sizes = []
-    for size_args, size_kwargs in ((args, kwargs), second):
-        clone = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, (size_args, size_kwargs))
-        with torch.no_grad():
-            sizes.append((size_args, size_kwargs, model(*clone[0], **clone[1])))
+    # A KV cache object (DynamicCache) is copied and its outputs flattened as onnxsight flattens it;
+    # torch.onnx gets the model as a user would call it, without that registration.
+    with library_pytrees():
+        for size_args, size_kwargs in ((args, kwargs), second):
+            clone = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
+                                    (size_args, size_kwargs))
+            with torch.no_grad():
+                expected = model(*clone[0], **clone[1])
+            sizes.append((size_args, size_kwargs, [t for t in pytree.tree_leaves(expected)
+                                                   if isinstance(t, torch.Tensor)]))
     shapes = [[tuple(t.shape) for t in pytree.tree_leaves(s[:2]) if isinstance(t, torch.Tensor)] for s in sizes]
     result = {"model": model_name, "suite": suite_name, "dynamic": spec.dynamic, "shapes": shapes}
     for tool in ("onnxsight", "torch.onnx"):

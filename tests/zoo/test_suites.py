@@ -8,20 +8,48 @@ import pytest
 
 from onnxsight.zoo import BUILTIN_SUITES, ModelSpec, SuiteUnavailable, load_suite, load_suites
 from onnxsight.zoo.cli import main
+from onnxsight.zoo.suites._hf_breadth import ARCHS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+_ARCHS = ARCHS
 TRANSFORMERS_MODELS = {"bert", "distilbert", "gpt2", "t5", "bart", "llama", "mistral", "qwen2",
                        "llama_kv_cache_decode", "whisper", "vit", "swin", "convnext", "resnet", "mobilenet_v2",
-                       "regnet", "segformer", "detr"}
-TRICKY_MODELS = {"lstm", "gru_bidirectional", "attention", "cond", "index_put_inplace", "cumsum", "topk_sort",
-                 "einsum", "stft", "dict_io", "python_scalars"}
+                       "regnet", "segformer", "detr",
+                       # breadth (onnxsight/zoo/suites/_hf_breadth.py)
+                       "roberta", "xlm_roberta", "albert", "electra", "deberta_v2", "mpnet", "mobilebert",
+                       "squeezebert", "phi", "phi3", "gemma", "gemma2", "qwen3", "opt", "gpt_neox", "falcon", "bloom",
+                       "gpt_bigcode", "gptj", "stablelm", "starcoder2", "olmo", "mixtral", "qwen2_moe", "olmoe",
+                       "marian", "mbart", "pegasus", "m2m_100", "deit", "beit", "dinov2", "levit", "poolformer",
+                       "efficientnet", "mobilevit", "wav2vec2", "hubert", "wavlm", "audio_spectrogram_transformer",
+                       "llama_dynamic_cache", "qwen2_dynamic_cache", "mistral_dynamic_cache"}
+TRICKY_MODELS = {"lstm", "gru_bidirectional", "attention", "cond", "encoder_functions", "index_put_inplace", "cumsum",
+                 "topk_sort", "einsum", "stft", "dict_io", "python_scalars"}
 
 
 def test_builtin_suites_list_their_models() -> None:
     assert {s.name for s in load_suite("transformers").specs} == {f"hf_{m}" for m in TRANSFORMERS_MODELS}
     assert {s.name for s in load_suite("tricky").specs} == TRICKY_MODELS
     assert len(load_suite("smoke").specs) >= 3
+
+
+def test_transformers_suite_is_broad() -> None:
+    """At least 40 architectures, across the kinds people export, each with dims that vary."""
+    specs = load_suite("transformers").specs
+    assert len(specs) >= 40
+    kinds = {"encoder", "decoder", "encoder-decoder", "vision", "audio", "moe", "kv-cache"}
+    assert kinds <= {tag for spec in specs for tag in spec.tags}
+    assert all(spec.dynamic for spec in specs)
+
+
+@pytest.mark.parametrize("arch", [a.name for a in _ARCHS])
+def test_transformers_breadth_configs_build(arch: str) -> None:
+    """Each row's config is a valid transformers config (the model itself is built by the zoo run)."""
+    import transformers
+
+    row = next(a for a in _ARCHS if a.name == arch)
+    config = getattr(transformers, row.config)(**row.sizes)
+    assert getattr(transformers, row.model).config_class is type(config)
 
 
 @pytest.mark.parametrize("name", ["torchvision", "timm"])

@@ -238,6 +238,19 @@ BUILDERS: tuple[tuple[str, Any, tuple[str, ...], dict[str, Any]], ...] = (
 )
 
 
+def _breadth() -> list[tuple[str, Any, tuple[str, ...], dict[str, Any]]]:
+    """The rows of ``_hf_breadth``: more architectures, and decode steps taking a DynamicCache."""
+    from functools import partial, update_wrapper
+
+    from onnxsight.zoo.suites import _hf_breadth as more
+
+    rows = [(arch.name, update_wrapper(partial(more.build, arch), more.build), arch.tags, arch.dynamic)
+            for arch in more.ARCHS]
+    rows += [(name, update_wrapper(partial(more.dynamic_cache_decode, config, model), more.dynamic_cache_decode),
+              ("text", "decoder", "kv-cache"), more.CACHE_DYNAMIC) for name, config, model in more.CACHE_DECODERS]
+    return rows
+
+
 def _seeded(build: Any) -> Any:
     def seeded() -> tuple:
         torch.manual_seed(0)
@@ -250,4 +263,4 @@ def _seeded(build: Any) -> Any:
 def suite() -> list[ModelSpec]:
     import_or_unavailable("transformers", "transformers")
     return [ModelSpec(f"hf_{name}", _seeded(build), tags=("transformers",) + tags, dynamic=dynamic)
-            for name, build, tags, dynamic in BUILDERS]
+            for name, build, tags, dynamic in (*BUILDERS, *_breadth())]
