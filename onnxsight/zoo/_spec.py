@@ -44,6 +44,8 @@ class ModelSpec:
     ``dynamic`` names the dims that vary when the model is deployed, ``{input: {axis: name}}``
     (see :func:`dynamic_shapes_for`); the worker exports with them and verifies at other sizes.
     An explicit ``dynamic_shapes`` (torch.export style) takes precedence.
+    ``module_functions`` is passed to ``onnxsight.export`` (True, or nn.Module classes): the model is
+    exported with its module calls as ONNX functions, run and verified that way.
     """
 
     name: str
@@ -54,11 +56,12 @@ class ModelSpec:
     opset: int | None = None
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None
     dynamic: Mapping[str, Mapping[int, str]] | None = None
+    module_functions: Any = False
 
     def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
                  dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None,
                  custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-                 dynamic: Mapping[str, Mapping[int, str]] | None = None) -> None:
+                 dynamic: Mapping[str, Mapping[int, str]] | None = None, module_functions: Any = False) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "build", build)
         object.__setattr__(self, "tags", tuple(tags))
@@ -67,6 +70,7 @@ class ModelSpec:
         object.__setattr__(self, "opset", opset)
         object.__setattr__(self, "custom_translations", custom_translations)
         object.__setattr__(self, "dynamic", dict(dynamic) if dynamic else None)
+        object.__setattr__(self, "module_functions", module_functions)
 
     @property
     def source(self) -> tuple[str | None, int | None]:

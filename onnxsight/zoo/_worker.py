@@ -17,7 +17,7 @@ import time
 import traceback
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from onnxsight.zoo._result import ERROR, FAILED, OOM, PASSED, ModelResult
 from onnxsight.zoo._spec import grown_inputs, load_suite
@@ -42,16 +42,22 @@ def _normalize(built: Any) -> tuple[Any, tuple, dict]:
     return model, args if isinstance(args, tuple) else (args,), dict(kwargs or {})
 
 
-def op_counts(graph: Any) -> Counter:
-    """ONNX op types in a graph and its subgraphs (If/Loop/Scan bodies)."""
+def op_counts(graph: Any, functions: Mapping[tuple[str, str], Any] | None = None) -> Counter:
+    """ONNX op types in a graph and its subgraphs (If/Loop/Scan bodies); a call of a local function
+    (``module_functions=``) counts the ops of its body."""
     counts: Counter = Counter()
+    functions = functions or {}
     for node in graph.node:
+        function = functions.get((node.domain, node.op_type))
+        if function is not None:
+            counts.update(op_counts(function, functions))
+            continue
         counts[node.op_type if not node.domain else f"{node.domain}::{node.op_type}"] += 1
         for attr in node.attribute:
             if attr.g is not None and attr.g.node:
-                counts.update(op_counts(attr.g))
+                counts.update(op_counts(attr.g, functions))
             for sub in attr.graphs:
-                counts.update(op_counts(sub))
+                counts.update(op_counts(sub, functions))
     return counts
 
 
@@ -290,7 +296,8 @@ def _export(result: ModelResult, model: Any, args: tuple, kwargs: dict, spec: An
     try:
         prog = onnxsight.export(model, args, kwargs=kwargs, opset_version=spec.opset or task.get("opset"),
                                 dynamic_shapes=spec.dynamic_shapes_for(model, args, kwargs),
-                                custom_translations=getattr(spec, "custom_translations", None))
+                                custom_translations=getattr(spec, "custom_translations", None),
+                                module_functions=getattr(spec, "module_functions", False))
     except onnxsight.ExportError as exc:
         result.status = FAILED
         result.export_stages = _export_stages(getattr(exc, "record", None))
@@ -308,7 +315,8 @@ def _export(result: ModelResult, model: Any, args: tuple, kwargs: dict, spec: An
 def _save(result: ModelResult, prog: Any, model_dir: str) -> None:
     files = prog.save(os.path.join(model_dir, "model.onnx"))
     result.onnx_bytes = sum(os.path.getsize(f) for f in files)
-    counts = op_counts(prog.model_proto.graph)
+    model = prog.model_proto
+    counts = op_counts(model.graph, {(f.domain, f.name): f for f in model.functions})
     result.op_counts, result.node_count = dict(counts.most_common()), sum(counts.values())
 
 

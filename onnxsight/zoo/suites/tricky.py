@@ -124,6 +124,11 @@ def _attention() -> tuple:
     return Attention(), (torch.randn(2, 6, 16),)
 
 
+def _encoder() -> tuple:
+    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), (torch.randn(2, 6, 16),)
+
+
 def _cond() -> tuple:
     return Cond(), (torch.randn(3, 4),)
 
@@ -170,6 +175,9 @@ def suite() -> list[ModelSpec]:
         ModelSpec("gru_bidirectional", _seeded(_gru), tags=("rnn",), dynamic={"x": SEQUENCE}),
         ModelSpec("attention", _seeded(_attention), tags=("attention",), dynamic={"x": SEQUENCE}),
         ModelSpec("cond", _seeded(_cond), tags=("control-flow",), dynamic={"x": BATCH}),
+        # the module hierarchy as ONNX functions (module_functions=True), verified inside the functions
+        ModelSpec("encoder_functions", _seeded(_encoder), tags=("attention", "functions"),
+                  dynamic={"src": SEQUENCE}, module_functions=True),
         ModelSpec("index_put_inplace", _seeded(_index_put), tags=("inplace",),
                   dynamic={"x": {1: "features"}, "values": {1: "features"}}),
         ModelSpec("cumsum", _seeded(_cumsum), tags=("scan",), dynamic={"x": SEQUENCE, "mask": SEQUENCE}),
