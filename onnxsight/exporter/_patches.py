@@ -66,6 +66,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch("torchvision.models.detection.transform", "paste_masks_in_image", tv.make_paste_masks,
           "it pastes each detection's mask in a Python loop with int() of its box; the replacement pastes "
           "all masks at once with the same bilinear weights as two matrix products", _DETECTION),
+    Patch("torchvision.models.detection.roi_heads", "heatmaps_to_keypoints", tv.make_heatmaps_to_keypoints,
+          "it resizes each RoI's heatmaps to int(box size) in a Python loop; the replacement resizes all at once "
+          "with the same bicubic weights onto the largest RoI's canvas and masks the rest", _DETECTION),
 )
 
 

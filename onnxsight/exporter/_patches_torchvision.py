@@ -136,3 +136,56 @@ def _paste_weights(start: Tensor, end: Tensor, length: Any, size: int, dtype: to
     sample = torch.arange(size, device=start.device)
     weights = (1 - frac) * (sample == low[..., None]) + frac * (sample == high[..., None])
     return (weights * inside[..., None]).to(dtype)
+
+
+def make_heatmaps_to_keypoints(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Every RoI's keypoints at once: its bicubic resize as two weight matrices on a shared canvas.
+
+    torchvision resizes each RoI's heatmaps to ceil(box size) in a Python loop
+    (``int(widths_ceil[i].item())``). Here all RoIs are resized onto a canvas of the
+    largest size; cells outside an RoI's own size are -inf, so the argmax (first
+    maximum in row-major order, as torch's) and the score are those of its own map.
+    """
+    def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
+        widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+        heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+        widths_ceil, heights_ceil = widths.ceil(), heights.ceil()
+        count, keypoints, size = maps.shape[0], maps.shape[1], maps.shape[-1]
+        one = widths.new_ones(1)   # a canvas of at least 1x1 when there are no RoIs
+        width = int(torch.cat([widths_ceil, one]).max().item())
+        height = int(torch.cat([heights_ceil, one]).max().item())
+        rows = _cubic_weights(heights_ceil, height, size)       # [N, height, size]
+        cols = _cubic_weights(widths_ceil, width, size)         # [N, width, size]
+        roi_map = rows[:, None] @ maps @ cols[:, None].transpose(-1, -2)   # [N, K, height, width]
+        inside = (torch.arange(height)[None, :] < heights_ceil[:, None])[:, :, None] & \
+            (torch.arange(width)[None, :] < widths_ceil[:, None])[:, None, :]
+        flat = roi_map.masked_fill(~inside[:, None], float("-inf")).reshape(count, keypoints, height * width)
+        pos = flat.argmax(dim=2)
+        x_int, y_int = pos % width, torch.div(pos, width, rounding_mode="floor")
+        x = (x_int.float() + 0.5) * (widths / widths_ceil)[:, None] + rois[:, 0:1]
+        y = (y_int.float() + 0.5) * (heights / heights_ceil)[:, None] + rois[:, 1:2]
+        xy_preds = torch.stack([x, y, torch.ones_like(x)], dim=2)
+        return xy_preds, flat.gather(2, pos[..., None])[..., 0]
+
+    return heatmaps_to_keypoints
+
+
+_A = -0.75   # ATen's bicubic convolution parameter
+
+
+def _cubic_weights(extent: Tensor, length: Any, size: int) -> Tensor:
+    """[N, length, size]: F.interpolate's bicubic weights (align_corners=False) from ``size`` samples to
+    ``extent`` (per RoI) outputs; rows at or beyond an RoI's extent are zero."""
+    pixel = torch.arange(length, device=extent.device)[None, :].to(torch.float32)
+    ratio = (torch.tensor(float(size), dtype=torch.float32) / extent)[:, None]
+    source = ratio * (pixel + 0.5) - 0.5   # no clamp at 0 for cubic
+    base = torch.floor(source)
+    t = (source - base)[..., None]
+    taps = base.to(torch.int64)[..., None] + torch.arange(-1, 3, device=extent.device)    # [N, L, 4]
+    x1, x2 = t + 1, 2 - t
+    near = lambda x: ((_A + 2) * x - (_A + 3)) * x * x + 1                                  # noqa: E731
+    far = lambda x: ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A                           # noqa: E731
+    coeffs = torch.cat([far(x1), near(t), near(1 - t), far(x2)], dim=-1)                   # [N, L, 4]
+    onehot = taps.clamp(0, size - 1)[..., None] == torch.arange(size, device=extent.device)  # [N, L, 4, size]
+    weights = (coeffs[..., None] * onehot).sum(dim=2)
+    return weights * (pixel < extent[:, None])[..., None]

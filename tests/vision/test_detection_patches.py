@@ -80,3 +80,15 @@ def test_paste_masks(n: int, size: tuple[int, int]) -> None:
     want = roi_heads.paste_masks_in_image(masks, boxes, size)
     got = tv.make_paste_masks(roi_heads.paste_masks_in_image)(masks, boxes, size)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize(("n", "extent"), [(0, 50.0), (1, 30.0), (9, 120.0)])
+def test_heatmaps_to_keypoints(n: int, extent: float) -> None:
+    g = torch.Generator().manual_seed(n)
+    maps = torch.randn(n, 17, 56, 56, generator=g)
+    rois = _boxes(n, extent, n)
+    rois[:1, 2:] = rois[:1, :2] + 0.4     # an RoI smaller than a pixel (clamped to 1)
+    want = roi_heads.heatmaps_to_keypoints(maps, rois)
+    got = tv.make_heatmaps_to_keypoints(roi_heads.heatmaps_to_keypoints)(maps, rois)
+    assert torch.equal(got[0], want[0])   # the argmax cell: exact
+    torch.testing.assert_close(got[1], want[1])
