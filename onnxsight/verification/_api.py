@@ -32,13 +32,6 @@ DEFAULT_MEMORY_BUDGET = 256 * 1024**2
 DEFAULT_MAX_REPROS = 8
 
 
-def load_model(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    """A ModelProto from a proto or a path (external data loaded from next to it)."""
-    if isinstance(model, onnx.ModelProto):
-        return model
-    return onnx.load(os.fspath(model))
-
-
 def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None, *,
            per_node: bool = True, mode: str = "propagated",
            providers: Sequence[str] = ("CPUExecutionProvider",), tolerance: Tolerance | None = None,
@@ -68,6 +61,11 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     and 1 where the range allows), so a dim the graph silently specialised fails with ACC010;
     ``result.sizes_checked`` lists the sizes. ``result.coverage`` says which values were compared
     and why each of the others was not.
+
+    Weights are held once: when embedding them in every chunk session would not fit
+    ``memory_budget`` (or they pass 2 GB), all chunk sessions are fed one copy, the program's own
+    tensors or an ``onnx_model`` file's external data mapped in place (VER016/VER017 when that
+    file is missing or short), so a model above 2 GB verifies in about its own size of memory.
     """
     start = time.perf_counter()
     check_program(prog)

@@ -95,11 +95,8 @@ def model_and_weights(source: Any, *, memory_budget: int) -> tuple[onnx.ModelPro
     ``source``: an onnxsight program, a path to an ONNX file, or an ``onnx.ModelProto``.
     """
     if isinstance(source, (str, os.PathLike)):
-        model, weights = _from_file(os.fspath(source), memory_budget)
-    elif isinstance(source, onnx.ModelProto):
-        model, weights = source, _from_protos(source)
-    else:
-        model, weights = _from_program(source)
+        return _from_file(os.fspath(source), memory_budget)   # shares as it loads (see _detach_shared)
+    model, weights = (source, _from_protos(source)) if isinstance(source, onnx.ModelProto) else _from_program(source)
     weights.share(memory_budget)
     return model, weights
 
