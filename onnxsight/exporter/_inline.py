@@ -17,7 +17,7 @@ inner name per call, which breaks the pairing.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import onnx
 
@@ -161,20 +161,21 @@ def _renamed_info(info: onnx.ValueInfoProto, values: Mapping[str, str]) -> onnx.
     return copy
 
 
-def inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+def inline_functions(model: onnx.ModelProto, *, initializers: bool = True) -> onnx.ModelProto:
     """The model with onnxsight's module functions inlined: one flat graph with the flat export's names.
 
     Returns ``model`` itself when it calls no such function. Other local functions
-    (not made by onnxsight) are left as they are. Weights are copied once into the
-    new model (external-data references stay references).
+    (not made by onnxsight) are left as they are. Weights are copied into the new
+    model (external-data references stay references); ``initializers=False`` leaves
+    them out, for a reader that takes them from ``model`` (the verifier's index).
     """
     functions = {f.name: f for f in model.functions if f.domain == FUNCTION_DOMAIN}
     if not functions:
         return model
     nodes, infos = Expander(functions).expand(model.graph.node)
     flat = onnx.ModelProto()
-    flat.CopyFrom(model)
-    del flat.graph.node[:]
+    _copy_fields(model, flat, skip=("graph",))
+    _copy_fields(model.graph, flat.graph, skip=("node",) if initializers else ("node", "initializer"))
     flat.graph.node.extend(_dedupe_constants(nodes))
     known = {v.name for v in flat.graph.value_info} | {v.name for v in flat.graph.output}
     flat.graph.value_info.extend(v for v in infos if v.name not in known and not known.add(v.name))  # type: ignore[func-returns-value]
@@ -185,6 +186,19 @@ def inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     del flat.opset_import[:]
     flat.opset_import.extend(opsets)
     return flat
+
+
+def _copy_fields(source: Any, target: Any, *, skip: tuple[str, ...]) -> None:
+    """Copy every set field of a protobuf message but ``skip`` (no copy of what is left out)."""
+    for field, value in source.ListFields():
+        if field.name in skip:
+            continue
+        if field.is_repeated:
+            getattr(target, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
 
 
 def _dedupe_constants(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:

@@ -68,10 +68,10 @@ class GraphIndex:
         so values inside functions are paired and compared like any other (``module_functions=``)."""
         from onnxsight.exporter import inline_functions
 
-        model = inline_functions(model)
-        graph = model.graph
-        index = cls(model=model, weights=weights)
-        index.initializers = {t.name: t for t in graph.initializer}
+        flat = inline_functions(model, initializers=False)  # the weights stay the model's own, not copied
+        graph = flat.graph
+        index = cls(model=flat, weights=weights)
+        index.initializers = {t.name: t for t in model.graph.initializer}
         index.graph_inputs = [v.name for v in graph.input if v.name not in index.initializers]
         index.graph_outputs = [v.name for v in graph.output]
         for info in list(graph.input) + list(graph.value_info) + list(graph.output):
