@@ -171,3 +171,26 @@ def test_verification_memory_grows_by_a_fraction_of_the_weights() -> None:
     measured = json.loads(proc.stdout.strip().splitlines()[-1])
     assert measured["passed"]
     assert measured["growth"] < 0.5 * measured["weights"], measured
+
+
+def test_a_root_cause_in_a_mapped_file_gets_a_standalone_repro(tmp_path: Any) -> None:
+    """The repro of a diverging node embeds the weights it reads, taken from the mapped external data."""
+    import onnx
+
+    from tests.verification.faults import scale_value
+
+    prog = _program()
+    path = str(tmp_path / "m.onnx")
+    prog.save(path, external_data=True)
+    structure = onnx.load(path, load_external_data=False)
+    value = [n.output[0] for n in structure.graph.node if n.op_type == "Gemm"][1]
+    onnx.save(scale_value(structure, value, 1.5), path)   # same external data, one faulty value
+    result = onnxsight.verify(prog, onnx_model=path, memory_budget=1)
+    assert not result.passed
+    assert list(result.root_causes["value"]) == [value]
+    repro = result.repros[value].model
+    weights = [t for t in repro.graph.initializer if t.name in prog.initializers]
+    assert weights and all(t.data_location != onnx.TensorProto.EXTERNAL for t in weights)
+    for tensor in weights:
+        expected = prog.initializers[tensor.name].detach().numpy()
+        np.testing.assert_array_equal(onnx.numpy_helper.to_array(tensor), expected)
