@@ -140,8 +140,8 @@ class GraphBuilder:
         self.initializers: dict[str, torch.Tensor] = {}
         self._constants: dict[tuple, Value] = {}
         self._shared: set[str] = set()  # names of the cached constants
-        # ONNX node name -> the module calls it was emitted under (for module_functions=; see _functions.py).
-        self.origins: dict[str, tuple[Any, ...]] = {}
+        # ONNX node name -> the FX node it was emitted for (module calls, values; module_functions=: _functions.py).
+        self.origins: dict[str, NodeInfo] = {}
         self._node: NodeInfo | None = parent._node if parent else None
         # Set by the translator: translate_subgraph(child_builder, graph_module, inputs, prefix) -> outputs.
         self.translate_subgraph: Any = None
@@ -185,8 +185,8 @@ class GraphBuilder:
 
     def _append(self, node: onnx.NodeProto) -> None:
         metadata = self._node.metadata if self._node is not None else {}
-        if self._node is not None and self._node.module_stack:
-            self.origins[node.name] = self._node.module_stack
+        if self._node is not None:
+            self.origins[node.name] = self._node
         for key, text in metadata.items():
             entry = node.metadata_props.add()
             entry.key, entry.value = key, text

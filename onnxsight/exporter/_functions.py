@@ -322,27 +322,67 @@ def _canonical_names(node: onnx.NodeProto, rename: dict[str, str]) -> None:
             node.output[i] = rename.setdefault(name, f"v{len(rename)}")
 
 
-def modularize(nodes: Sequence[onnx.NodeProto], origins: Mapping[str, tuple[ModuleCall, ...]],
+def modularize(nodes: Sequence[onnx.NodeProto], origins: Mapping[str, Any],
                infos: Sequence[onnx.ValueInfoProto], typed: Sequence[onnx.ValueInfoProto],
                graph_outputs: Sequence[str], opsets: dict[str, int], selection: bool | Iterable[type],
                ctx: DiagnosticContext) -> tuple[list[onnx.NodeProto], list[onnx.FunctionProto],
                                                 list[onnx.ValueInfoProto]]:
     """The main graph's nodes, the functions they call, and the main graph's value_info.
 
-    ``origins``: node name -> the module calls it was emitted under; ``infos``: the graph's
+    ``origins``: node name -> the ``NodeInfo`` it was emitted for; ``infos``: the graph's
     value_info (intermediate values); ``typed``: graph inputs, outputs and weights, typed.
     Adds :data:`FUNCTION_DOMAIN` to ``opsets`` when a function was made.
     """
     select = Selection(selection)
-    stacks = [tuple(c for c in origins.get(node.name, ()) if select(c)) for node in nodes]
+    stacks = _stacks(nodes, origins, select)
     known = {info.name: info for info in [*infos, *typed]}
     main, functions = Modularizer(nodes, stacks, known, graph_outputs, opsets, ctx).run()
     missing = [c for c in select.classes if c not in select.matched]
     if missing:
-        called = sorted({c.class_name for stack in origins.values() for c in stack})
+        called = sorted({c.class_name for info in origins.values() for c in info.module_stack})
         ctx.emit(rules.MODULE_CLASS_NOT_CALLED, classes=", ".join(sorted(c.__qualname__ for c in select.classes)),
                  which=", ".join(sorted(c.__qualname__ for c in missing)), called=", ".join(called) or "none")
     if functions:
         opsets[FUNCTION_DOMAIN] = 1
     top = {name for node in main for name in node_outputs(node)}
     return main, functions, [info for info in infos if info.name in top]
+
+
+def _stacks(nodes: Sequence[onnx.NodeProto], origins: Mapping[str, Any],
+            select: Selection) -> list[tuple[ModuleCall, ...]]:
+    """The selected module calls of each node.
+
+    NOTE: a size (a node computing a SymInt: ``sym_size``, arithmetic on sizes) belongs to no
+    module: torch.export records it once, under the first module that needed it (with a dynamic
+    batch, the first encoder layer reads the batch size from the input and the others reuse it).
+    Left there, the first layer's function would differ from the others'. A size goes where its
+    inputs are computed instead (the deepest call they share; the main graph for a graph input),
+    and reaches the modules that read it as a function input.
+    """
+    stacks: list[tuple[ModuleCall, ...]] = []
+    where: dict[str, tuple[ModuleCall, ...]] = {}
+    for node in nodes:
+        info = origins.get(node.name)
+        if info is not None and _is_size(info.meta_vals):
+            sources = [where[name] for name in node_reads(node) if name in where]
+            stack = _common_prefix(sources) if sources else ()
+        else:
+            stack = tuple(c for c in (info.module_stack if info is not None else ()) if select(c))
+        stacks.append(stack)
+        where.update((name, stack) for name in node_outputs(node))
+    return stacks
+
+
+def _is_size(vals: Sequence[Any]) -> bool:
+    symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    return bool(vals) and all(isinstance(v, symbolic) for v in vals)
+
+
+def _common_prefix(stacks: Sequence[tuple[ModuleCall, ...]]) -> tuple[ModuleCall, ...]:
+    prefix = stacks[0]
+    for stack in stacks[1:]:
+        n = 0
+        while n < min(len(prefix), len(stack)) and prefix[n] == stack[n]:
+            n += 1
+        prefix = prefix[:n]
+    return prefix

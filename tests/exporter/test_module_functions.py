@@ -143,6 +143,14 @@ def test_same_class_with_other_attributes_is_another_function() -> None:
     assert _calls(model) == {"a": "LeakyReLU", "b": "LeakyReLU_1", "c": "LeakyReLU"}
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_every_layer_calls_one_function_with_a_dynamic_batch_too(dynamic: bool) -> None:
+    """The batch size torch.export reads once (in the first layer) must not make that layer a function apart."""
+    program = _export(Encoder(), torch.randn(2, 5, 16), dynamic, module_functions={nn.TransformerEncoderLayer})
+    assert _calls(program.model_proto) == {"encoder.layers.0": "TransformerEncoderLayer",
+                                           "encoder.layers.1": "TransformerEncoderLayer"}
+
+
 def test_default_is_flat() -> None:
     model = _export(Stack(), torch.randn(2, 4)).model_proto
     assert not model.functions and not _calls(model)
