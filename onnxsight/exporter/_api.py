@@ -16,8 +16,8 @@ from onnxsight.exporter import _errors as errors
 from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
 from onnxsight.exporter._decompose import decompose, needs_decomposition
-from onnxsight.exporter._functions import invalid_selection
 from onnxsight.exporter._fake import real_mode, refuse_fake_file
+from onnxsight.exporter._functions import invalid_selection
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
@@ -94,10 +94,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         invalid = invalid_selection(module_functions)
         if invalid is not None:
             ctx.emit(rules.MODULE_FUNCTIONS_INVALID, given=invalid)
-        refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         registry = (registry or default_registry()).copy()
         keep: list[Any] = []
         for target, fn in (custom_translations if isinstance(custom_translations, Mapping) else {}).items():
