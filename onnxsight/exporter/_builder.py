@@ -276,8 +276,16 @@ class GraphBuilder:
         return result
 
     def scalar(self, value: Any, like: Value | torch.dtype | None) -> Value:
-        """A 0-d constant with the dtype of ``like`` (a Value or a dtype); a Value passes through."""
+        """A 0-d constant with the dtype of ``like`` (a Value or a dtype); a Value passes through.
+
+        A floating Value (a SymFloat, float64) is cast to a floating ``like``'s dtype, as
+        torch treats a Python float beside a float32 tensor.
+        """
         if isinstance(value, Value):
+            dtype = like.dtype if isinstance(like, Value) else like
+            if dtype is not None and dtype.is_floating_point and value.dtype is not None and \
+                    value.dtype.is_floating_point and value.dtype != dtype and value.rank == 0:
+                return self.cast(value, dtype)
             return value
         dtype = like.dtype if isinstance(like, Value) else like
         return self.const(value, dtype or _infer_dtype(value))

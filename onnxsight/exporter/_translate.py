@@ -53,7 +53,7 @@ def _val_dtype(val: Any) -> torch.dtype | None:
     if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
         return torch.int64
     if isinstance(val, (torch.SymFloat, float)):
-        return torch.float32
+        return torch.float64   # Python floats are doubles: sizes computed from them floor as eager's do
     if isinstance(val, (torch.SymBool, bool)):
         return torch.bool
     return None

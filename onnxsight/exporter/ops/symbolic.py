@@ -2,7 +2,7 @@
 
 With dynamic shapes, torch.export records sizes (``x.shape[0]``) and the
 Python arithmetic done on them as FX nodes. Here every SymInt is a 0-d int64
-value, every SymFloat a 0-d float32 value (the dtype the translator gives them
+value, every SymFloat a 0-d float64 value (the dtype the translator gives them
 from their meta) and every SymBool a 0-d bool. Operands may also be plain
 Python numbers. Runtime assertions translate to nothing.
 """
