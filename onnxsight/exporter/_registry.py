@@ -43,6 +43,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.fold",
     "onnxsight.exporter.ops.rnn",
     "onnxsight.exporter.ops.vision",
+    "onnxsight.exporter.ops.moe",
 )
 
 _ATTR = "__onnxsight_translations__"

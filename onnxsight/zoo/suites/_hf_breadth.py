@@ -133,11 +133,16 @@ ARCHS: tuple[Arch, ...] = (
     # mixture of experts
     Arch("mixtral", "MixtralConfig", "MixtralForCausalLM", dict(DECODER, num_local_experts=4, num_experts_per_tok=2),
          "text", MOE, TEXT_DYNAMIC),
+    # NOTE: transformers' default experts run `transformers::grouped_mm_fallback` (a custom op) after an
+    # `aten.histc` token count (both translated in exporter/ops/moe.py): Mixtral keeps that default; the
+    # other two use `batched_mm` (every expert on every token, masked), which transformers' own exporters
+    # choose for runtimes without grouped GEMMs.
     Arch("qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
          dict(DECODER, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-              shared_expert_intermediate_size=32), "text", MOE, TEXT_DYNAMIC),
-    Arch("olmoe", "OlmoeConfig", "OlmoeForCausalLM", dict(DECODER, num_experts=4, num_experts_per_tok=2), "text",
-         MOE, TEXT_DYNAMIC),
+              shared_expert_intermediate_size=32, experts_implementation="batched_mm"), "text", MOE, TEXT_DYNAMIC),
+    Arch("olmoe", "OlmoeConfig", "OlmoeForCausalLM",
+         dict(DECODER, num_experts=4, num_experts_per_tok=2, experts_implementation="batched_mm"), "text", MOE,
+         TEXT_DYNAMIC),
     # encoder-decoders
     Arch("marian", "MarianConfig", "MarianMTModel", dict(SEQ2SEQ, decoder_vocab_size=VOCAB), "seq2seq", ENC_DEC,
          SEQ2SEQ_DYNAMIC),

@@ -1,0 +1,73 @@
+"""Mixture-of-experts routing: ``aten.histc`` (tokens per expert) and transformers' grouped GEMM.
+
+transformers 5's default experts sort the (token, expert) pairs by expert, count them with
+``torch.histc`` and run ``transformers::grouped_mm_fallback`` (a custom op: one GEMM per expert
+over its rows). ONNX has neither; both are written here from ops that keep every size dynamic.
+The custom op is registered by name: transformers is not a dependency of onnxsight, and a model
+that calls it has imported it already.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._registry import UnsupportedVariant, translation
+
+aten = torch.ops.aten
+
+
+@translation(aten.histc.default)
+def aten_histc(b: GraphBuilder, self: Value, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Value:
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Equal-width bins over [min, max]; elements outside are ignored and ``max`` itself falls in
+    the last bin, as torch does. The counts are a one-hot of each element's bin, summed.
+    """
+    if min == max:
+        raise UnsupportedVariant("min/max", f"min == max == {min} (the data's own range)", "min < max")
+    dtype = self.dtype if self.dtype is not None and self.dtype.is_floating_point else torch.float32
+    x = b.op("Reshape", b.cast(self, dtype), b.const([-1], torch.int64), dtype=dtype)
+    low, high = b.scalar(float(min), dtype), b.scalar(float(max), dtype)
+    inside = b.op("And", b.op("GreaterOrEqual", x, low, dtype=torch.bool), b.op("LessOrEqual", x, high,
+                                                                               dtype=torch.bool), dtype=torch.bool)
+    scaled = b.op("Mul", b.op("Sub", x, low, dtype=dtype), b.scalar(bins / (float(max) - float(min)), dtype),
+                  dtype=dtype)
+    index = b.op("Min", b.cast(b.op("Floor", scaled, dtype=dtype), torch.int64), b.const(bins - 1, torch.int64),
+                 dtype=torch.int64)
+    edges = b.const(list(range(bins)), torch.int64)
+    hits = b.op("And", b.op("Equal", b.op("Unsqueeze", index, b.const([1], torch.int64), dtype=torch.int64), edges,
+                            dtype=torch.bool),
+                b.op("Unsqueeze", inside, b.const([1], torch.int64), dtype=torch.bool), dtype=torch.bool)
+    counts = b.op("ReduceSum", b.cast(hits, dtype), b.const([0], torch.int64), keepdims=0, dtype=dtype,
+                  shape=(bins,))
+    return b.cast(counts, b.node.out_dtype or dtype)
+
+
+@translation("transformers::grouped_mm_fallback.default")
+def transformers_grouped_mm(b: GraphBuilder, input: Value, weight: Value, offs: Value) -> Value:
+    """grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor
+
+    ``input`` (S, K) is sorted by expert, ``weight`` (E, K, N), ``offs`` (E,) the cumulative row
+    counts: row r belongs to expert ``#{e: offs[e] <= r}``; rows past ``offs[-1]`` stay zero.
+    Each row gathers its expert's matrix ((S, K, N), the memory of one weight per row) for one
+    batched MatMul.
+    """
+    rows = b.op("Range", b.const(0, torch.int64), b.op("Squeeze", b.shape_of(input, 0, 1), b.const([0], torch.int64),
+                                                       dtype=torch.int64, shape=()),
+                b.const(1, torch.int64), dtype=torch.int64)
+    ends = b.op("Unsqueeze", b.cast(offs, torch.int64), b.const([0], torch.int64), dtype=torch.int64)   # (1, E)
+    passed = b.op("LessOrEqual", ends, b.op("Unsqueeze", rows, b.const([1], torch.int64), dtype=torch.int64),
+                  dtype=torch.bool)                                                                      # (S, E)
+    expert = b.op("ReduceSum", b.cast(passed, torch.int64), b.const([1], torch.int64), keepdims=0,
+                  dtype=torch.int64)                                                                     # (S,)
+    experts = b.shape_of(weight, 0, 1)
+    last = b.op("Sub", b.op("Squeeze", experts, b.const([0], torch.int64), dtype=torch.int64, shape=()),
+                b.const(1, torch.int64), dtype=torch.int64)
+    valid = b.op("LessOrEqual", expert, last, dtype=torch.bool)
+    chosen = b.op("Gather", weight, b.op("Min", expert, last, dtype=torch.int64), axis=0, dtype=weight.dtype)
+    product = b.op("MatMul", b.op("Unsqueeze", input, b.const([1], torch.int64), dtype=input.dtype), chosen,
+                   dtype=input.dtype)                                                                    # (S, 1, N)
+    out = b.op("Squeeze", product, b.const([1], torch.int64), dtype=input.dtype)
+    mask = b.op("Unsqueeze", b.cast(valid, input.dtype), b.const([1], torch.int64), dtype=input.dtype)
+    return b.op("Mul", out, mask, dtype=input.dtype, shape=b.node.out_shape)
