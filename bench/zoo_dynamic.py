@@ -155,7 +155,7 @@ def table(results: list[dict[str, Any]], zoo: dict[str, dict[str, Any]]) -> str:
     counts = {"onnxsight": 0, "torch.onnx": 0, "zoo": 0}
     for res in results:
         name = res["model"]
-        dims = sorted({d for axes in (res.get("dynamic") or {}).values() for d in axes.values()})
+        dims = sorted({d.split("+")[0] for axes in (res.get("dynamic") or {}).values() for d in axes.values()})
         zoo_row = zoo.get(name)
         if zoo_row:
             verification = zoo_row.get("verification") or {}
