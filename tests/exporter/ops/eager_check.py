@@ -12,6 +12,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from tests.exporter.ops.op_tolerances import CURATED
 from tests.exporter.ops.opinfo_harness import compare
 
 
@@ -38,5 +39,5 @@ def assert_matches_eager(fn: Callable[..., Any], *tensors: torch.Tensor, opset: 
     actual = run_onnx(fn, *tensors, opset=opset)
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for index, (want, got) in enumerate(zip(expected, actual)):
-        problem = compare(want, got)
+        problem = compare(want, got, tolerance=CURATED)
         assert not problem, f"output {index}: {problem}\nexpected {want}\ngot      {got}"

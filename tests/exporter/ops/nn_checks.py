@@ -9,6 +9,7 @@ from torch.utils import _pytree as pytree
 
 import onnxsight
 from tests.exporter.ops.eager_check import FunctionModule as Fn
+from tests.exporter.ops.op_tolerances import CURATED
 from tests.exporter.ops.opinfo_harness import compare, opinfo_table, run_sample, samples
 
 
@@ -23,7 +24,7 @@ def export_and_compare(fn: Callable[..., Any] | torch.nn.Module, *tensors: torch
     actual = program(*tensors)
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for index, (want, got) in enumerate(zip(expected, actual)):
-        problem = compare(want, got)
+        problem = compare(want, got, tolerance=CURATED)
         assert not problem, f"output {index}: {problem}"
     return [node.op_type for node in program.model_proto.graph.node]
 
@@ -32,7 +33,8 @@ def assert_samples_pass(name: str, *, keep: Callable[[Any], bool], limit: int = 
                         opset: int | None = None) -> None:
     """Like ``assert_op_passes`` for the samples ``keep`` accepts (leaving out random ones, e.g. dropout)."""
     info = opinfo_table()[name]
-    results = [run_sample(name, info, i, s, opset=opset) for i, s in enumerate(samples(info, limit)) if keep(s)]
+    results = [run_sample(name, info, i, s, opset=opset, tolerance=CURATED)
+               for i, s in enumerate(samples(info, limit)) if keep(s)]
     failures = [r for r in results if r.status not in ("passed", "capture", "skipped")]
     assert any(r.status == "passed" for r in results), f"{name}: no sample passed: {results}"
     assert not failures, "\n".join(f"{r.op}[{r.index}] {r.status}: {r.detail}" for r in failures)
