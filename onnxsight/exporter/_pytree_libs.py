@@ -156,7 +156,8 @@ def library_pytrees() -> Iterator[dict[type, Container]]:
         yield active_containers()
     finally:
         for cls, theirs in reversed(added):
-            pytree._deregister_pytree_node(cls)
+            if cls in pytree.SUPPORTED_NODES:
+                pytree._deregister_pytree_node(cls)
             if theirs is not None:
                 _restore(cls, theirs)
 
