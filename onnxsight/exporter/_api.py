@@ -22,7 +22,7 @@ from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter._pytree_libs import io_names, library_pytrees
-from onnxsight.exporter._program import EXTERNAL_DATA_THRESHOLD, ONNXProgram, assemble
+from onnxsight.exporter._program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
 from onnxsight.exporter._schema_check import check_type_constraints, require_outputs
@@ -157,13 +157,14 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if not require_outputs(ctx, translated.graph, decomposed):
             stage.status = "failed"
             _fail(errors.TranslationError, f"{type(model).__name__} returns no tensor to export", ctx, record)
+        structure = _structure(program)   # weights as typed inputs: no copy of them (issue 11)
         try:
-            onnx.checker.check_model(_checkable(program))
+            onnx.checker.check_model(structure)
         except onnx.checker.ValidationError as exc:
             ctx.emit(rules.CHECKER_FAILED, error=str(exc)[:800])
             stage.status = "failed"
             _fail(errors.CheckerError, "the exported model is not valid ONNX", ctx, record)
-        if check_type_constraints(ctx, _infer_shapes(ctx, program)):
+        if check_type_constraints(ctx, _infer_shapes(ctx, structure)):
             stage.status = "failed"
             _fail(errors.CheckerError, "the exported model breaks ONNX operator type constraints", ctx, record)
         if ctx.errors:
@@ -175,32 +176,25 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     return program
 
 
-def _checkable(program: ONNXProgram) -> onnx.ModelProto:
-    """The model as the checker should see it, without copying large weights.
-
-    Small models: the embedded model (built once; reused by save() and the
-    runtime). Large ones: the weight-free structure, which the checker
-    validates identically.
-    """
-    if program.weights_size <= EXTERNAL_DATA_THRESHOLD and not program.fake_weights:
-        return program.model_proto
-    return _structure(program)
-
-
 def _structure(program: ONNXProgram) -> onnx.ModelProto:
-    """The graph with each initializer declared as a typed graph input instead: no weight bytes."""
+    """The graph with each initializer declared as a typed graph input instead: no weight bytes.
+
+    What the checker and shape inference see, at every size: the embedded model would copy
+    every weight into protobuf (and the checker serialises it once more) just to be checked.
+    The checker validates the structure the same way; the weights' own bytes come from torch
+    tensors of the declared dtype and shape, and the saved file is written from those.
+    """
     model = assemble(program._translated, with_data=False)
     for name, tensor in program.initializers.items():
         model.graph.input.append(value_info(Value(name, tensor.dtype, tuple(tensor.shape))))
     return model
 
 
-def _infer_shapes(ctx: DiagnosticContext, program: ONNXProgram) -> onnx.ModelProto:
+def _infer_shapes(ctx: DiagnosticContext, structure: onnx.ModelProto) -> onnx.ModelProto:
     """ONX002: ONNX's strict shape inference over the structure (cheap: no weights are copied).
 
     Returns the structure with the inferred types (lenient inference where strict fails), for ONX004.
     """
-    structure = _structure(program)
     try:
         return onnx.shape_inference.infer_shapes(structure, strict_mode=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:

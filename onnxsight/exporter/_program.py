@@ -25,6 +25,7 @@ from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._inline import inline_functions
 from onnxsight.exporter._fake import dataless, fake_weights_error
 from onnxsight.exporter._record import ExportRecord
+from onnxsight.exporter._stream import write_embedded
 from onnxsight.exporter._translate_program import TranslatedGraph
 from onnxsight.exporter._weights import save_with_weights
 
@@ -66,6 +67,33 @@ def tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
+def _initializer(translated: TranslatedGraph, name: str, tensor: torch.Tensor, *, data: bool,
+                 external: tuple[str, int, int] | None = None) -> onnx.TensorProto:
+    """One initializer's TensorProto: its bytes (``data``), an external-data reference, or neither (a header)."""
+    if data and external is None:
+        proto = torch_to_tensor_proto(tensor, name)
+    else:
+        proto = onnx.TensorProto(name=name, dims=list(tensor.shape),
+                                 data_type=torch_to_tensor_proto(tensor.flatten()[:0], name).data_type)
+    if external is not None:
+        location, offset, length = external
+        proto.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+            entry = proto.external_data.add()
+            entry.key, entry.value = key, value
+    kind = translated.initializer_kinds.get(name)
+    if kind:  # as torch.onnx marks them, so tools can tell parameters from buffers and constants
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = "pkg.torch.export.graph_signature.InputSpec.kind", kind
+    return proto
+
+
+def initializer_headers(translated: TranslatedGraph) -> list[tuple[onnx.TensorProto, torch.Tensor]]:
+    """(TensorProto without data, tensor) of each initializer: what _stream.write_embedded writes."""
+    return [(_initializer(translated, name, tensor, data=False), tensor)
+            for name, tensor in translated.initializers.items()]
+
+
 def assemble(translated: TranslatedGraph, *, with_data: bool = True,
              external: dict[str, tuple[str, int, int]] | None = None) -> onnx.ModelProto:
     """ModelProto from a translated graph. ``external`` maps initializer -> (location, offset, length)."""
@@ -74,23 +102,10 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
     graph = onnx.GraphProto()
     graph.CopyFrom(translated.graph)
     for name, tensor in translated.initializers.items():
-        if external is not None and name in external:
-            proto = onnx.TensorProto(name=name, dims=list(tensor.shape),
-                                     data_type=torch_to_tensor_proto(tensor.flatten()[:0], name).data_type)
-            location, offset, length = external[name]
-            proto.data_location = onnx.TensorProto.EXTERNAL
-            for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
-                entry = proto.external_data.add()
-                entry.key, entry.value = key, value
-        elif with_data:
-            proto = torch_to_tensor_proto(tensor, name)
-        else:
+        reference = external.get(name) if external is not None else None
+        if reference is None and not with_data:
             continue
-        kind = translated.initializer_kinds.get(name)
-        if kind:  # as torch.onnx marks them, so tools can tell parameters from buffers and constants
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = "pkg.torch.export.graph_signature.InputSpec.kind", kind
-        graph.initializer.append(proto)
+        graph.initializer.append(_initializer(translated, name, tensor, data=with_data, external=reference))
     opsets = [helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, producer_version=__version__)
     model.functions.extend(translated.functions)  # module_functions=: one per module call signature
@@ -172,12 +187,13 @@ class ONNXProgram:
     def model_structure(self) -> onnx.ModelProto:
         """The model to read its structure from (nodes, inputs, opsets), never copying large weights.
 
-        The embedded model when it is small (built once and shared with save() and the
-        runtime), else the graph with initializers left out: a model over 2 GB is not
-        serialised into memory just to count its nodes.
+        The graph with initializers left out, at every size (their dtypes and shapes are in
+        ``initializers``): a model is not copied into protobuf just to count its nodes, and
+        reports and verification need no second copy of the weights (issue 11). The embedded
+        model is built only for ``prog.model_proto``; once built, it is what this returns.
         """
-        if self.weights_size <= EXTERNAL_DATA_THRESHOLD and not self.fake_weights:
-            return self._embedded()  # structure only: no weight check needed
+        if self._model_proto is not None:
+            return self._model_proto  # already paid for: structure only, no weight check needed
         return assemble(self._translated, with_data=False)
 
     @property
@@ -240,7 +256,7 @@ class ONNXProgram:
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
                 raise ValueError("external data cannot be written into a file object: save to a path instead")
-            path.write(_inlined(self.model_proto, inline_functions).SerializeToString())
+            self._write_embedded(path, inline_functions)
             return []
         path = os.fspath(path)
         if external_data is None:
@@ -248,7 +264,7 @@ class ONNXProgram:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if not external_data:
             with open(path, "wb") as handle:
-                handle.write(_inlined(self.model_proto, inline_functions).SerializeToString())
+                self._write_embedded(handle, inline_functions)
             return [path]
         location = os.path.basename(path) + ".data"
         data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
@@ -266,6 +282,15 @@ class ONNXProgram:
         with open(path, "wb") as handle:
             handle.write(model.SerializeToString())
         return [path, data_path]
+
+    def _write_embedded(self, handle: Any, inline: bool) -> None:
+        """The embedded model's bytes, each weight streamed from its tensor (never the whole model in memory).
+
+        Byte for byte ``model_proto.SerializeToString()`` (inlined where asked), without its two copies
+        of the weights; the embedded model already built (``prog.model_proto``) is not needed.
+        """
+        structure = _inlined(assemble(self._translated, with_data=False), inline)
+        write_embedded(handle, structure, initializer_headers(self._translated))
 
     # -- running -----------------------------------------------------------------------------------
     def flat_inputs(self, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> list[torch.Tensor]:
