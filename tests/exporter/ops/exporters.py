@@ -120,13 +120,36 @@ def _to_torch(value: Any) -> list[torch.Tensor]:
     return [torch.from_numpy(array.copy())]
 
 
+def _to_ort_value(tensor: torch.Tensor) -> Any:
+    import onnxruntime as ort
+
+    tensor = tensor.detach().contiguous()
+    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: hand ONNX Runtime the bits and the type
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(tensor.view(torch.uint16).numpy(),
+                                                              onnx_element_type=16)
+    return ort.OrtValue.ortvalue_from_numpy(tensor.numpy())
+
+
+def _from_ort_value(value: Any) -> torch.Tensor:
+    if value.data_type() == "tensor(bfloat16)":  # ONNX Runtime's numpy() refuses bfloat16
+        return torch.from_dlpack(value._get_c_value()).clone()
+    return torch.from_numpy(value.numpy().copy())
+
+
 def run_onnx(model: Any, input_names: list[str], tensors: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
-    """Run ``model`` in ONNX Runtime's CPU provider with ``tensors`` fed to ``input_names`` in order."""
+    """Run ``model`` in ONNX Runtime's CPU provider with ``tensors`` fed to ``input_names`` in order.
+
+    Through OrtValues, so bfloat16 goes in and comes out (``InferenceSession.run`` cannot return it);
+    a model with a sequence output is run through numpy instead.
+    """
     import onnxruntime as ort
 
     if len(input_names) != len(tensors):
         raise ValueError(f"the model takes {len(input_names)} inputs, the sample has {len(tensors)} tensors")
     session = ort.InferenceSession(model.SerializeToString(), ort.SessionOptions(),
                                    providers=["CPUExecutionProvider"])
-    outputs = session.run(None, {name: _to_numpy(t) for name, t in zip(input_names, tensors)})
-    return [t for output in outputs for t in _to_torch(output)]
+    if any(not o.type.startswith("tensor(") for o in session.get_outputs()):
+        outputs = session.run(None, {name: _to_numpy(t) for name, t in zip(input_names, tensors)})
+        return [t for output in outputs for t in _to_torch(output)]
+    outputs = session.run_with_ort_values(None, {n: _to_ort_value(t) for n, t in zip(input_names, tensors)})
+    return [_from_ort_value(value) for value in outputs]

@@ -58,8 +58,36 @@ def settings_section(result: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def summary_section(result: dict[str, Any]) -> list[str]:
+def common_ops(result: dict[str, Any]) -> dict[str, dict[str, dict[str, dict]]]:
+    """The records of ops every exporter ran at that dtype (a stopped sweep leaves some `not-run`)."""
     exporters = result["settings"]["exporters"]
+    common: dict[str, dict[str, dict[str, dict]]] = {}
+    for op, per_dtype in result["ops"].items():
+        for dtype, per in per_dtype.items():
+            if all(e in per and per[e]["status"] != "not-run" for e in exporters):
+                common.setdefault(op, {})[dtype] = per
+    return common
+
+
+def not_run(result: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per dtype and exporter, how many ops the sweep did not reach."""
+    counts: dict[str, dict[str, int]] = {}
+    for per_dtype in result["ops"].values():
+        for dtype, per in per_dtype.items():
+            for exporter, record in per.items():
+                if record["status"] == "not-run":
+                    counts.setdefault(dtype, {}).setdefault(exporter, 0)
+                    counts[dtype][exporter] += 1
+    return counts
+
+
+def summary_section(result: dict[str, Any]) -> list[str]:
+    from tests.exporter.ops.coverage import summarize
+
+    exporters = result["settings"]["exporters"]
+    missing = not_run(result)
+    if missing:
+        result = dict(result, summary=summarize(common_ops(result), exporters, result["settings"]["dtypes"]))
     head = "| dtype | " + " | ".join(f"{e} passes" for e in exporters) + " | " + \
         " | ".join(f"{e}: no ORT kernel" for e in exporters) + " | " + \
         " | ".join(f"{e}: not attempted" for e in exporters) + " |"
@@ -68,6 +96,11 @@ def summary_section(result: dict[str, Any]) -> list[str]:
         lines.append(f"| {dtype} | " + " | ".join(_pct(per[e]) for e in exporters) + " | " +
                      " | ".join(str(per[e]["no_kernel"]) for e in exporters) + " | " +
                      " | ".join(str(per[e]["not_attempted"]) for e in exporters) + " |")
+    if missing:
+        lines += ["", "**The sweep was stopped before every op ran** (" + "; ".join(
+            f"{dtype}: " + ", ".join(f"{e} {n} ops not run" for e, n in per.items())
+            for dtype, per in missing.items()) + "): the table counts only the ops that every exporter ran. "
+            "Each exporter's figures over all the ops it ran are under *Each exporter alone*."]
     return lines + [
         "",
         "*passes*: every sample torch.export could capture exported, ran and matched; the denominator is the "
@@ -77,8 +110,9 @@ def summary_section(result: dict[str, Any]) -> list[str]:
 
 
 def only_one(result: dict[str, Any], winner: str, loser: str) -> list[tuple[str, str, dict]]:
+    """(op, dtype, loser's record) where ``winner`` passes and ``loser`` ran and did not."""
     rows = []
-    for op, per_dtype in sorted(result["ops"].items()):
+    for op, per_dtype in sorted(common_ops(result).items()):
         for dtype, per in per_dtype.items():
             if winner in per and loser in per and per[winner]["status"] == PASSING \
                     and per[loser]["status"] != PASSING:
@@ -134,6 +168,12 @@ def render(result: dict[str, Any]) -> str:
              "`tests/exporter/ops/parity_report.py`); per-op records in [op-parity.json](op-parity.json).", "",
              "## Figures", ""]
     lines += summary_section(result)
+    if not_run(result):
+        lines += ["### Each exporter alone", "", "| dtype | exporter | passes | no ORT kernel | not attempted |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {dtype} | {e} | {_pct(c)} | {c['no_kernel']} | {c['not_attempted']} |"
+                  for dtype, per in result["summary"].items() for e, c in per.items()]
+        lines.append("")
     lines += ["## How they were obtained", ""] + settings_section(result)
     seconds = result.get("worker_seconds", {})
     if seconds:

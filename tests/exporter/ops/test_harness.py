@@ -119,17 +119,27 @@ RESULT = {
         "b": {"float32": {"onnxsight": {"status": "no-kernel"}, "torch.onnx": {"status": "passed"}},
               "float16": {"onnxsight": {"status": "passed"}, "torch.onnx": {"status": "passed"}}},
         "c": {"float32": {"onnxsight": {"status": "error"}, "torch.onnx": {"status": "not-attempted"}}},
+        "d": {"float32": {"onnxsight": {"status": "passed"}, "torch.onnx": {"status": "not-run"}}},
     },
 }
 
 
 def test_summary_counts_each_status_once() -> None:
     summary = coverage.summarize(RESULT["ops"], ["onnxsight", "torch.onnx"], ["float32", "float16"])
-    assert summary["float32"]["onnxsight"] == {"passed": 1, "failed": 1, "attempted": 2, "no_kernel": 1,
-                                               "not_attempted": 0, "coverage": 0.5}
+    assert summary["float32"]["onnxsight"] == {"passed": 2, "failed": 1, "attempted": 3, "no_kernel": 1,
+                                               "not_attempted": 0, "coverage": 0.6667}
     assert summary["float32"]["torch.onnx"]["coverage"] == 0.5
     assert summary["float16"]["torch.onnx"] == {"passed": 1, "failed": 0, "attempted": 1, "no_kernel": 0,
                                                 "not_attempted": 0, "coverage": 1.0}
+
+
+def test_a_stopped_sweep_compares_only_the_ops_both_ran() -> None:
+    assert "d" not in parity_report.common_ops(RESULT) and "a" in parity_report.common_ops(RESULT)
+    assert parity_report.not_run(RESULT) == {"float32": {"torch.onnx": 1}}
+    result = dict(RESULT, settings=dict(RESULT["settings"], dtypes=["float32", "float16"]),
+                  summary=coverage.summarize(RESULT["ops"], ["onnxsight", "torch.onnx"], ["float32", "float16"]))
+    table = "\n".join(parity_report.summary_section(result))
+    assert "| float32 | 1 / 2 (50.0%) | 1 / 2 (50.0%) |" in table and "torch.onnx 1 ops not run" in table
 
 
 def test_only_one_exporter_passes() -> None:
@@ -146,3 +156,18 @@ def test_sweep_writes_one_json_for_both_exporters(tmp_path) -> None:
     assert result["ops"]["bitwise_not"]["int64"].keys() == {"onnxsight", "torch.onnx"}
     assert result["summary"]["int64"]["onnxsight"]["passed"] == 1
     assert "| int64 | 1 / 1 (100.0%) | 1 / 1 (100.0%)" in page.read_text()
+
+
+def test_bfloat16_goes_in_and_comes_out_of_onnx_runtime() -> None:
+    """InferenceSession.run cannot return bfloat16 (numpy has none): the runner must, for both exporters."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16),
+         helper.make_node("Cast", ["y"], ["z"], to=TensorProto.FLOAT)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = torch.tensor([1.0, 3.14159, -2.5e-3])
+    y, z = exporters.run_onnx(model, ["x"], (x,))
+    assert y.dtype == torch.bfloat16 and torch.equal(y, x.bfloat16())
+    assert torch.equal(z, x.bfloat16().float())
