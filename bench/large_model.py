@@ -1,8 +1,12 @@
 """Large-model benchmark: a model with more than 2 GB of weights, exported, saved and verified per node.
 
-Export: in fresh processes, the peak RSS above the model's own footprint for
-onnxsight and for torch.onnx.export(dynamo=True): onnxsight streams weights
-from the model's tensors to the data file, so it should need no second copy.
+Export: in fresh processes, the peak RSS of export + save above the model's own
+footprint (imports warmed up on a tiny model first) for onnxsight and for
+torch.onnx.export(dynamo=True) with its defaults (optimize=True), each saved
+embedded and with external data: onnxsight streams weights from the model's
+tensors into the file (the data file, or the embedded model's bytes), and checks
+the weight-free structure, so it should need no second copy. ``--export-gb``
+takes several sizes (below 2 GB the default save embeds the weights).
 
 Verification: per-node verification of the program (``onnxsight.verify``) and
 of its saved file (``onnxsight.verify_onnx``, CPU against CPU), against one
@@ -15,6 +19,7 @@ is an untimed warm-up (page cache, lazy imports); then ``--runs`` rounds,
 interleaved, reported as median and min-max.
 
     python bench/large_model.py [--gb 2.2] [--runs 5] [--skip-export] [--skip-verify]
+    python bench/large_model.py --export-gb 0.3 1.5 --skip-verify    # below 2 GB: embedded vs external
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,25 +44,40 @@ def _build(gb: float):
     return torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(layers)]).eval()
 
 
-def _child(tool: str, gb: float, out: str) -> dict:
+_EXPORTERS = {   # tool -> (exporter, save's external_data)
+    "onnxsight": ("onnxsight", None), "onnxsight-embedded": ("onnxsight", False),
+    "onnxsight-external": ("onnxsight", True),
+    "torch.onnx-embedded": ("torch.onnx", False), "torch.onnx": ("torch.onnx", True),
+}
+
+
+def _export_once(exporter: str, model, x, out: str, external) -> None:
     import torch
 
-    model = _build(gb)
-    weights_mb = sum(p.numel() * 4 for p in model.parameters()) / 1024**2
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    start = time.perf_counter()
-    x = torch.randn(1, WIDTH)
-    if tool in ("onnxsight", "onnxsight-external"):
+    if exporter == "onnxsight":
         import onnxsight
 
-        # external data chosen automatically above 2 GB (always for the verification's file)
-        onnxsight.export(model, (x,)).save(out, external_data=True if tool == "onnxsight-external" else None)
-    else:
-        program = torch.onnx.export(model, (x,), dynamo=True)
-        program.save(out, external_data=True)
+        onnxsight.export(model, (x,)).save(out, external_data=external)   # None: external above 2 GB
+    else:   # torch.onnx's defaults (optimize=True), as a user calls it
+        torch.onnx.export(model, (x,), dynamo=True).save(out, external_data=bool(external))
+
+
+def _child(tool: str, gb: float, out: str) -> dict:
+    """Export + save in this fresh process; the peak RSS of that call alone (VmHWM reset after the warm-up)."""
+    import torch
+
+    exporter, external = _EXPORTERS[tool]
+    _export_once(exporter, torch.nn.Linear(4, 4), torch.randn(1, 4), out + ".warm.onnx", external)  # imports
+    model = _build(gb)
+    weights_mb = sum(p.numel() * 4 for p in model.parameters()) / 1024**2
+    x = torch.randn(1, WIDTH)
+    base = _reset_peak()
+    start = time.perf_counter()
+    _export_once(exporter, model, x, out, external)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    files = {f: os.path.getsize(os.path.join(os.path.dirname(out), f)) for f in os.listdir(os.path.dirname(out))}
+    peak = _status_mb("VmHWM:")
+    folder = os.path.dirname(out)
+    files = {f: os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if ".warm." not in f}
     return {"tool": tool, "weights_mb": round(weights_mb), "seconds": round(seconds, 2),
             "rss_before_mb": round(base), "peak_rss_mb": round(peak), "extra_mb": round(peak - base),
             "files_mb": {k: round(v / 1024**2) for k, v in files.items()}}
@@ -189,17 +208,31 @@ def _print_verification(results: dict[str, list[dict]], runs: int) -> None:
         print(f"PyTorch eager, one run of the same model: {_spread(torch_s, 3)} s.")
 
 
-def _export(gb: float) -> None:
-    print("| exporter | weights MB | export+save s | RSS before MB | peak RSS MB | extra over model MB | files |")
-    print("|---|---|---|---|---|---|---|")
-    for tool in ("onnxsight", "torch.onnx"):
-        with tempfile.TemporaryDirectory() as tmp:
-            r = _run_child(["--gb", str(gb), "--child", tool, os.path.join(tmp, "large.onnx")])
-            if "error" in r:
-                print(f"| {tool} | failed: {r['error'][:120]} | | | | | |")
+def _export(sizes: list[float], runs: int, tools: list[str]) -> None:
+    """Export + save, each tool in fresh processes, interleaved; round 0 is an untimed warm-up."""
+    print(f"\nExport + save: peak RSS above the RSS before the call (the model built, imports warm), "
+          f"median (min-max) of {runs} fresh processes after one warm-up round.\n")
+    print("| weights MB | exporter | save | export+save s | extra over model MB | extra / weights |")
+    print("|---|---|---|---|---|---|")
+    for gb in sizes:
+        results: dict[str, list[dict]] = {tool: [] for tool in tools}
+        for round_ in range(runs + 1):
+            for tool in tools:
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = _run_child(["--gb", str(gb), "--child", tool, os.path.join(tmp, "large.onnx")])
+                if "error" in r:
+                    print(f"| {gb} GB | {tool} | failed: {r['error'][:120]} | | | |")
+                elif round_:
+                    results[tool].append(r)
+        for tool, records in results.items():
+            if not records:
                 continue
-            print(f"| {tool} | {r['weights_mb']} | {r['seconds']} | {r['rss_before_mb']} | {r['peak_rss_mb']} | "
-                  f"{r['extra_mb']} | {r['files_mb']} |")
+            external = _EXPORTERS[tool][1]
+            save = "external data" if external else ("embedded" if external is False else "default (auto)")
+            extra = [r["extra_mb"] for r in records]
+            print(f"| {records[0]['weights_mb']} | {_EXPORTERS[tool][0]} | {save} | "
+                  f"{_spread([r['seconds'] for r in records])} | {_spread(extra, 0)} | "
+                  f"{_spread([e / r['weights_mb'] for e, r in zip(extra, records)])} |")
 
 
 def main() -> int:
@@ -207,6 +240,9 @@ def main() -> int:
     parser.add_argument("--gb", type=float, default=2.2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-export", action="store_true")
+    parser.add_argument("--export-gb", type=float, nargs="+", default=None,
+                        help="model sizes for the export table (default: --gb)")
+    parser.add_argument("--tools", nargs="+", default=list(_EXPORTERS), choices=list(_EXPORTERS))
     parser.add_argument("--skip-verify", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--verify-child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
@@ -218,7 +254,7 @@ def main() -> int:
         print(json.dumps(_verify_child(options.verify_child[0], options.gb, options.verify_child[1])))
         return 0
     if not options.skip_export:
-        _export(options.gb)
+        _export(options.export_gb or [options.gb], options.runs, options.tools)
     if not options.skip_verify:
         _verification(options.gb, options.runs)
     return 0

@@ -25,7 +25,7 @@ from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
 from onnxsight.exporter._inline import inline_functions
 from onnxsight.exporter._fake import dataless, fake_weights_error
 from onnxsight.exporter._record import ExportRecord
-from onnxsight.exporter._stream import write_embedded
+from onnxsight.exporter._stream import embedded_size, write_embedded
 from onnxsight.exporter._translate_program import TranslatedGraph
 from onnxsight.exporter._weights import save_with_weights
 
@@ -222,6 +222,11 @@ class ONNXProgram:
     @property
     def initializers(self) -> dict[str, torch.Tensor]:
         return dict(self._translated.initializers)
+
+    @property
+    def embedded_size(self) -> int:
+        """The byte size of the model with its weights embedded (``model_proto.ByteSize()``), without building it."""
+        return embedded_size(assemble(self._translated, with_data=False), initializer_headers(self._translated))
 
     @property
     def weights_size(self) -> int:

@@ -14,7 +14,7 @@ cannot tell it apart; ``tests/exporter/test_export_memory.py`` pins that.
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Iterable, Sequence
+from typing import Any, BinaryIO, Iterable
 
 import onnx
 import torch
@@ -77,6 +77,25 @@ class _Entry:
         handle.write(self.after)
 
 
+def _layout(model: onnx.ModelProto, weights: Iterable[tuple[onnx.TensorProto, torch.Tensor]]
+            ) -> tuple[list[bytes], list[_Entry], list[bytes]]:
+    """(the bytes before the initializers, the initializers, the bytes after them)."""
+    if len(model.graph.initializer):
+        raise ValueError("write_embedded takes the initializers apart from the model")
+    entries = [_Entry(header, tensor) for header, tensor in weights]
+    model_before, model_after = _split(model, _GRAPH)
+    graph_before, graph_after = _split(model.graph, _INITIALIZER)
+    body = sum(len(_key(_INITIALIZER, e.size)) + e.size for e in entries)
+    head = [model_before, _key(_GRAPH, len(graph_before) + body + len(graph_after)), graph_before]
+    return head, entries, [graph_after, model_after]
+
+
+def embedded_size(model: onnx.ModelProto, weights: Iterable[tuple[onnx.TensorProto, torch.Tensor]]) -> int:
+    """The byte size of what :func:`write_embedded` writes (the embedded model's ``ByteSize()``), computed."""
+    head, entries, tail = _layout(model, weights)
+    return sum(map(len, head + tail)) + sum(len(_key(_INITIALIZER, e.size)) + e.size for e in entries)
+
+
 def write_embedded(handle: BinaryIO, model: onnx.ModelProto,
                    weights: Iterable[tuple[onnx.TensorProto, torch.Tensor]]) -> None:
     """Write ``model`` with ``weights`` appended to its graph's initializers, as one serialised ModelProto.
@@ -84,16 +103,10 @@ def write_embedded(handle: BinaryIO, model: onnx.ModelProto,
     ``model``'s graph must hold no initializer (they come from ``weights``: each a TensorProto
     without data, whose ``raw_data`` is the tensor's bytes).
     """
-    if len(model.graph.initializer):
-        raise ValueError("write_embedded takes the initializers apart from the model")
-    entries: Sequence[_Entry] = [_Entry(header, tensor) for header, tensor in weights]
-    model_before, model_after = _split(model, _GRAPH)
-    graph_before, graph_after = _split(model.graph, _INITIALIZER)
-    body = sum(len(_key(_INITIALIZER, e.size)) + e.size for e in entries)
-    handle.write(model_before)
-    handle.write(_key(_GRAPH, len(graph_before) + body + len(graph_after)))
-    handle.write(graph_before)
+    head, entries, tail = _layout(model, weights)
+    for part in head:
+        handle.write(part)
     for entry in entries:
         entry.write(handle)
-    handle.write(graph_after)
-    handle.write(model_after)
+    for part in tail:
+        handle.write(part)

@@ -34,8 +34,8 @@ def model_facts(exported: Any, model: Any, args: Any, kwargs: Any, program: Any,
         functions = {(f.domain, f.name): f for f in onnx_model.functions}
         facts["onnx_ops"] = dict(Counter(_onnx_ops(onnx_model.graph, functions)).most_common())
         facts["onnx_nodes"] = sum(facts["onnx_ops"].values())
-        facts["onnx_size"] = int(onnx_model.ByteSize()) + (
-            0 if onnx_model.graph.initializer or program is None else int(getattr(program, "weights_size", 0)))
+        facts["onnx_size"] = int(onnx_model.ByteSize()) if onnx_model.graph.initializer or program is None else int(
+            getattr(program, "embedded_size", None) or onnx_model.ByteSize() + getattr(program, "weights_size", 0))
         facts["opset"] = next((o.version for o in onnx_model.opset_import if o.domain in ("", "ai.onnx")),
                               facts["opset"])
     return jsonable(facts)

@@ -91,6 +91,8 @@ def test_streamed_file_is_the_embedded_model_byte_for_byte(tmp_path, name: str, 
         from onnxsight.exporter._inline import inline_functions
         expected = inline_functions(expected)
     assert path.read_bytes() == expected.SerializeToString()
+    if not inline:
+        assert prog.embedded_size == expected.ByteSize()   # computed without building the model
 
 
 def test_export_does_not_build_the_embedded_model(monkeypatch) -> None:
