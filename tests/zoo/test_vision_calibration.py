@@ -49,3 +49,12 @@ def test_scene_has_several_objects() -> None:
     assert image.shape == (3, 64, 80) and 0 <= image.min() and image.max() <= 1
     assert (image.amax(0) > 0.4).float().mean() > 0.05  # bright rectangles on a dim background
     assert torch.equal(image, scene(64, 80)) and not torch.equal(image, scene(64, 80, seed=1))
+
+
+def test_statistics_average_over_every_calibration_input() -> None:
+    """Several inputs (more images, a second size): the running statistics are their average, not the last's."""
+    torch.manual_seed(0)
+    model, x, y = Net(), torch.randn(2, 3, 8, 8), torch.randn(4, 3, 12, 12) * 2 + 3
+    calibrate_batchnorm(model, (x,), {}, more=[((y,), {})])
+    means = [model.conv(t).mean((0, 2, 3)) for t in (x, y)]
+    torch.testing.assert_close(model.norm.running_mean, (means[0] + means[1]) / 2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onnxsight.zoo._spec import ModelSpec, import_or_unavailable
-from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, images
+from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, calibration_inputs, images
 
 _CNN = ("vision", "cnn")
 _VIT = ("vision", "attention", "vit")
@@ -54,7 +54,8 @@ def build_model(entry: VisionModel) -> tuple[Any, tuple, dict]:
     torch.manual_seed(0)
     model = timm.create_model(entry.name, pretrained=False, **entry.options)
     args, kwargs = entry.inputs()
-    return calibrate_batchnorm(model, args, kwargs), args, kwargs
+    first, *more = calibration_inputs(entry, (args, kwargs))
+    return calibrate_batchnorm(model, *first, more=more), args, kwargs
 
 
 def _builder(entry: VisionModel) -> Callable[[], tuple[Any, ...]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onnxsight.zoo._spec import ModelSpec, import_or_unavailable
-from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, images, scene
+from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, calibration_inputs, images, scene
 
 _CLS = ("vision", "classification")
 _SEG = ("vision", "segmentation")
@@ -93,8 +93,8 @@ def build_model(entry: VisionModel) -> tuple[Any, tuple, dict]:
         options["weights_backbone"] = None
     model = torchvision.models.get_model(entry.name, **options)
     args, kwargs = entry.inputs()
-    calibration = entry.calibration() if entry.calibration else (args, kwargs)
-    return calibrate_batchnorm(model, *calibration), args, kwargs
+    first, *more = calibration_inputs(entry, (args, kwargs))
+    return calibrate_batchnorm(model, *first, more=more), args, kwargs
 
 
 def _builder(entry: VisionModel) -> Callable[[], tuple[Any, ...]]:
