@@ -30,6 +30,7 @@ from onnxsight.exporter._translate_program import TranslatedGraph
 from onnxsight.exporter._weights import save_with_weights
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
+PROTOBUF_LIMIT = 2**31 - 1             # the largest message protobuf parses, in bytes
 PRODUCER = "onnxsight"
 
 # (diagnostics, path, *, record) -> the path written: how a program's diagnostics become a SARIF file.
@@ -261,6 +262,7 @@ class ONNXProgram:
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
                 raise ValueError("external data cannot be written into a file object: save to a path instead")
+            self._require_embeddable()
             self._write_embedded(path, inline_functions)
             return []
         path = os.fspath(path)
@@ -268,6 +270,7 @@ class ONNXProgram:
             external_data = self.weights_size > EXTERNAL_DATA_THRESHOLD
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         if not external_data:
+            self._require_embeddable()
             with open(path, "wb") as handle:
                 self._write_embedded(handle, inline_functions)
             return [path]
@@ -287,6 +290,12 @@ class ONNXProgram:
         with open(path, "wb") as handle:
             handle.write(model.SerializeToString())
         return [path, data_path]
+
+    def _require_embeddable(self) -> None:
+        """Refuse, before writing, an embedded model over protobuf's 2 GB (no reader could parse the file)."""
+        if self.weights_size > PROTOBUF_LIMIT // 2 and self.embedded_size > PROTOBUF_LIMIT:
+            raise ValueError(f"the model is {self.embedded_size / 1024**3:.2f} GB with its weights embedded, above "
+                             "protobuf's 2 GB limit: save it with external_data=True (or None) to a path")
 
     def _write_embedded(self, handle: Any, inline: bool) -> None:
         """The embedded model's bytes, each weight streamed from its tensor (never the whole model in memory).

@@ -117,3 +117,17 @@ def test_export_does_not_build_the_embedded_model(monkeypatch) -> None:
     assert len(prog.model_proto.graph.initializer) == 2     # still there, lazily, when asked for
     assert any(built)
     assert buffer.getvalue() == prog.model_proto.SerializeToString()
+
+
+@pytest.mark.parametrize("target", ["path", "file object"])
+def test_embedded_save_over_protobufs_limit_is_refused_before_writing(tmp_path, monkeypatch, target: str) -> None:
+    from onnxsight.exporter import _program
+
+    prog = onnxsight.export(torch.nn.Linear(6, 3), (torch.randn(2, 6),))
+    monkeypatch.setattr(_program, "PROTOBUF_LIMIT", 100)   # the 84 bytes of weights stand for 2 GB
+    path = tmp_path / "m.onnx"
+    buffer = io.BytesIO()
+    with pytest.raises(ValueError, match="external_data=True"):
+        prog.save(path if target == "path" else buffer, external_data=False)
+    assert not path.exists() and not buffer.getvalue()
+    assert prog.save(path, external_data=True) == [str(path), str(path) + ".data"]
