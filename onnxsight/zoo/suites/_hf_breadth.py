@@ -204,6 +204,7 @@ def dynamic_cache_decode(config_name: str, model_name: str) -> tuple:
 # Models that stay in the suite with a known failure (docs/zoo-transformers.md), name -> why.
 KNOWN_FAILURES: dict[str, str] = {
     "hf_poolformer": "CAP005: the model's code fixes height to the example's 32 (dynamic H/W refused)",
+    "hf_dinov2": "CAP005: position-embedding interpolation fixes height to the example's 32 (dynamic H/W refused)",
 }
 
 CACHE_DECODERS: tuple[tuple[str, str, str], ...] = (
