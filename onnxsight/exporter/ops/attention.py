@@ -104,7 +104,7 @@ def aten_scaled_dot_product_attention_23(b: GraphBuilder, query: Value, key: Val
     """
     if dropout_p > 0 or not (query.rank == key.rank == value.rank == 4) or _needs_formula(attn_mask):
         return _sdpa_formula(b, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    mask = None if attn_mask is None else _attention_mask(b, attn_mask, query, key)
+    mask = None if attn_mask is None else _above_lowest(b, _attention_mask(b, attn_mask, query, key))
     return b.op("Attention", query, key, value, mask, is_causal=int(is_causal),
                 scale=None if scale is None else float(scale))
 
@@ -117,6 +117,24 @@ def aten_scaled_dot_product_attention_23(b: GraphBuilder, query: Value, key: Val
 def _needs_formula(mask: Value | None) -> bool:
     """Masks Attention cannot take in any shape: unknown rank, or more than 4 axes."""
     return mask is not None and (mask.rank is None or mask.rank > 4)
+
+
+# NOTE: ONNX Runtime's Attention (1.32, CPU) takes a float mask equal to the dtype's lowest value
+# (transformers' torch.finfo(dtype).min padding mask) as "masked out": a row whose every key is
+# masked that way gives zeros, where torch's softmax over equal scores averages the values (T5 on
+# a sequence of padding only: off by 2.2). One step above the lowest value keeps every partly
+# masked row as it was (exp underflows to 0 all the same) and gives fully masked rows torch's
+# uniform weights. -inf masks are untouched: both give zeros there.
+def _above_lowest(b: GraphBuilder, mask: Value) -> Value:
+    if mask.dtype is None or not mask.dtype.is_floating_point:
+        return mask
+    import numpy as np
+
+    lowest = torch.finfo(mask.dtype).min
+    above = float(np.nextafter(np.float32(lowest), np.float32(0))) if mask.dtype == torch.float32 else \
+        lowest + torch.finfo(mask.dtype).eps * abs(lowest)
+    at_lowest = b.op("Equal", mask, b.scalar(lowest, mask.dtype), dtype=torch.bool)
+    return b.op("Where", at_lowest, b.scalar(above, mask.dtype), mask, dtype=mask.dtype, shape=mask.shape)
 
 
 def _same_size(a: int | str | None, b: int | str | None) -> bool:

@@ -41,12 +41,23 @@ def _float_mask() -> torch.Tensor:
     return mask
 
 
+def _lowest_mask() -> torch.Tensor:
+    """transformers' padding mask: torch.finfo(float32).min, not -inf; row 1 and one batch's
+    row 3 fully masked (a sequence of padding only: torch averages the values uniformly)."""
+    mask = torch.zeros(2, 1, 5, 7)
+    mask[:, :, :, 5:] = torch.finfo(torch.float32).min
+    mask[:, :, 1] = torch.finfo(torch.float32).min
+    mask[1, :, 3] = torch.finfo(torch.float32).min
+    return mask
+
+
 CASES = {
     "plain": ({}, ()),
     "causal": ({"is_causal": True}, ()),
     "scale": ({"scale": 0.3}, ()),
     "bool_mask": ({}, ("bool",)),
     "float_mask": ({}, ("float",)),
+    "lowest_mask": ({}, ("lowest",)),
     "gqa": ({"enable_gqa": True}, ()),
     "gqa_causal": ({"enable_gqa": True, "is_causal": True}, ()),
 }
@@ -62,7 +73,8 @@ def test_opinfo_deterministic_samples() -> None:
 def test_sdpa_by_opset(case: str, opset: int, fused: bool) -> None:
     kwargs, masks = CASES[case]
     tensors = _qkv(heads_kv=2 if kwargs.get("enable_gqa") else 4)
-    tensors += tuple(_bool_mask() if m == "bool" else _float_mask() for m in masks)
+    make = {"bool": _bool_mask, "float": _float_mask, "lowest": _lowest_mask}
+    tensors += tuple(make[m]() for m in masks)
     ops = export_and_compare(SDPA(**kwargs), *tensors, opset=opset)
     assert ("Attention" in ops) == fused
     if not fused:
