@@ -9,7 +9,10 @@ provider has no kernel for some node at that dtype; *not-attempted* when no samp
 captured or none has a tensor input. Coverage = passed / (passed + failed).
 
 Ops run in worker processes (`--worker`), a batch of ops each, one exporter each, so a crash or
-a hang costs one op (marked `error`) and memory is returned between batches.
+a hang costs one op (marked `error`) and memory is returned between batches. `--progress FILE`
+keeps every finished record as it comes; `--stop-file FILE` stops a long sweep early (creating
+the file marks the ops not yet begun `not-run`), and the report then compares only the ops that
+every exporter ran.
 """
 
 from __future__ import annotations
@@ -72,6 +75,11 @@ def worker(options: argparse.Namespace) -> int:
     warnings.simplefilter("ignore")
     with open(options.jsonl, "a") as handle:
         for name in options.ops.split(","):
+            if options.stop_file and os.path.exists(options.stop_file):
+                handle.write(json.dumps({"op": name, "status": "not-run", "detail": "sweep stopped", "samples": {},
+                                         "seconds": 0.0}) + "\n")
+                handle.flush()
+                continue
             record = run_op(name, options.exporter, options.dtypes, limit=options.limit, opset=options.opset)
             handle.write(json.dumps({"op": name, **record}) + "\n")
             handle.flush()
@@ -94,7 +102,7 @@ def run_batch(ops: list[str], exporter: str, dtype: str, options: argparse.Names
             path = tmp.name
         command = [sys.executable, "-m", "tests.exporter.ops.coverage", "--worker", "--exporter", exporter,
                    "--dtypes", dtype, "--ops", ",".join(remaining), "--jsonl", path,
-                   "--limit", str(options.limit), "--opset", str(options.opset)]
+                   "--limit", str(options.limit), "--opset", str(options.opset), "--stop-file", options.stop_file]
         with open(options.log, "a") as log:
             process = subprocess.Popen(command, stdout=log, stderr=log)
             seen, last = 0, time.monotonic()
@@ -172,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op-timeout", type=float, default=300.0, help="seconds one op may take")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes at a time")
     parser.add_argument("--progress", default="", help="append each op's record here as it finishes (JSON lines)")
+    parser.add_argument("--stop-file", default="", help="when this file exists, ops not yet begun are recorded "
+                        "`not-run` (a sweep stopped by a deadline still writes what it has)")
     parser.add_argument("--log", default=os.devnull, help="the workers' stdout/stderr")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ops", default="", help=argparse.SUPPRESS)
