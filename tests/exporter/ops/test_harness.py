@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import onnx
@@ -171,3 +172,14 @@ def test_bfloat16_goes_in_and_comes_out_of_onnx_runtime() -> None:
     y, z = exporters.run_onnx(model, ["x"], (x,))
     assert y.dtype == torch.bfloat16 and torch.equal(y, x.bfloat16())
     assert torch.equal(z, x.bfloat16().float())
+
+
+def test_a_stop_file_records_the_ops_not_begun_as_not_run(tmp_path) -> None:
+    stop, out = tmp_path / "STOP", tmp_path / "records.jsonl"
+    stop.write_text("")
+    options = argparse.Namespace(
+        jsonl=str(out), ops="add,sub", exporter="onnxsight", dtypes="float32", limit=1, opset=18,
+        stop_file=str(stop))
+    assert coverage.worker(options) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["op"], r["status"]) for r in records] == [("add", "not-run"), ("sub", "not-run")]
