@@ -372,8 +372,14 @@ class ONNXProgram:
         """Run the model with ONNX Runtime; inputs and outputs are torch tensors (complex ones too: IO007)."""
         tensors = self.flat_inputs(args, kwargs)
         feeds = {name: _to_numpy(to_pairs(t)) for name, t in zip(self.input_names, tensors)}
-        outputs = self.session(providers).run(None, feeds)
-        outputs = [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
+        session = self.session(providers)
+        if any(o.type == "tensor(bfloat16)" for o in session.get_outputs()):
+            # NOTE: InferenceSession.run cannot return bfloat16 (numpy has no such type): OrtValues can
+            values = {name: _to_ort_value(to_pairs(t)) for name, t in zip(self.input_names, tensors)}
+            outputs = [_from_ort_value(v) for v in session.run_with_ort_values(None, values)]
+        else:
+            outputs = session.run(None, feeds)
+            outputs = [torch.from_numpy(o) if hasattr(o, "dtype") else torch.tensor(o) for o in outputs]
         return from_pairs(outputs, self.output_names, self._translated.complex_outputs)
 
     def write_sarif(self, path: str | os.PathLike) -> str:
@@ -400,3 +406,19 @@ def _to_numpy(tensor: torch.Tensor) -> Any:
         import ml_dtypes  # shipped with onnx
         return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
     return tensor.numpy()
+
+
+def _to_ort_value(tensor: torch.Tensor) -> Any:
+    import onnxruntime as ort
+
+    tensor = tensor.detach().cpu().contiguous()
+    if tensor.dtype == torch.bfloat16:  # the bits, and the type to read them as
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(tensor.view(torch.uint16).numpy(),
+                                                              onnx_element_type=onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(tensor.numpy())
+
+
+def _from_ort_value(value: Any) -> torch.Tensor:
+    if value.data_type() == "tensor(bfloat16)":  # ONNX Runtime's numpy() refuses bfloat16; DLPack carries it
+        return torch.from_dlpack(value._get_c_value()).clone()
+    return torch.from_numpy(value.numpy())

@@ -253,3 +253,19 @@ def test_schema_check_walks_subgraphs() -> None:
     found = find_violations(outer, {"": 18})
     inputs = [(v.node.op_type, v.dtype) for v in found if v.role == "input"]
     assert inputs == [("Celu", "tensor(double)")] * 2      # then_branch and else_branch
+
+
+class _BFloat16Out(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (x * 2).to(torch.bfloat16), y.float() + 1
+
+
+def test_a_program_with_bfloat16_inputs_and_outputs_runs() -> None:
+    """InferenceSession.run cannot return bfloat16: prog(...) goes through OrtValues for it."""
+    import onnxsight
+
+    x, y = torch.randn(3), torch.randn(3, dtype=torch.bfloat16)
+    prog = onnxsight.export(_BFloat16Out(), (x, y))
+    got, expected = prog(x, y), _BFloat16Out()(x, y)
+    assert got[0].dtype == torch.bfloat16 and torch.equal(got[0], expected[0])
+    torch.testing.assert_close(got[1], expected[1])
