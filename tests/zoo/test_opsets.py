@@ -14,6 +14,7 @@ import pytest
 
 from onnxsight.zoo import load_suite
 from onnxsight.zoo._worker import run_model
+from onnxsight.zoo.suites._hf_breadth import KNOWN_FAILURES
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,13 @@ MODELS = [(suite, spec.name) for suite in SUITES for spec in load_suite(suite).s
 CASES = [(suite, model, opset) for suite, model in MODELS for opset in OPSETS]
 
 
-@pytest.mark.parametrize("suite, model, opset", CASES, ids=[f"{m}-opset{o}" for _, m, o in CASES])
+# A model the zoo knows is refused at export (its status in the README) must keep failing, at every opset.
+PARAMS = [pytest.param(suite, model, opset, id=f"{model}-opset{opset}",
+                       marks=[pytest.mark.xfail(reason=KNOWN_FAILURES[model], strict=True)] if model in KNOWN_FAILURES
+                       else []) for suite, model, opset in CASES]
+
+
+@pytest.mark.parametrize("suite, model, opset", PARAMS)
 def test_model_runs_in_ort_at_opset(suite: str, model: str, opset: int, tmp_path) -> None:
     model_dir = os.path.join(str(tmp_path), model)
     os.makedirs(model_dir)
