@@ -67,7 +67,7 @@ MODELS: tuple[VisionModel, ...] = (
     VisionModel("squeezenet1_0", _CLS, images()),
     VisionModel("deeplabv3_mobilenet_v3_large", _SEG, images()),
     VisionModel("fcn_resnet50", _SEG, images()),
-    VisionModel("lraspp_mobilenet_v3_large", _SEG, images()),
+    VisionModel("lraspp_mobilenet_v3_large", _SEG, images(), {"input": {0: "batch", 2: "height", 3: "width"}}),  # forward(input)
     VisionModel("r3d_18", ("vision", "video"), _video, BATCH),
     # RAFT needs H and W divisible by 8 and at least 128: batch only.
     VisionModel("raft_small", ("vision", "optical_flow"), _flow, {"image1": {0: "batch"}, "image2": {0: "batch"}}),
