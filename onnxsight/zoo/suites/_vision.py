@@ -133,3 +133,11 @@ def calibration_inputs(entry: VisionModel, example: tuple[tuple, dict]) -> list[
     make = getattr(entry.inputs, "calibration", None)
     any_size = any(2 in axes and 3 in axes for axes in (entry.dynamic or {}).values())
     return make(any_size) if make else [example]
+
+
+def builder(entry: VisionModel, build_model: Callable[[VisionModel], tuple[Any, ...]]) -> Callable[[], tuple[Any, ...]]:
+    """The zero-argument ``build`` a ModelSpec takes (it runs in the model's own process)."""
+    def build() -> tuple[Any, ...]:
+        return build_model(entry)
+    build.__name__ = f"build_{entry.name}"
+    return build

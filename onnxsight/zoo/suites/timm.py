@@ -8,10 +8,11 @@ height and width too for CNNs that take any size.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from onnxsight.zoo._spec import ModelSpec, import_or_unavailable
-from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, calibration_inputs, images
+from onnxsight.zoo.suites._vision import (BATCH, VisionModel, builder, calibrate_batchnorm, calibration_inputs,
+                                          images)
 
 _CNN = ("vision", "cnn")
 _VIT = ("vision", "attention", "vit")
@@ -58,14 +59,7 @@ def build_model(entry: VisionModel) -> tuple[Any, tuple, dict]:
     return calibrate_batchnorm(model, *first, more=more), args, kwargs
 
 
-def _builder(entry: VisionModel) -> Callable[[], tuple[Any, ...]]:
-    def build() -> tuple[Any, ...]:
-        return build_model(entry)
-    build.__name__ = f"build_{entry.name}"
-    return build
-
-
 def suite() -> list[ModelSpec]:
     import_or_unavailable("timm", "timm")
-    return [ModelSpec(f"timm_{entry.name}", _builder(entry), tags=("timm",) + entry.tags, dynamic=entry.dynamic)
+    return [ModelSpec(f"timm_{entry.name}", builder(entry, build_model), tags=("timm",) + entry.tags, dynamic=entry.dynamic)
             for entry in MODELS]

@@ -14,10 +14,11 @@ torch they fail to import: the suite then reports itself as skipped
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from onnxsight.zoo._spec import ModelSpec, import_or_unavailable
-from onnxsight.zoo.suites._vision import BATCH, VisionModel, calibrate_batchnorm, calibration_inputs, images, scene
+from onnxsight.zoo.suites._vision import (BATCH, VisionModel, builder, calibrate_batchnorm, calibration_inputs,
+                                          images, scene)
 
 _CLS = ("vision", "classification")
 _SEG = ("vision", "segmentation")
@@ -97,14 +98,7 @@ def build_model(entry: VisionModel) -> tuple[Any, tuple, dict]:
     return calibrate_batchnorm(model, *first, more=more), args, kwargs
 
 
-def _builder(entry: VisionModel) -> Callable[[], tuple[Any, ...]]:
-    def build() -> tuple[Any, ...]:
-        return build_model(entry)
-    build.__name__ = f"build_{entry.name}"
-    return build
-
-
 def suite() -> list[ModelSpec]:
     import_or_unavailable("torchvision", "torchvision")
-    return [ModelSpec(f"tv_{entry.name}", _builder(entry), tags=("torchvision",) + entry.tags, dynamic=entry.dynamic)
+    return [ModelSpec(f"tv_{entry.name}", builder(entry, build_model), tags=("torchvision",) + entry.tags, dynamic=entry.dynamic)
             for entry in MODELS]
