@@ -94,7 +94,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
-        refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
+        if not any(d.code in ("ARG008", "ARG013") for d in ctx.diagnostics):  # f itself already refused
+            refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         invalid = invalid_selection(module_functions)
         if invalid is not None:
             ctx.emit(rules.MODULE_FUNCTIONS_INVALID, given=invalid)

@@ -9,7 +9,7 @@ the suite runs on a CPU.
 
 PyPI's torchvision wheels are built against CUDA torch, so on a CPU-only
 torch they fail to import: the suite then reports itself as skipped
-(``make test-vision`` applies a development shim, ``../shared/torchvision-cpu``).
+(``make test-vision`` applies the development shim that sits beside the checkout).
 """
 
 from __future__ import annotations
