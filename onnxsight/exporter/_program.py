@@ -375,7 +375,7 @@ class ONNXProgram:
         session = self.session(providers)
         if any(o.type == "tensor(bfloat16)" for o in session.get_outputs()):
             # NOTE: InferenceSession.run cannot return bfloat16 (numpy has no such type): OrtValues can
-            values = {name: _to_ort_value(to_pairs(t)) for name, t in zip(self.input_names, tensors)}
+            values = {name: _to_ort_value(array) for name, array in feeds.items()}
             outputs = [_from_ort_value(v) for v in session.run_with_ort_values(None, values)]
         else:
             outputs = session.run(None, feeds)
@@ -408,14 +408,16 @@ def _to_numpy(tensor: torch.Tensor) -> Any:
     return tensor.numpy()
 
 
-def _to_ort_value(tensor: torch.Tensor) -> Any:
+def _to_ort_value(array: Any) -> Any:
+    """An OrtValue of a feed from :func:`_to_numpy` (ml_dtypes' bfloat16 passed as its bits and type)."""
     import onnxruntime as ort
 
-    tensor = tensor.detach().cpu().contiguous()
-    if tensor.dtype == torch.bfloat16:  # the bits, and the type to read them as
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(tensor.view(torch.uint16).numpy(),
+    if array.dtype.name == "bfloat16":
+        import numpy as np
+
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16),
                                                               onnx_element_type=onnx.TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(tensor.numpy())
+    return ort.OrtValue.ortvalue_from_numpy(array)
 
 
 def _from_ort_value(value: Any) -> torch.Tensor:
