@@ -50,7 +50,20 @@ class Meta:
     shape: tuple[int, ...]
 
 
-class StateDict:
+class _Tensors:
+    """A source whose keys, dtypes and shapes are those of ``self.tensors`` (real or on the meta device)."""
+
+    tensors: dict[str, torch.Tensor]
+
+    def keys(self) -> list[str]:
+        return list(self.tensors)
+
+    def meta(self, key: str) -> Meta:
+        tensor = self.tensors[key]
+        return Meta(tensor.dtype, tuple(tensor.shape))
+
+
+class StateDict(_Tensors):
     """A dict of tensors already in memory: each is written from its own storage."""
 
     def __init__(self, tensors: Mapping[Any, Any]) -> None:
@@ -64,18 +77,11 @@ class StateDict:
         self.tensors = {str(k): v for k, v in tensors.items()}
         self.description = "state_dict"
 
-    def keys(self) -> list[str]:
-        return list(self.tensors)
-
-    def meta(self, key: str) -> Meta:
-        tensor = self.tensors[key]
-        return Meta(tensor.dtype, tuple(tensor.shape))
-
     def write(self, key: str, fd: int) -> int:
         return write_tensor(self.tensors[key], fd)
 
 
-class TorchFile:
+class TorchFile(_Tensors):
     """A ``torch.save`` file: keys, dtypes and shapes from a meta-device load; bytes copied by offset."""
 
     def __init__(self, path: str) -> None:
@@ -91,13 +97,6 @@ class TorchFile:
                              f"torch.load(path)['<its key>'] instead")
         self.tensors = {str(k): v for k, v in loaded.items()}
         self._real: dict[str, torch.Tensor] | None = None
-
-    def keys(self) -> list[str]:
-        return list(self.tensors)
-
-    def meta(self, key: str) -> Meta:
-        tensor = self.tensors[key]
-        return Meta(tensor.dtype, tuple(tensor.shape))
 
     def write(self, key: str, fd: int) -> int:
         tensor = self.tensors[key]
