@@ -196,12 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     if opts.child:
         _child(*opts.child)
         return 0
-    if opts.from_raw:  # comma-separated: a later file's row replaces an earlier one's (a re-run)
-        rows: dict[str, dict[str, Any]] = {}
-        for path in opts.from_raw.split(","):
-            with open(path, encoding="utf-8") as handle:
-                rows.update({row["model"]: row for row in json.load(handle)})
-        results = list(rows.values())
+    if opts.from_raw:
+        results = load_raw(opts.from_raw)
     else:
         results = _run_all(opts)
     text = table(results, _zoo_results(opts.zoo_run))
@@ -210,6 +206,15 @@ def main(argv: list[str] | None = None) -> int:
         with open(opts.out, "w", encoding="utf-8") as handle:
             handle.write(text + "\n")
     return 0
+
+
+def load_raw(paths: str) -> list[dict[str, Any]]:
+    """The rows of ``--raw`` files, comma-separated: a later file's row replaces an earlier one's (a re-run)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for path in paths.split(","):
+        with open(path, encoding="utf-8") as handle:
+            rows.update({row["model"]: row for row in json.load(handle)})
+    return list(rows.values())
 
 
 def _run_all(opts: argparse.Namespace) -> list[dict[str, Any]]:

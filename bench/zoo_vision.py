@@ -195,11 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         _child(*opts.child, per_node=opts.per_node)
         return 0
     if opts.from_raw:
-        rows: dict[str, dict[str, Any]] = {}
-        for path in opts.from_raw.split(","):
-            with open(path, encoding="utf-8") as handle:
-                rows.update({row["model"]: row for row in json.load(handle)})
-        results = list(rows.values())
+        results = _dynamic_bench().load_raw(opts.from_raw)
     else:
         results = _run_all(opts)
     text = table(results)
