@@ -134,15 +134,15 @@ def narrowed(entries: Entries, log: TorchLog, dims: Iterable[RequestedDim], fixe
     return first
 
 
-def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[RequestedDim], applied: list[str],
-                  code: str, found: Where, derived: Iterable[Fix] = ()) -> None:
+def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[RequestedDim], applied: list[Fix],
+                  code: str, found: Where) -> None:
     """CAP007: the export succeeded with the fixes; the message is the code to write.
 
-    ``derived``: the fixes onnxsight derived itself from guards torch.export suggested none for
-    (torch.export checked them on the next attempt); the message says which, and from which guard.
+    A fix with ``guards`` is one onnxsight derived itself from guards torch.export suggested none
+    for (torch.export checked it on the next attempt); the message says which, and from which guard.
     """
     touched = [d for d in dims if entries.get((d.path, d.axis), {}).get("status") == "narrowed"]
-    derived = list(derived)
+    derived = [fix for fix in applied if fix.guards]
     parts = [] if len(derived) == len(applied) else ["suggested by torch.export"]
     for fix in derived:
         what = "derived" if not parts else f"`{fix.text}` derived"
@@ -151,7 +151,7 @@ def fixes_applied(ctx: DiagnosticContext, entries: Entries, dims: list[Requested
                      + ", for which torch.export suggests no fix, and checked by torch.export")
     origin = "; ".join(parts)
     ctx.emit(rules.DYNAMIC_SHAPE_FIX_APPLIED, location=found[0], origin=origin,
-             dims=", ".join(d.describe() for d in touched) or "the dynamic dims", fixes="; ".join(applied),
+             dims=", ".join(d.describe() for d in touched) or "the dynamic dims", fixes="; ".join(fix.text for fix in applied),
              cause=cause(*found), code=code)
 
 

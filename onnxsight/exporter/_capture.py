@@ -133,8 +133,7 @@ class _Session:
     entries: dict[tuple[str, int], dict[str, Any]]
     final: bool = False                  # a refusal or an unfixable constraint was reported: stop
     error: BaseException | None = None
-    applied: list[str] = field(default_factory=list)
-    derived: list[Any] = field(default_factory=list)  # applied fixes onnxsight derived (Fix with guards)
+    applied: list[Any] = field(default_factory=list)  # the Fixes applied, torch.export's and derived ones
     deferred: tuple[_Try, dict[str, Any], Any] | None = None  # a size-1 specialisation left to the grown example
     where: audit.Where = (None, None)    # where the first applied fix was required
     retried: tuple[_Try, BaseException] | None = None  # a violation without a fix, retried size-oblivious
@@ -198,10 +197,10 @@ class _Session:
         """
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
-        fixes = parse_fixes(message, set(by_label))
+        fixes, suggested = parse_fixes(message, set(by_label)), message
         if not fixes:  # guards torch.export suggests no fix for: propose a range, torch checks it next attempt
             fixes = derive_range_fixes(message, {label: dims[0].size for label, dims in by_label.items()})
-            message = "Suggested fixes:\n" + "".join(f"  {fix.text}\n" for fix in fixes) if fixes else message
+            suggested = "Suggested fixes:\n" + "".join(f"  {fix.text}\n" for fix in fixes)
         static = {f.name: (f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label}
         for name, value in audit.specialised(message):
             if name in by_label:
@@ -222,7 +221,7 @@ class _Session:
                             for f in fixes):
             return GROWN
         try:
-            refined = refine(message, shapes) if fixes else None
+            refined = refine(suggested, shapes) if fixes else None
         except Exception:  # noqa: BLE001 - a fix torch cannot apply itself is reported, not guessed
             refined = None
         if refined is None:
@@ -236,8 +235,7 @@ class _Session:
                 return OBLIVIOUS
             self._violation(attempt, exc)
             return None
-        self.applied.extend(f.text for f in fixes)
-        self.derived.extend(f for f in fixes if f.guards)
+        self.applied.extend(fixes)
         self._retag(rules.DYNAMIC_SHAPE_FIX_APPLIED)
         found = audit.narrowed(self.entries, attempt.log, self.dims, fixes)
         self.where = self.where if self.where[0] else found
@@ -277,8 +275,7 @@ class _Session:
                 audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
                                  "the example")
         if self.applied:
-            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where,
-                                self.derived)
+            audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         return program
 
     def _strategy_failed(self, attempt: _Try, exc: BaseException) -> None:
