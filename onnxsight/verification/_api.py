@@ -195,9 +195,14 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
     return checked
 
 
+def _failing(out: EngineOutput) -> list[dict[str, Any]]:
+    """The rows of a run that failed: out of tolerance, or another dtype (ACC005)."""
+    return [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+
+
 def _values_only(out: EngineOutput) -> bool:
     """The run broke nothing but values: no runtime error, no shape or dtype disagreement."""
-    failing = [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    failing = _failing(out)
     return not out.error and bool(failing) and not any(
         row.get("shape_mismatch") or row.get("dtype_mismatch") for row in failing)
 
@@ -222,7 +227,7 @@ def _failure_site(out: EngineOutput, index: GraphIndex) -> tuple[Any, Any, tuple
     node ONNX Runtime named (from its stack-trace metadata)."""
     from onnxsight.diagnostics import parse_stack_trace, user_frame
 
-    failing = [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    failing = _failing(out)
     if failing:
         row = next((r for r in failing if r["root_cause"]), failing[0])
         return out.nodes.get(row["value"]), None, ()
@@ -237,7 +242,7 @@ def _failure(out: EngineOutput) -> str | None:
     """What went wrong in a run at another size, in one line; None when it passed."""
     if out.error:
         return f"ONNX Runtime failed: {out.error}"
-    failing = [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    failing = _failing(out)
     if not failing:
         return None
     row = next((r for r in failing if r["root_cause"]), failing[0])
