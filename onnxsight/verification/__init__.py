@@ -27,6 +27,8 @@ _INTERNAL = {
     "ReproCase": "onnxsight.verification._bundle",
     "Metrics": "onnxsight.verification._metrics",
     "compare": "onnxsight.verification._metrics",
+    "compare_detections": "onnxsight.verification._detections",
+    "DetectionComparison": "onnxsight.verification._detections",
     "OrtRunner": "onnxsight.verification._runners",
     "Runner": "onnxsight.verification._runners",
     "TorchRunner": "onnxsight.verification._runners",
@@ -41,6 +43,7 @@ __getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
 if TYPE_CHECKING:
     from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, verify
     from onnxsight.verification._bundle import ReproCase
+    from onnxsight.verification._detections import DetectionComparison, compare_detections
     from onnxsight.verification._metrics import Metrics, compare
     from onnxsight.verification._onnx_only import verify_onnx
     from onnxsight.verification._result import VerificationResult
