@@ -37,6 +37,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.misc",
     "onnxsight.exporter.ops.composite",
     "onnxsight.exporter.ops.spectral",
+    "onnxsight.exporter.ops.complex_values",
     "onnxsight.exporter.ops.sampling",
     "onnxsight.exporter.ops.distance",
     "onnxsight.exporter.ops.embedding_bag",

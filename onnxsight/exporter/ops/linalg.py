@@ -1,11 +1,11 @@
-"""Matrix products: mm, bmm, matmul, linear and the fused add-products (addmm, addmv, addbmm, baddbmm)."""
+"""Matrix products (mm, bmm, matmul, linear, the fused add-products addmm/addmv/addbmm/baddbmm) and determinants."""
 
 from __future__ import annotations
 
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import reduce
 
 aten = torch.ops.aten
@@ -106,3 +106,32 @@ def aten_trilinear(b: GraphBuilder, i1: Value, i2: Value, i3: Value, expand1: li
     terms = ["".join(letters[d] for d in range(rank) if d not in expand) for expand in (expand1, expand2, expand3)]
     result = "".join(letters[d] for d in range(rank) if d not in sumdim)
     return b.op("Einsum", i1, i2, i3, equation=f"{','.join(terms)}->{result}")
+
+
+def _determinant(b: GraphBuilder, A: Value, unread: dict[int, str]) -> Value:
+    """ONNX Det of ``A`` (..., n, n); the LU factors ATen returns beside it must be unread (ONNX has no LU)."""
+    read = [name for index, name in unread.items() if b.node.output_used(index)]
+    if read:
+        raise UnsupportedVariant("outputs", f"{', '.join(read)} read", "the determinant alone (torch.linalg.det, "
+                                 "torch.linalg.slogdet, torch.logdet)")
+    return b.op("Det", A, dtype=A.dtype, shape=None if A.shape is None else A.shape[:-2])
+
+
+@translation(aten._linalg_det.default)
+def aten_linalg_det(b: GraphBuilder, A: Value) -> tuple[Value, None, None]:
+    """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
+    return _determinant(b, A, {1: "LU", 2: "pivots"}), None, None
+
+
+@translation(aten._linalg_slogdet.default)
+def aten_linalg_slogdet(b: GraphBuilder, A: Value) -> tuple[Value, Value, None, None]:
+    """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
+
+    # NOTE: torch sums the logs of LU's diagonal; log|det| is the same to float32's
+    # precision while det stays finite (it overflows float32 past about 1e38, e.g. a
+    # 100 x 100 matrix of entries near 10, where torch's logabsdet is still finite).
+    """
+    det = _determinant(b, A, {2: "LU", 3: "pivots"})
+    sign = b.op("Sign", det, dtype=det.dtype, shape=det.shape)
+    logabsdet = b.op("Log", b.op("Abs", det, dtype=det.dtype), dtype=det.dtype, shape=det.shape)
+    return sign, logabsdet, None, None

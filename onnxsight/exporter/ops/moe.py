@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import UnsupportedVariant, translation
+from onnxsight.exporter._registry import translation
 
 aten = torch.ops.aten
 
@@ -21,18 +21,19 @@ aten = torch.ops.aten
 def aten_histc(b: GraphBuilder, self: Value, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Value:
     """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
 
-    Equal-width bins over [min, max]; elements outside are ignored and ``max`` itself falls in
-    the last bin, as torch does. The counts are a one-hot of each element's bin, summed.
+    Equal-width bins over [min, max]; elements outside (and NaN) are ignored and ``max`` itself
+    falls in the last bin, as torch does. ``min == max`` takes the data's own range, widened by 1
+    each way when that is one value. An element's bin is ``(x - min) * bins / (max - min)`` in the
+    input's dtype, in torch's order, so elements near an edge land where torch puts them. The
+    counts are a one-hot of each element's bin, summed.
     """
-    if min == max:
-        raise UnsupportedVariant("min/max", f"min == max == {min} (the data's own range)", "min < max")
     dtype = self.dtype if self.dtype is not None and self.dtype.is_floating_point else torch.float32
     x = b.op("Reshape", b.cast(self, dtype), b.const([-1], torch.int64), dtype=dtype)
-    low, high = b.scalar(float(min), dtype), b.scalar(float(max), dtype)
+    low, high = _histc_range(b, x, float(min), float(max), dtype)
     inside = b.op("And", b.op("GreaterOrEqual", x, low, dtype=torch.bool), b.op("LessOrEqual", x, high,
                                                                                dtype=torch.bool), dtype=torch.bool)
-    scaled = b.op("Mul", b.op("Sub", x, low, dtype=dtype), b.scalar(bins / (float(max) - float(min)), dtype),
-                  dtype=dtype)
+    scaled = b.op("Mul", b.op("Sub", x, low, dtype=dtype), b.scalar(float(bins), dtype), dtype=dtype)
+    scaled = b.op("Div", scaled, b.op("Sub", high, low, dtype=dtype), dtype=dtype)
     index = b.op("Min", b.cast(b.op("Floor", scaled, dtype=dtype), torch.int64), b.const(bins - 1, torch.int64),
                  dtype=torch.int64)
     edges = b.const(list(range(bins)), torch.int64)
@@ -42,6 +43,20 @@ def aten_histc(b: GraphBuilder, self: Value, bins: int = 100, min: float = 0.0, 
     counts = b.op("ReduceSum", b.cast(hits, dtype), b.const([0], torch.int64), keepdims=0, dtype=dtype,
                   shape=(bins,))
     return b.cast(counts, b.node.out_dtype or dtype)
+
+
+def _histc_range(b: GraphBuilder, x: Value, low: float, high: float, dtype: torch.dtype) -> tuple[Value, Value]:
+    """histc's outer edges: the arguments, or when they are equal the data's min and max (each moved
+    1 outwards when those are equal too), as torch's histc_select_outer_bin_edges."""
+    if low != high:
+        return b.scalar(low, dtype), b.scalar(high, dtype)
+    axes = b.const([0], torch.int64)
+    smallest = b.op("ReduceMin", x, axes, keepdims=0, dtype=dtype, shape=())
+    largest = b.op("ReduceMax", x, axes, keepdims=0, dtype=dtype, shape=())
+    same = b.op("Equal", smallest, largest, dtype=torch.bool)
+    one = b.scalar(1.0, dtype)
+    return (b.op("Where", same, b.op("Sub", smallest, one, dtype=dtype), smallest, dtype=dtype, shape=()),
+            b.op("Where", same, b.op("Add", largest, one, dtype=dtype), largest, dtype=dtype, shape=()))
 
 
 @translation("transformers::grouped_mm_fallback.default")

@@ -261,3 +261,40 @@ def aten_adaptive_max_pool3d(b: GraphBuilder, self: Value, output_size: Sequence
                              ) -> tuple[Value, Value | None]:
     """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
     return _adaptive_max(b, self, output_size, 3, "adaptive_max_pool3d")
+
+
+def _max_pool_backward(b: GraphBuilder, grad_output: Value, self: Value, indices: Value, spatial: int) -> Value:
+    """Each output's gradient added at its max's position: ``indices`` are flat over a plane's
+    ``spatial`` dims (as max_pool*_with_indices returns them), so one ScatterElements(add) over the
+    flattened planes; an input that is the max of several windows gets the sum of their gradients."""
+    dtype = grad_output.dtype
+    flat = b.const([0] * (b.rank_of(self) - spatial) + [-1], torch.int64)
+    planes = b.op("Reshape", self, flat, dtype=self.dtype)
+    zeros = b.op("Expand", b.scalar(0.0, dtype), b.shape_of(planes), dtype=dtype)
+    updates = b.op("Reshape", grad_output, flat, dtype=dtype)
+    where = b.op("Reshape", b.cast(indices, torch.int64), flat, dtype=torch.int64)
+    summed = b.op("ScatterElements", zeros, where, updates, axis=-1, reduction="add", dtype=dtype)
+    return b.op("Reshape", summed, b.shape_of(self), dtype=dtype, shape=self.shape)
+
+
+@translation(aten.max_pool2d_with_indices_backward.default, since=16)
+def aten_max_pool2d_with_indices_backward(b: GraphBuilder, grad_output: Value, self: Value,
+                                          kernel_size: Sequence[int], stride: Sequence[int],
+                                          padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool,
+                                          indices: Value) -> Value:
+    """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride,
+    int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor
+
+    The window arguments are already in ``indices``; only the scatter of the gradients is left.
+    """
+    return _max_pool_backward(b, grad_output, self, indices, 2)
+
+
+@translation(aten.max_pool3d_with_indices_backward.default, since=16)
+def aten_max_pool3d_with_indices_backward(b: GraphBuilder, grad_output: Value, self: Value,
+                                          kernel_size: Sequence[int], stride: Sequence[int],
+                                          padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool,
+                                          indices: Value) -> Value:
+    """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride,
+    int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    return _max_pool_backward(b, grad_output, self, indices, 3)

@@ -260,22 +260,72 @@ def aten_fft_c2r(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     # NOTE: the real part of the inverse DFT of the one-sided bins, with every bin
     # but DC and Nyquist doubled and zeros up to n, is the inverse of the full
     # Hermitian spectrum (the imaginary parts of DC and Nyquist drop out, as in
-    # pocketfft), so no conjugate mirror is built.
+    # pocketfft), so no conjugate mirror is built. A static length is one MatMul
+    # with that inverse as a basis (_c2r_by_basis), others an ONNX inverse DFT.
     """
     dims = [_dim(d, self.rank) for d in dim]
-    last, rank = dims[-1], b.rank_of(self)
-    real = self.dtype.to_real()
+    last = dims[-1]
     y = self
     for d in dims[:-1]:
         y = _dft(b, y, d, inverse=True, onesided=False)
     half = self.shape[last] if isinstance(self.shape[last], int) else b.shape_of(self, last, last + 1)
-    y = b.op("Mul", y, _hermitian_weights(b, half, last_dim_size, rank - last, real), dtype=self.dtype)
+    y.shape = self.shape  # the inverse DFTs above keep every size
+    if _basis_fits(half, last_dim_size):
+        out = _c2r_by_basis(b, y, last, half, last_dim_size)
+    else:
+        out = _c2r_by_dft(b, y, last, half, last_dim_size)
+    power = {_NORM_NONE: 1.0, _NORM_SQRT: 0.5, _NORM_N: 0.0}[normalization]  # both carry ONNX's inverse 1/n
+    return out if power == 0 else _scale(b, out, _signal_size(b, out, dims, out), power)
+
+
+def _c2r_by_dft(b: GraphBuilder, y: Value, last: int, half: int | Value, last_dim_size: int | Value) -> Value:
+    """The last axis's complex-to-real inverse as an ONNX inverse DFT of the weighted, zero-padded bins."""
+    rank, real = b.rank_of(y), y.dtype.to_real()
+    y = b.op("Mul", y, _hermitian_weights(b, half, last_dim_size, rank - last, real), dtype=y.dtype)
     pads: list[int | Value] = [0] * (2 * rank + 2)
     pads[rank + 1 + last] = (last_dim_size - half if isinstance(last_dim_size, int) and isinstance(half, int)
                              else b.op("Sub", b.int_list([last_dim_size]), b.int_list([half]), dtype=torch.int64))
     if pads[rank + 1 + last] != 0:
-        y = b.op("Pad", y, b.int_list(pads), dtype=self.dtype)
+        y = b.op("Pad", y, b.int_list(pads), dtype=y.dtype)
     y = _dft(b, y, last, inverse=True, onesided=False)
-    out = b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.node.out_shape)
-    power = {_NORM_NONE: 1.0, _NORM_SQRT: 0.5, _NORM_N: 0.0}[normalization]  # ONNX's inverse already has 1/n
-    return out if power == 0 else _scale(b, out, _signal_size(b, out, dims, out), power)
+    return b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.node.out_shape)
+
+
+# NOTE: ONNX Runtime's DFT kernel runs lengths that are not a power of two as a naive DFT with
+# float32 twiddles: its error grows with the length (1e-5 at 12 points, 1e-4 at 500 on data of
+# scale 10, where torch's pocketfft stays near 1e-6), beyond torch.testing's float32 tolerance.
+# A static complex-to-real inverse is instead one MatMul with a basis computed in float64 (as
+# accurate as torch at every length measured), while the basis stays under this many elements.
+_BASIS_MAX_ELEMENTS = 1 << 20
+
+
+def _basis_fits(half: int | Value, n: int | Value) -> bool:
+    return (isinstance(half, int) and isinstance(n, int) and 0 < half <= n // 2 + 1
+            and 2 * half * n <= _BASIS_MAX_ELEMENTS)
+
+
+def _c2r_basis(half: int, n: int) -> torch.Tensor:
+    """(2 * half, n) float64: bin k's real part times row 2k plus its imaginary part times row 2k + 1,
+    summed over k, is sample t of the inverse (scaled by 1/n) of the Hermitian spectrum whose bins
+    0..half-1 are given: w_k (re cos - im sin)(2 pi k t / n) / n, w_k 1 for DC and Nyquist, else 2."""
+    turns = (torch.arange(half)[:, None] * torch.arange(n)[None, :]) % n   # k t mod n, exact
+    angle = turns.to(torch.float64) * (2 * math.pi / n)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    cos[(4 * turns) % (2 * n) == n] = 0.0   # exact zeros at odd multiples of pi/2 and of pi
+    sin[(2 * turns) % n == 0] = 0.0
+    k = torch.arange(half)
+    weights = torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(torch.float64)[:, None] / n
+    return torch.stack([weights * cos, -weights * sin], dim=1).reshape(2 * half, n)
+
+
+def _c2r_by_basis(b: GraphBuilder, y: Value, last: int, half: int, n: int) -> Value:
+    """The last axis's complex-to-real inverse as (..., half * 2) @ basis (see _c2r_basis)."""
+    rank, real = b.rank_of(y), y.dtype.to_real()
+    others = [d for d in range(rank) if d != last]
+    moved = b.op("Transpose", y, perm=[*others, last, rank], dtype=y.dtype)
+    flat = b.op("Reshape", moved, b.const([0] * (rank - 1) + [-1], torch.int64), dtype=real)
+    out = b.op("MatMul", flat, b.const(_c2r_basis(half, n), real), dtype=real)
+    if last == rank - 1:
+        return b.op("Identity", out, dtype=real, shape=b.node.out_shape)
+    back = [*range(last), rank - 1, *range(last, rank - 1)]
+    return b.op("Transpose", out, perm=back, dtype=real, shape=b.node.out_shape)

@@ -1,0 +1,134 @@
+"""The float32 ops torch.onnx exported and onnxsight did not (docs/op-parity.md, issue 12).
+
+Each is held to torch.testing's default tolerances (op_tolerances.DTYPE_TOLERANCES), as the
+parity sweep holds it: the OpInfo samples the sweep runs, then the cases they do not reach
+(broadcasting, batches, NaN and edge values, windows that overlap, lengths that are not a
+power of two).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule
+from tests.exporter.ops.opinfo_harness import check_op, compare
+
+aten = torch.ops.aten
+
+# OpInfo name -> samples run (the sweep runs 3; more where the later samples reach other variants).
+OPINFO: dict[str, int] = {
+    "angle": 3, "complex": 3, "polar": 3, "histc": 8, "linalg.det": 6, "logdet": 6, "linalg.slogdet": 6,
+    "fft.ifft": 4, "fft.hfft": 4, "fft.ihfft": 4, "fft.irfft": 4, "max_pool2d_with_indices_backward": 3,
+}
+
+
+@pytest.mark.parametrize("name", list(OPINFO))
+def test_opinfo_at_default_tolerance(name: str) -> None:
+    results = check_op(name, limit=OPINFO[name])
+    failures = [r for r in results if r.status not in ("passed", "capture", "skipped")]
+    assert any(r.status == "passed" for r in results), f"{name}: no sample passed: {results}"
+    assert not failures, "\n".join(f"{r.op}[{r.index}] {r.status}: {r.detail}" for r in failures)
+
+
+def _check(fn: Callable[..., Any], *tensors: torch.Tensor) -> list[str]:
+    """Export ``fn``, compare ONNX Runtime's outputs with eager at the default tolerance; the graph's op types."""
+    module = FunctionModule(fn)
+    expected = [t for t in pytree.tree_leaves(module(*tensors)) if isinstance(t, torch.Tensor)]
+    program = onnxsight.export(module, tensors)
+    actual = program(*tensors)
+    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        problem = compare(want, got)
+        assert not problem, f"output {index}: {problem}\nexpected {want}\ngot      {got}"
+    return [node.op_type for node in program.model_proto.graph.node]
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+EDGES = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), float("inf"), -float("inf"), -1e-30])
+
+CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
+    # angle of a real tensor: pi below zero, 0 otherwise (-0.0 included), NaN stays NaN
+    "angle_edges": (torch.angle, (EDGES,)),
+    "angle_plus": (lambda x: torch.angle(x) + x, (_randn(3, 4),)),
+    # complex/polar build (real, imaginary) pairs; broadcasting as torch
+    "complex_broadcast": (lambda a, b: torch.view_as_real(torch.complex(a, b)), (_randn(4, 1), _randn(3))),
+    "complex_abs": (lambda a, b: torch.complex(a, b).abs(), (_randn(2, 3), _randn(2, 3, seed=1))),
+    "complex_output": (lambda a, b: torch.complex(a, b) * 2, (_randn(2, 3), _randn(1, 3, seed=1))),
+    "polar_broadcast": (lambda r, t: torch.view_as_real(torch.polar(r, t)), (_randn(2, 1).abs(), _randn(5) * 4)),
+    "polar_product": (lambda r, t: (torch.polar(r, t) * torch.polar(t.abs(), r)).abs(),
+                      (_randn(3, 4).abs(), _randn(3, 4, seed=1))),
+    # histc: explicit range (values outside it and on both edges), the data's range, a constant input
+    "histc_range": (lambda x: torch.histc(x, bins=7, min=-1.0, max=1.5),
+                    (torch.cat([_randn(50), torch.tensor([-1.0, 1.5, 2.0, -3.0])]),)),
+    "histc_data_range": (lambda x: torch.histc(x, bins=10), (_randn(4, 25) * 3,)),
+    "histc_constant": (lambda x: torch.histc(x, bins=4), (torch.full((6,), 2.5),)),
+    "histc_one_bin": (lambda x: torch.histc(x, bins=1, min=0, max=1), (_randn(20).abs(),)),
+    # determinants: batched, singular, 1x1, a negative determinant's log is NaN
+    "det_batched": (torch.linalg.det, (_randn(2, 3, 4, 4),)),
+    "det_singular": (torch.linalg.det, (torch.tensor([[1.0, 2.0], [2.0, 4.0]]),)),
+    "det_one": (torch.linalg.det, (_randn(3, 1, 1),)),
+    "slogdet": (torch.linalg.slogdet, (_randn(3, 5, 5),)),
+    "logdet_signs": (torch.logdet, (torch.stack([torch.eye(3) * 2, torch.diag(torch.tensor([-1.0, 2.0, 3.0]))]),)),
+    # complex conjugates from the FFTs of real inputs
+    "ifft_real": (lambda x: torch.fft.ifft(x), (_randn(3, 10),)),
+    "ifft_view_as_real": (lambda x: torch.view_as_real(torch.fft.ifft(x, n=16, norm="forward").resolve_conj()),
+                          (_randn(3, 10),)),
+    "hfft_odd": (lambda x: torch.fft.hfft(x, n=9), (_randn(4, 5),)),
+    "ihfft_dim0": (lambda x: torch.fft.ihfft(x, dim=0, norm="ortho"), (_randn(11, 3),)),
+    "conj_physical": (lambda x: torch.view_as_real(torch.conj_physical(torch.fft.rfft(x))), (_randn(2, 8),)),
+    "resolve_conj": (lambda x: torch.view_as_real(torch.conj(torch.fft.fft(x)).resolve_conj()), (_randn(2, 6),)),
+    # the inverse real DFT of lengths that are not a power of two, at float32's tolerance
+    "irfft_12_ortho": (lambda x: torch.fft.irfft(x, norm="ortho"), (_randn(5, 6, 7) * 9,)),
+    "irfft_10_dim1": (lambda x: torch.fft.irfft(x, n=10, dim=1, norm="ortho"), (_randn(5, 6, 7, seed=2) * 9,)),
+    "irfft_30_complex_bins": (lambda x: torch.fft.irfft(torch.view_as_complex(x), n=30), (_randn(2, 16, 2) * 9,)),
+    "irfft_500_dim0": (lambda x: torch.fft.irfft(x, n=500, dim=0), (_randn(251, 3) * 9,)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_case(case: str) -> None:
+    fn, tensors = CASES[case]
+    _check(fn, *tensors)
+
+
+def _pool_backward(kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+                   ceil_mode: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def fn(x: torch.Tensor, grad_scale: torch.Tensor) -> torch.Tensor:
+        out, indices = aten.max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode)
+        grad = out * grad_scale
+        return aten.max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation, ceil_mode, indices)
+    return fn
+
+
+POOLS: dict[str, tuple[tuple[list[int], list[int], list[int], list[int], bool], tuple[int, ...]]] = {
+    "overlapping": (([3, 3], [1, 1], [0, 0], [1, 1], False), (2, 3, 6, 7)),   # one input is many windows' max
+    "padded": (([3, 3], [2, 2], [1, 1], [1, 1], False), (1, 2, 7, 7)),
+    "dilated_ceil": (([2, 3], [2, 1], [0, 1], [2, 1], True), (2, 1, 8, 9)),
+    "no_batch": (([2, 2], [2, 2], [0, 0], [1, 1], False), (3, 4, 6)),
+}
+
+
+def _pool3d_backward(x: torch.Tensor, grad_scale: torch.Tensor) -> torch.Tensor:
+    out, indices = aten.max_pool3d_with_indices(x, [2, 2, 2], [1, 1, 1], [0, 0, 0], [1, 1, 1], False)
+    return aten.max_pool3d_with_indices_backward(out * grad_scale, x, [2, 2, 2], [1, 1, 1], [0, 0, 0], [1, 1, 1],
+                                                 False, indices)
+
+
+@pytest.mark.parametrize("pool", list(POOLS))
+def test_max_pool2d_backward(pool: str) -> None:
+    arguments, shape = POOLS[pool]
+    x = _randn(*shape)
+    grad_scale = _randn(*shape[:-2], 1, 1, seed=1)
+    assert "ScatterElements" in _check(_pool_backward(*arguments), x, grad_scale)
+
+
+def test_max_pool3d_backward() -> None:
+    assert "ScatterElements" in _check(_pool3d_backward, _randn(2, 3, 4, 5, 4), _randn(2, 3, 1, 1, 1, seed=1))
