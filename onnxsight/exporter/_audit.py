@@ -78,6 +78,47 @@ def where(log: TorchLog, dims: Iterable[RequestedDim], *, specialised: bool = Fa
     return None, None
 
 
+def guard(log: TorchLog, dims: Iterable[RequestedDim], every: Iterable[RequestedDim]) -> str | None:
+    """The equality guard that fixed one of ``dims``, in the dims' names: ``(height//8)*(width//8) == 16``.
+
+    ``every``: all requested dims, so that a guard relating two of them names both. None when the
+    size was fixed otherwise (a replacement by a constant names the line alone).
+    """
+    symbols = log.source_symbols()
+    names = {symbols[source]: dim.label for dim in every for source in dim.sources if source in symbols}
+    for dim in dims:
+        for source in dim.sources:
+            event = log.where(symbols[source], specialised=True) if source in symbols else None
+            if event is not None and event.kind == "guard" and event.text.startswith("Eq("):
+                return _readable(event.text, names)
+    return None
+
+
+def _readable(text: str, names: dict[str, str]) -> str:
+    """torch's printed sympy ``Eq(((s0//8))*((s53//8)), 16)`` as Python over the dims' names."""
+    text = re.sub(r"\b[su]\d+\b", lambda m: names.get(m[0], m[0]), text)
+    inner, depth = text[len("Eq("):-1], 0
+    for index, char in enumerate(inner):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            text = f"{inner[:index].strip()} == {inner[index + 1:].strip()}"
+            break
+    return _single_parens(text)
+
+
+def _single_parens(text: str) -> str:
+    """``(((h - 3)//32)) + 1`` -> ``((h - 3)//32) + 1``: a pair of parentheses directly around another goes."""
+    stack, pairs = [], {}
+    for index, char in enumerate(text):
+        if char == "(":
+            stack.append(index)
+        elif char == ")" and stack:
+            pairs[stack.pop()] = index
+    drop = {i for i, j in pairs.items() if pairs.get(i + 1) == j - 1} | \
+        {j for i, j in pairs.items() if pairs.get(i + 1) == j - 1}
+    return "".join(char for index, char in enumerate(text) if index not in drop)
+
+
 def _path(location: Location) -> str:
     relative = os.path.relpath(location.file)
     return location.file if relative.startswith("..") else relative
@@ -93,8 +134,13 @@ def cause(location: Location | None, origin: Location | None = None) -> str:
 
 
 def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[RequestedDim], value: int | None,
-           fix: str, shapes: Any, *, size_cause: bool) -> None:
-    """CAP005 (the code fixes the dim to a constant) or CAP008 (the example's size 0/1 is the cause)."""
+           fix: str, shapes: Any, *, size_cause: bool, every: Iterable[RequestedDim] = (),
+           static: str | None = None) -> None:
+    """CAP005 (the code fixes the dim to a constant) or CAP008 (the example's size 0/1 is the cause).
+
+    ``every``: all requested dims (a guard relating two is shown in both names); ``static``: the fix
+    lines of every dim refused with this one, so that the static spec offered makes all of them static.
+    """
     found = where(log, dims, specialised=True)
     dim = dims[0]
     if size_cause:
@@ -103,15 +149,19 @@ def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[R
                  cause=f"; {cause(*found)} depends on it" if found[0] else "", shape=_grown_shape(dim))
         set_status(entries, dims, "refused", f"example size {dim.size}: {fix}", found)
         return
+    condition = guard(log, dims, every) if found[0] else None
     ctx.emit(rules.DYNAMIC_DIM_SPECIALIZED, location=found[0], input=dim.path, axis=dim.axis,
              dim=dim.name or "Dim.DYNAMIC", value=value if value is not None else "a constant",
-             cause=cause(*found), suggestion=fix, static=_static_code(fix, shapes))
+             cause=cause(*found) + (f" (guard `{condition}`)" if condition else ""), suggestion=fix,
+             static=_static_code(static or fix, shapes))
     set_status(entries, dims, "refused", f"specialised to {value}: torch.export suggests `{fix}`", found)
 
 
-def _static_code(fix: str, shapes: Any) -> str:
+def _static_code(fixes: str, shapes: Any) -> str:
+    """The ``dynamic_shapes`` code with the dims of ``fixes`` (fix lines, one per line) made static."""
+    lines = "".join(f"  {line.strip()}\n" for line in fixes.splitlines())
     try:
-        return render(refine(f"Suggested fixes:\n  {fix}\n", shapes))
+        return render(refine(f"Suggested fixes:\n{lines}", shapes))
     except Exception:  # noqa: BLE001 - an unnamed Dim.DYNAMIC: say it in words
         return "drop the axis from dynamic_shapes"
 
@@ -160,6 +210,25 @@ def kept_dynamic(ctx: DiagnosticContext, dims: Iterable[RequestedDim], how: str)
     for dim in dims:
         ctx.emit(rules.SIZE_ONE_EXAMPLE_KEPT_DYNAMIC, input=dim.path, axis=dim.axis, dim=dim.name or "Dim.DYNAMIC",
                  size=dim.size, how=how)
+
+
+def kept_oblivious(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[RequestedDim],
+                   static: dict[str, Any]) -> None:
+    """CAP013 for each dim plain capture fixed (``static``: label -> (value, fix)) and the size-oblivious
+    capture kept dynamic; ``log`` is the plain capture's, which names the line whose size-1 guard did it."""
+    by_label = groups(dims)
+    for label, (value, _) in static.items():
+        found = where(log, by_label[label], specialised=True)
+        condition = guard(log, by_label[label], dims) if found[0] else None
+        dim = by_label[label][0]
+        ctx.emit(rules.SPECIALIZATION_AVOIDED_SIZE_OBLIVIOUS, location=found[0], input=dim.path, axis=dim.axis,
+                 dim=dim.name or "Dim.DYNAMIC", value=value,
+                 cause=cause(*found) + (f" (guard `{condition}`)" if condition else ""))
+        for each in by_label[label]:
+            entry = entries.get((each.path, each.axis))
+            if entry is not None and entry["status"] == "unknown":
+                set_status(entries, [each], "dynamic", f"plain capture fixed it to {value} (a size of 1 inside the "
+                           "model at the example): captured size-oblivious, checked at the example", found)
 
 
 def grown(args: tuple, kwargs: dict, dims: Iterable[RequestedDim]) -> tuple[tuple, dict]:

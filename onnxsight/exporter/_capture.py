@@ -136,7 +136,9 @@ class _Session:
     applied: list[Any] = field(default_factory=list)  # the Fixes applied, torch.export's and derived ones
     deferred: tuple[_Try, dict[str, Any], Any] | None = None  # a size-1 specialisation left to the grown example
     where: audit.Where = (None, None)    # where the first applied fix was required
-    retried: tuple[_Try, BaseException] | None = None  # a violation without a fix, retried size-oblivious
+    # The plain capture's violation (a guard without a fix, or a fix that makes a dim static: its
+    # {label: (value, fix)}), retried size-oblivious; reported when that retry does not capture the model.
+    retried: tuple[_Try, BaseException, dict[str, Any] | None, Any] | None = None
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
         """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
@@ -158,7 +160,7 @@ class _Session:
                                                 rule.code, log=attempt.log.log_lines()))
             self.error = exc
             if self.retried is not None and mode == OBLIVIOUS and rule is not rules.DYNAMIC_SHAPE_VIOLATION:
-                self._violation(*self.retried)
+                self._report_retried()
                 return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
                 mode = GROWN  # size-oblivious capture hit something else: capture a grown example
@@ -169,15 +171,13 @@ class _Session:
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
                 self._strategy_failed(attempt, exc)
                 return None
-            if self.retried is not None and mode == OBLIVIOUS:  # the retry below failed too: the first error
-                self._violation(*self.retried)
-                return None
-            refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS, retry=mode == PLAIN)
+            refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS and self.retried is None,
+                                retry=mode == PLAIN)
             if refined is GROWN:
                 mode = GROWN
                 continue
-            if refined is OBLIVIOUS:  # see the NOTE in _fix
-                self.retried, mode = (attempt, exc), OBLIVIOUS
+            if refined is OBLIVIOUS:  # see the NOTEs in _fix
+                mode = OBLIVIOUS
                 continue
             if refined is None:
                 return None
@@ -193,7 +193,8 @@ class _Session:
         """The refined dynamic_shapes to try next, or None once a refusal or violation is reported.
 
         ``fallback``: a violation without an applicable fix returns GROWN (try a grown example) instead.
-        ``retry``: it returns OBLIVIOUS (capture again size-oblivious) instead.
+        ``retry``: it, or a fix that makes a dim static, returns OBLIVIOUS (capture again size-oblivious).
+        In that retry, a violation without a fix reports the plain capture's (``_report_retried``).
         """
         message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
@@ -211,6 +212,13 @@ class _Session:
         if static and fallback and all(any(d.size <= 1 for d in by_label[name]) for name in static):
             self.deferred = (attempt, static, shapes)
             return GROWN
+        # NOTE: a size of 1 somewhere inside the model at the example (a CNN's last feature map at
+        # 32x32) makes plain capture solve its guards to the example's size; size-oblivious reasoning
+        # (torch.onnx's default) does not, and the result is checked at the example (_accept). A
+        # specialisation the retry still requires is real: it is refused with the retry's own line.
+        if static and retry:
+            self.retried = (attempt, exc, static, shapes)
+            return OBLIVIOUS
         if static:
             self._refuse(attempt, static, shapes)
             return None
@@ -232,7 +240,11 @@ class _Session:
             # size-oblivious reasoning does not raise it. The graph is then checked at the example
             # (_accept); if that capture fails too, this violation is the one reported.
             if retry:
+                self.retried = (attempt, exc, None, shapes)
                 return OBLIVIOUS
+            if self.retried is not None:
+                self._report_retried()
+                return None
             self._violation(attempt, exc)
             return None
         self.applied.extend(fixes)
@@ -244,9 +256,11 @@ class _Session:
     def _refuse(self, attempt: _Try, static: dict[str, Any], shapes: Any) -> None:
         """CAP005/CAP008 for each dim a fix would make static, at the line ``attempt``'s log names."""
         by_label = audit.groups(self.dims)
+        together = "\n".join(text for _, text in static.values())  # the static spec: every refused dim
         for name, (value, text) in static.items():
             small = any(d.size <= 1 for d in by_label[name])
-            audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes, size_cause=small)
+            audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes, size_cause=small,
+                         every=self.dims, static=together)
             self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
         self.final = True
 
@@ -257,7 +271,8 @@ class _Session:
             problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
             small = audit.groups(d for d in self.dims if d.size <= 1)
             if problem is not None and self.retried is not None and not small:
-                self._violation(*self.retried)
+                self.attempts[-1] = replace(self.attempts[-1], success=False, error=problem)
+                self._report_retried()
                 return None
             if problem is not None:
                 log = self.deferred[0].log if self.deferred is not None else attempt.log  # names the line
@@ -271,12 +286,23 @@ class _Session:
                 return None
             how = HOW[mode]
             audit.kept_dynamic(self.ctx, [dims[0] for dims in small.values()], how)
+            if self.retried is not None and self.retried[2]:
+                audit.kept_oblivious(self.ctx, self.entries, self.retried[0].log, self.dims, self.retried[2])
             for dims in small.values():
                 audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
                                  "the example")
         if self.applied:
             audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         return program
+
+    def _report_retried(self) -> None:
+        """The size-oblivious retry did not capture the model: the plain capture's refusal or violation."""
+        assert self.retried is not None
+        attempt, exc, static, shapes = self.retried
+        if static:
+            self._refuse(attempt, static, shapes)
+        else:
+            self._violation(attempt, exc)
 
     def _strategy_failed(self, attempt: _Try, exc: BaseException) -> None:
         frames = traceback_frames(exc)

@@ -71,15 +71,23 @@ class TorchLog(logging.Handler):
         return {e.text: e.symbols[0] for e in self.events if e.kind == "symbol" and e.symbols}
 
     def where(self, symbol: str, *, specialised: bool = False) -> ShapeEvent | None:
-        """The event whose line specialised (or else first constrained) ``symbol``."""
+        """The event whose line specialised (or else first constrained) ``symbol``.
+
+        # NOTE: a size is fixed by an equality: the symbol replaced by a constant, else the first
+        # ``Eq`` guard on it (``Eq((h//8)*(w//8), 16)``: a branch on the trained image size). The
+        # ``Ne``/``>=`` guards a conv adds earlier only narrow the range; pointing at them named
+        # DINOv2's patch embedding instead of its position-embedding shortcut.
+        """
+        own = [e for e in self.events if symbol in e.symbols and e.location]
         if specialised:
-            for event in self.events:
-                if event.kind == "replacement" and event.symbols[:1] == (symbol,) and event.location:
-                    return event
-        for event in self.events:
-            if event.kind == "guard" and symbol in event.symbols and event.location:
-                return event
-        return None
+            ranked = ([e for e in own if e.kind == "replacement" and e.symbols[:1] == (symbol,)
+                       and re.fullmatch(r"-?\d+", e.text.strip())],
+                      [e for e in own if e.kind == "guard" and e.text.startswith("Eq(")],
+                      [e for e in own if e.kind == "replacement" and e.symbols[:1] == (symbol,)])
+            for events in ranked:
+                if events:
+                    return events[0]
+        return next((e for e in own if e.kind == "guard"), None)
 
     def _event(self, record: logging.LogRecord) -> ShapeEvent | None:
         """A ShapeEnv decision about a watched dim; the user's line is looked up only for those."""

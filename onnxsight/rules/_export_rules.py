@@ -208,7 +208,7 @@ DYNAMIC_DIM_SPECIALIZED = define(
     example="""
         class M(torch.nn.Module):
             def forward(self, x):
-                return x.view(4, -1)            # CAP005: batch must be 4
+                return x.view(4, 8)             # CAP005: batch must be 4
 
         onnxsight.export(M(), (torch.randn(4, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
     """,
@@ -216,7 +216,7 @@ DYNAMIC_DIM_SPECIALIZED = define(
         Write the code in terms of the dynamic size:
 
         ```python
-        return x.view(x.shape[0], -1)
+        return x.view(x.shape[0], 8)
         ```
 
         or, if the size really is fixed, stop marking it dynamic (`{"x": {0: 4}}` or no entry).
@@ -372,6 +372,32 @@ LIBRARY_CONTAINER_FLATTENED = define(
         ```
     """,
     tags=("capture", "io"))
+
+SPECIALIZATION_AVOIDED_SIZE_OBLIVIOUS = define(
+    "CAP013", "dynamic-dim-kept-size-oblivious", N,
+    "input `{input}` axis {axis} ({dim}): torch.export's plain capture fixes it to the example's {value} at "
+    "{cause}, a guard that size-oblivious capture does not need; onnxsight captured it size-oblivious and "
+    "checked the graph at the example, so it stays dynamic",
+    "Nothing to do; the message's guard says which size of the example made plain capture specialise.",
+    what="Notes a dimension marked dynamic that torch.export's plain capture fixes to the example's size "
+         "although the model's code is written for any size, and that onnxsight kept dynamic by capturing "
+         "again with torch.export's size-oblivious reasoning (torch.onnx's default), then checking that the "
+         "captured graph computes the model's outputs at the example. Two causes are common: an "
+         "intermediate size that is 1 at the example (a CNN whose last feature map is 1x1: PoolFormer at "
+         "32x32), and a shape that happens to equal the input's at the example (`x.view(4, -1)` on a "
+         "batch of 4).",
+    why="A size of 1 decides broadcasting and strides, and an equal shape lets a view take a shortcut, so "
+        "plain capture guards on them and, solving its guards, specialises the input dim. Size-oblivious "
+        "capture takes the general path instead; the check at the example, where the special case holds, "
+        "shows that the general graph computes the same there.",
+    example="""
+        conv = torch.nn.Conv2d(3, 8, kernel_size=4, stride=4)       # 4x4 -> 1x1
+        onnxsight.export(conv, (torch.randn(2, 3, 4, 4),),
+                         dynamic_shapes={"input": {2: Dim("h"), 3: Dim("w")}})   # CAP013 for h and w
+    """,
+    how="Nothing is wrong. An example whose feature maps stay larger than 1x1 (64x64 for a network that "
+        "downsamples 32 times) skips the second capture.",
+    tags=("capture", "dynamic-shapes"))
 
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(

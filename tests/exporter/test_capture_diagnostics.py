@@ -69,7 +69,7 @@ class DataDependentBranch(torch.nn.Module):
 
 class ViewFour(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(4, -1)  # @view4
+        return x.view(4, 6)  # @view4
 
 
 class SmallCNN(torch.nn.Module):
@@ -88,7 +88,7 @@ class SqueezeSingleBatch(torch.nn.Module):
 
 class NestedInputs(torch.nn.Module):
     def forward(self, inputs: dict[str, Any]) -> torch.Tensor:
-        return inputs["a"].view(2, -1).sum() + inputs["b"]["c"].sum()  # @nested
+        return inputs["a"].view(2, 6).sum() + inputs["b"]["c"].sum()  # @nested
 
 
 class PooledUnlessTiny(torch.nn.Module):
@@ -137,7 +137,7 @@ CASES = (
     Case("data-dependent", DataDependentBranch, (torch.randn(4, 3),), None, "CAP002", "datadep",
          ("data",)),
     Case("view-specialises-batch", ViewFour, (torch.randn(4, 6),), {"x": {0: Dim("batch")}}, "CAP005", "view4",
-         ("input `x` axis 0 (batch)", "fixes it to 4", "`batch = 4`", "x.view(4, -1)",
+         ("input `x` axis 0 (batch)", "fixes it to 4", "`batch = 4`", "x.view(4, 6)",
           "dynamic_shapes = {'x': {0: 4}}"),
          status={("x", 0): "refused"}),
     Case("cnn-batch-1", lambda: SmallCNN().eval(), (torch.randn(1, 3, 8, 8),),
@@ -378,7 +378,7 @@ def test_each_strategy_finds_the_model_line_and_keeps_torch_quiet(strict: bool,
     attempt = _run(model, args, {}, shapes, strict, False, frozenset(s for d in dims for s in d.sources))
     assert classify(attempt.error).code == "CAP004"
     location, _ = audit.where(attempt.log, dims, specialised=True)
-    assert (location.file, location.line, location.code) == (HERE, _line("view4"), "return x.view(4, -1)  # @view4")
+    assert (location.file, location.line, location.code) == (HERE, _line("view4"), "return x.view(4, 6)  # @view4")
     if strict:  # strict capture logs "Error while creating guard" from torch/_guards.py: kept, not printed
         assert any("torch._guards" in line for line in attempt.log.log_lines())
     assert not re.search(r"^[IWE]\d{4} |torch/", capfd.readouterr().err, re.M)

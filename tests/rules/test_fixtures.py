@@ -52,6 +52,11 @@ class Sin(torch.nn.Module):
         return torch.sin(x)  # @sin
 
 
+class ViewRows(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(4, -1)  # @CAP013
+
+
 class TwoArgs(torch.nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return x * 2
@@ -241,6 +246,7 @@ CASES: tuple[Case, ...] = (
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
     Case("CAP009", Sin, args=(torch.randn(1, 4),), marker="export",
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
+    Case("CAP013", ViewRows, args=(torch.randn(4, 6),), options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
     Case("OPS001", CustomOp),
     Case("OPS002", Sin, marker="sin", options={"registry": Registry()}),
     Case("OPS003", Sin, marker="sin", options={"registry": _sin_registry(since=20)}),

@@ -203,8 +203,9 @@ def dynamic_cache_decode(config_name: str, model_name: str) -> tuple:
 
 # Models that stay in the suite with a known failure (docs/zoo-transformers.md), name -> why.
 KNOWN_FAILURES: dict[str, str] = {
-    "hf_poolformer": "CAP005: the model's code fixes height to the example's 32 (dynamic H/W refused)",
-    "hf_dinov2": "CAP005: position-embedding interpolation fixes height to the example's 32 (dynamic H/W refused)",
+    "hf_dinov2": "CAP005: modeling_dinov2.py's position-embedding shortcut (`num_patches == num_positions and "
+                 "height == width`, guard (height//8)*(width//8) == 16) fixes height and width to the trained 32; "
+                 "torch.onnx exports it static and fails at 33x33",
 }
 
 CACHE_DECODERS: tuple[tuple[str, str, str], ...] = (
