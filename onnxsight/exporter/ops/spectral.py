@@ -91,12 +91,12 @@ def aten_fft_c2c(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
 
     ONNX's inverse DFT is already scaled by 1/n; the scaling is adjusted to ``normalization``.
+    Static lengths are MatMuls with a float64 basis (see _BASIS_MAX_ELEMENTS).
     """
     dims = [_dim(d, self.rank) for d in dim]
     y = self
     for d in dims:
-        y = _dft(b, y, d, inverse=not forward, onesided=False)
-    y.dtype = self.dtype
+        y = _c2c(b, y, d, inverse=not forward)
     n = _signal_size(b, self, dims, y)
     wanted = {_NORM_NONE: 0.0, _NORM_SQRT: -0.5, _NORM_N: -1.0}[normalization]
     return _scale(b, y, n, wanted + (0.0 if forward else 1.0))
@@ -267,9 +267,8 @@ def aten_fft_c2r(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     last = dims[-1]
     y = self
     for d in dims[:-1]:
-        y = _dft(b, y, d, inverse=True, onesided=False)
+        y = _c2c(b, y, d, inverse=True)
     half = self.shape[last] if isinstance(self.shape[last], int) else b.shape_of(self, last, last + 1)
-    y.shape = self.shape  # the inverse DFTs above keep every size
     if _basis_fits(half, last_dim_size):
         out = _c2r_by_basis(b, y, last, half, last_dim_size)
     else:
@@ -294,8 +293,9 @@ def _c2r_by_dft(b: GraphBuilder, y: Value, last: int, half: int | Value, last_di
 # NOTE: ONNX Runtime's DFT kernel runs lengths that are not a power of two as a naive DFT with
 # float32 twiddles: its error grows with the length (1e-5 at 12 points, 1e-4 at 500 on data of
 # scale 10, where torch's pocketfft stays near 1e-6), beyond torch.testing's float32 tolerance.
-# A static complex-to-real inverse is instead one MatMul with a basis computed in float64 (as
-# accurate as torch at every length measured), while the basis stays under this many elements.
+# A static complex-to-complex or complex-to-real transform is instead one MatMul per dim with a
+# basis computed in float64 (as accurate as torch at every length measured), while the basis
+# stays under this many elements. (_fft_r2c, which stft decomposes to, still runs ONNX's DFT.)
 _BASIS_MAX_ELEMENTS = 1 << 20
 
 
@@ -304,15 +304,46 @@ def _basis_fits(half: int | Value, n: int | Value) -> bool:
             and 2 * half * n <= _BASIS_MAX_ELEMENTS)
 
 
+def _turns(rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of 2 pi k t / n for k < rows, t < n, in float64, exact zeros where they are zero."""
+    turns = (torch.arange(rows)[:, None] * torch.arange(n)[None, :]) % n   # k t mod n, exact
+    angle = turns.to(torch.float64) * (2 * math.pi / n)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    cos[(4 * turns) % (2 * n) == n] = 0.0   # odd multiples of pi/2
+    sin[(2 * turns) % n == 0] = 0.0         # multiples of pi
+    return cos, sin
+
+
+def _c2c(b: GraphBuilder, y: Value, axis: int, *, inverse: bool) -> Value:
+    """A complex DFT over logical ``axis``, unscaled forward and scaled by 1/n inverse (ONNX's DFT);
+    a static length is one MatMul of the (re, im) pairs with a float64 basis (see _BASIS_MAX_ELEMENTS),
+    others an ONNX DFT."""
+    n = y.shape[axis] if y.shape is not None else None
+    if not (isinstance(n, int) and n > 0 and 4 * n * n <= _BASIS_MAX_ELEMENTS):
+        out = _dft(b, y, axis, inverse=inverse, onesided=False)
+        out.dtype, out.shape = y.dtype, y.shape
+        return out
+    cos, sin = _turns(n, n)
+    if not inverse:
+        sin = -sin
+    # pairs (t, re/im) -> (m, re/im): re' = re cos - im sin, im' = re sin + im cos, sin's sign the direction's
+    basis = torch.stack([torch.stack([cos, sin], dim=-1), torch.stack([-sin, cos], dim=-1)], dim=1)
+    basis = basis / n if inverse else basis
+    rank, real = b.rank_of(y), y.dtype.to_real()
+    others = [d for d in range(rank) if d != axis]
+    moved = b.op("Transpose", y, perm=[*others, axis, rank], dtype=y.dtype)
+    flat = b.op("Reshape", moved, b.const([0] * (rank - 1) + [-1], torch.int64), dtype=real)
+    out = b.op("MatMul", flat, b.const(basis.reshape(2 * n, 2 * n), real), dtype=real)
+    pairs = b.op("Reshape", out, b.const([0] * (rank - 1) + [n, 2], torch.int64), dtype=y.dtype)
+    back = [*range(axis), rank - 1, *range(axis, rank - 1), rank]
+    return b.op("Transpose", pairs, perm=back, dtype=y.dtype, shape=y.shape)
+
+
 def _c2r_basis(half: int, n: int) -> torch.Tensor:
     """(2 * half, n) float64: bin k's real part times row 2k plus its imaginary part times row 2k + 1,
     summed over k, is sample t of the inverse (scaled by 1/n) of the Hermitian spectrum whose bins
     0..half-1 are given: w_k (re cos - im sin)(2 pi k t / n) / n, w_k 1 for DC and Nyquist, else 2."""
-    turns = (torch.arange(half)[:, None] * torch.arange(n)[None, :]) % n   # k t mod n, exact
-    angle = turns.to(torch.float64) * (2 * math.pi / n)
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    cos[(4 * turns) % (2 * n) == n] = 0.0   # exact zeros at odd multiples of pi/2 and of pi
-    sin[(2 * turns) % n == 0] = 0.0
+    cos, sin = _turns(half, n)
     k = torch.arange(half)
     weights = torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(torch.float64)[:, None] / n
     return torch.stack([weights * cos, -weights * sin], dim=1).reshape(2 * half, n)

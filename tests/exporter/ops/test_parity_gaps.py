@@ -58,6 +58,7 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     # angle of a real tensor: pi below zero, 0 otherwise (-0.0 included), NaN stays NaN
     "angle_edges": (torch.angle, (EDGES,)),
     "angle_plus": (lambda x: torch.angle(x) + x, (_randn(3, 4),)),
+    "angle_complex": (lambda a, b: torch.angle(torch.complex(a, b)), (_randn(3, 4), _randn(3, 4, seed=1))),
     # complex/polar build (real, imaginary) pairs; broadcasting as torch
     "complex_broadcast": (lambda a, b: torch.view_as_real(torch.complex(a, b)), (_randn(4, 1), _randn(3))),
     "complex_abs": (lambda a, b: torch.complex(a, b).abs(), (_randn(2, 3), _randn(2, 3, seed=1))),
@@ -90,6 +91,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     "irfft_10_dim1": (lambda x: torch.fft.irfft(x, n=10, dim=1, norm="ortho"), (_randn(5, 6, 7, seed=2) * 9,)),
     "irfft_30_complex_bins": (lambda x: torch.fft.irfft(torch.view_as_complex(x), n=30), (_randn(2, 16, 2) * 9,)),
     "irfft_500_dim0": (lambda x: torch.fft.irfft(x, n=500, dim=0), (_randn(251, 3) * 9,)),
+    # ... and over several dims: the complex inverses over the others are static lengths too
+    "irfft2_12x7": (lambda x: torch.fft.irfft2(torch.view_as_complex(x)), (_randn(12, 7, 2) * 9,)),
+    "hfft2_10x6": (lambda x: torch.fft.hfft2(x, s=(10, 9), norm="ortho"), (_randn(3, 10, 6) * 9,)),
 }
 
 
