@@ -112,4 +112,5 @@ def test_complex_values_compare_with_onnx_real_layout(mode: str) -> None:
     result = onnxsight.verify(prog, mode=mode)
     assert result.passed, result.nodes[~result.nodes["passed"]]
     fft = result.nodes.set_index("target").loc["aten._fft_r2c.default"]
-    assert fft["onnx_op"] == "DFT" and fft["shape"] == fft["onnx_shape"] and fft["shape"][-1] == 2
+    # a static n_fft is a MatMul with a DFT basis, its pairs split off by a Reshape (ops/_dft_basis.py)
+    assert fft["onnx_op"] in ("DFT", "Reshape") and fft["shape"] == fft["onnx_shape"] and fft["shape"][-1] == 2

@@ -22,6 +22,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops import _dft_basis
 
 aten = torch.ops.aten
 
@@ -71,18 +72,32 @@ def aten_fft_r2c(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor  (complex)
 
     A real-input DFT over the last of ``dim`` (one-sided if asked), then complex
-    DFTs over the others, as PyTorch's r2c does.
+    DFTs over the others, as PyTorch's r2c does; static lengths as MatMuls (ops/_dft_basis.py).
     """
     if self.dtype is None or not self.dtype.is_floating_point:
         self = b.cast(self, torch.float32)
     dims = [_dim(d, self.rank) for d in dim]
-    pairs = b.op("Unsqueeze", self, b.const([-1], torch.int64), dtype=self.dtype)
-    y = _dft(b, pairs, dims[-1], inverse=False, onesided=onesided)
+    y = _r2c(b, self, dims[-1], onesided)
     for d in reversed(dims[:-1]):
-        y = _dft(b, y, d, inverse=False, onesided=False)
-    y.dtype = _pair(self.dtype)
+        y = _c2c(b, y, d, inverse=False)
     if normalization != _NORM_NONE:
         y = _scale(b, y, _signal_size(b, self, dims, y), -0.5 if normalization == _NORM_SQRT else -1)
+    return y
+
+
+def _r2c(b: GraphBuilder, x: Value, axis: int, onesided: bool) -> Value:
+    """The forward DFT of real ``x`` over logical ``axis`` (bins 0..n//2 when ``onesided``), as pairs."""
+    n = x.shape[axis] if x.shape is not None else None
+    shape = None if x.shape is None else tuple(x.shape)
+    if isinstance(n, int) and shape is not None:
+        bins = n // 2 + 1 if onesided else n
+        shape = (*shape[:axis], bins, *shape[axis + 1:])
+        if _dft_basis.fits(n, 2 * bins):
+            return _dft_basis.along(b, x, axis, _dft_basis.r2c_basis(n, bins), pairs_in=False, pairs_out=True,
+                                    dtype=_pair(x.dtype), shape=shape)
+    pairs = b.op("Unsqueeze", x, b.const([-1], torch.int64), dtype=x.dtype)
+    y = _dft(b, pairs, axis, inverse=False, onesided=onesided)
+    y.dtype, y.shape = _pair(x.dtype), shape if isinstance(n, int) else None
     return y
 
 
@@ -91,7 +106,7 @@ def aten_fft_c2c(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
 
     ONNX's inverse DFT is already scaled by 1/n; the scaling is adjusted to ``normalization``.
-    Static lengths are MatMuls with a float64 basis (see _BASIS_MAX_ELEMENTS).
+    Static lengths are MatMuls with a float64 basis (ops/_dft_basis.py).
     """
     dims = [_dim(d, self.rank) for d in dim]
     y = self
@@ -269,7 +284,7 @@ def aten_fft_c2r(b: GraphBuilder, self: Value, dim: Sequence[int], normalization
     for d in dims[:-1]:
         y = _c2c(b, y, d, inverse=True)
     half = self.shape[last] if isinstance(self.shape[last], int) else b.shape_of(self, last, last + 1)
-    if _basis_fits(half, last_dim_size):
+    if isinstance(half, int) and _dft_basis.fits(2 * half, last_dim_size) and half <= last_dim_size // 2 + 1:
         out = _c2r_by_basis(b, y, last, half, last_dim_size)
     else:
         out = _c2r_by_dft(b, y, last, half, last_dim_size)
@@ -290,73 +305,19 @@ def _c2r_by_dft(b: GraphBuilder, y: Value, last: int, half: int | Value, last_di
     return b.op("Gather", y, b.const(0, torch.int64), axis=-1, dtype=real, shape=b.node.out_shape)
 
 
-# NOTE: ONNX Runtime's DFT kernel runs lengths that are not a power of two as a naive DFT with
-# float32 twiddles: its error grows with the length (1e-5 at 12 points, 1e-4 at 500 on data of
-# scale 10, where torch's pocketfft stays near 1e-6), beyond torch.testing's float32 tolerance.
-# A static complex-to-complex or complex-to-real transform is instead one MatMul per dim with a
-# basis computed in float64 (as accurate as torch at every length measured), while the basis
-# stays under this many elements. (_fft_r2c, which stft decomposes to, still runs ONNX's DFT.)
-_BASIS_MAX_ELEMENTS = 1 << 20
-
-
-def _basis_fits(half: int | Value, n: int | Value) -> bool:
-    return (isinstance(half, int) and isinstance(n, int) and 0 < half <= n // 2 + 1
-            and 2 * half * n <= _BASIS_MAX_ELEMENTS)
-
-
-def _turns(rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of 2 pi k t / n for k < rows, t < n, in float64, exact zeros where they are zero."""
-    turns = (torch.arange(rows)[:, None] * torch.arange(n)[None, :]) % n   # k t mod n, exact
-    angle = turns.to(torch.float64) * (2 * math.pi / n)
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    cos[(4 * turns) % (2 * n) == n] = 0.0   # odd multiples of pi/2
-    sin[(2 * turns) % n == 0] = 0.0         # multiples of pi
-    return cos, sin
-
-
 def _c2c(b: GraphBuilder, y: Value, axis: int, *, inverse: bool) -> Value:
-    """A complex DFT over logical ``axis``, unscaled forward and scaled by 1/n inverse (ONNX's DFT);
-    a static length is one MatMul of the (re, im) pairs with a float64 basis (see _BASIS_MAX_ELEMENTS),
-    others an ONNX DFT."""
+    """A complex DFT over logical ``axis``, unscaled forward and scaled by 1/n inverse (ONNX's DFT's
+    convention): a MatMul with a float64 basis for a static length (ops/_dft_basis.py), else ONNX's DFT."""
     n = y.shape[axis] if y.shape is not None else None
-    if not (isinstance(n, int) and n > 0 and 4 * n * n <= _BASIS_MAX_ELEMENTS):
-        out = _dft(b, y, axis, inverse=inverse, onesided=False)
-        out.dtype, out.shape = y.dtype, y.shape
-        return out
-    cos, sin = _turns(n, n)
-    if not inverse:
-        sin = -sin
-    # pairs (t, re/im) -> (m, re/im): re' = re cos - im sin, im' = re sin + im cos, sin's sign the direction's
-    basis = torch.stack([torch.stack([cos, sin], dim=-1), torch.stack([-sin, cos], dim=-1)], dim=1)
-    basis = basis / n if inverse else basis
-    rank, real = b.rank_of(y), y.dtype.to_real()
-    others = [d for d in range(rank) if d != axis]
-    moved = b.op("Transpose", y, perm=[*others, axis, rank], dtype=y.dtype)
-    flat = b.op("Reshape", moved, b.const([0] * (rank - 1) + [-1], torch.int64), dtype=real)
-    out = b.op("MatMul", flat, b.const(basis.reshape(2 * n, 2 * n), real), dtype=real)
-    pairs = b.op("Reshape", out, b.const([0] * (rank - 1) + [n, 2], torch.int64), dtype=y.dtype)
-    back = [*range(axis), rank - 1, *range(axis, rank - 1), rank]
-    return b.op("Transpose", pairs, perm=back, dtype=y.dtype, shape=y.shape)
-
-
-def _c2r_basis(half: int, n: int) -> torch.Tensor:
-    """(2 * half, n) float64: bin k's real part times row 2k plus its imaginary part times row 2k + 1,
-    summed over k, is sample t of the inverse (scaled by 1/n) of the Hermitian spectrum whose bins
-    0..half-1 are given: w_k (re cos - im sin)(2 pi k t / n) / n, w_k 1 for DC and Nyquist, else 2."""
-    cos, sin = _turns(half, n)
-    k = torch.arange(half)
-    weights = torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(torch.float64)[:, None] / n
-    return torch.stack([weights * cos, -weights * sin], dim=1).reshape(2 * half, n)
+    if isinstance(n, int) and _dft_basis.fits(2 * n, 2 * n):
+        return _dft_basis.along(b, y, axis, _dft_basis.c2c_basis(n, inverse=inverse), pairs_in=True,
+                                pairs_out=True, dtype=y.dtype, shape=y.shape)
+    out = _dft(b, y, axis, inverse=inverse, onesided=False)
+    out.dtype, out.shape = y.dtype, y.shape
+    return out
 
 
 def _c2r_by_basis(b: GraphBuilder, y: Value, last: int, half: int, n: int) -> Value:
-    """The last axis's complex-to-real inverse as (..., half * 2) @ basis (see _c2r_basis)."""
-    rank, real = b.rank_of(y), y.dtype.to_real()
-    others = [d for d in range(rank) if d != last]
-    moved = b.op("Transpose", y, perm=[*others, last, rank], dtype=y.dtype)
-    flat = b.op("Reshape", moved, b.const([0] * (rank - 1) + [-1], torch.int64), dtype=real)
-    out = b.op("MatMul", flat, b.const(_c2r_basis(half, n), real), dtype=real)
-    if last == rank - 1:
-        return b.op("Identity", out, dtype=real, shape=b.node.out_shape)
-    back = [*range(last), rank - 1, *range(last, rank - 1)]
-    return b.op("Transpose", out, perm=back, dtype=real, shape=b.node.out_shape)
+    """The last axis's complex-to-real inverse as one MatMul (ops/_dft_basis.py: c2r_basis)."""
+    return _dft_basis.along(b, y, last, _dft_basis.c2r_basis(half, n), pairs_in=True, pairs_out=False,
+                            dtype=y.dtype.to_real(), shape=b.node.out_shape)
