@@ -118,6 +118,19 @@ def _sort_warnings(caught: list[warnings.WarningMessage], log: TorchLog) -> None
             log.add_warning(f"{warning.category.__name__}: {warning.message}")
 
 
+def _read_fixes(message: str, by_label: dict[str, list[RequestedDim]]) -> tuple[list[Any], str, dict[str, Any]]:
+    """(fixes, the "Suggested fixes" text to refine with, {label: (value, fix)} of those making a dim static)."""
+    fixes, suggested = parse_fixes(message, set(by_label)), message
+    if not fixes:  # guards torch.export suggests no fix for: propose a range, torch checks it next attempt
+        fixes = derive_range_fixes(message, {label: dims[0].size for label, dims in by_label.items()})
+        suggested = "Suggested fixes:\n" + "".join(f"  {fix.text}\n" for fix in fixes)
+    static = {f.name: (f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label}
+    for name, value in audit.specialised(message):
+        if name in by_label:
+            static.setdefault(name, (value, f"{name} = {value}"))
+    return fixes, suggested, static
+
+
 @dataclass
 class _Session:
     """One strategy, retried with torch.export's safe fixes applied, until it succeeds or is refused."""
@@ -196,16 +209,8 @@ class _Session:
         ``retry``: it, or a fix that makes a dim static, returns OBLIVIOUS (capture again size-oblivious).
         In that retry, a violation without a fix reports the plain capture's (``_report_retried``).
         """
-        message = str(getattr(exc, "msg", None) or exc)
         by_label = audit.groups(self.dims)
-        fixes, suggested = parse_fixes(message, set(by_label)), message
-        if not fixes:  # guards torch.export suggests no fix for: propose a range, torch checks it next attempt
-            fixes = derive_range_fixes(message, {label: dims[0].size for label, dims in by_label.items()})
-            suggested = "Suggested fixes:\n" + "".join(f"  {fix.text}\n" for fix in fixes)
-        static = {f.name: (f.value, f.text) for f in fixes if f.kind == "static" and f.name in by_label}
-        for name, value in audit.specialised(message):
-            if name in by_label:
-                static.setdefault(name, (value, f"{name} = {value}"))
+        fixes, suggested, static = _read_fixes(str(getattr(exc, "msg", None) or exc), by_label)
         # NOTE: size-oblivious capture still specialises a size-1 dim the model branches on
         # (`batch == 1`) next to other violations; the grown example's capture (checked at the
         # example in _accept) decides whether that dim can stay dynamic, so it is not refused here.
