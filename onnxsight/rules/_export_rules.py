@@ -220,6 +220,13 @@ DYNAMIC_DIM_SPECIALIZED = define(
         ```
 
         or, if the size really is fixed, stop marking it dynamic (`{"x": {0: 4}}` or no entry).
+
+        When the line is a library's shortcut for one size (transformers' DINOv2 returns its position
+        embeddings unresized when the image has the trained size: the message shows the guard
+        `(height//8)*(width//8) == 16`), an example of another size traces the general branch
+        instead (`torch.randn(2, 3, 40, 48)`); the exported program then guards against the
+        shortcut's sizes, which ONNX cannot express, so verify the model at those sizes too
+        (`onnxsight.verify(prog, args=(torch.randn(2, 3, 32, 32),))`).
     """,
     tags=("capture", "dynamic-shapes"))
 
