@@ -13,7 +13,8 @@ Checks (rule codes in the catalog):
 - IO005 in-place updates of buffers or inputs, which ONNX drops
 - DTY001 dtypes ONNX cannot hold (DTY002, no ONNX Runtime kernel, comes from the runtime itself)
 - DTY004 where a computation is promoted to float64
-- OPS005 ops whose ONNX form differs at edge cases; OPS007 random ops
+- OPS005 ops whose ONNX form differs at edge cases; OPS007 random ops; OPS010 FFTs left to ONNX Runtime's
+  imprecise DFT
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch.export import graph_signature as gs
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, Level, node_location
 from onnxsight.exporter import _dtypes
+from onnxsight.exporter.ops._dft_basis import runtime_dft_dims
 
 _DATA_DEPENDENT = frozenset({"_local_scalar_dense", "item", "nonzero", "masked_select", "_unique2", "unique_dim",
                              "unique_consecutive", "repeat_interleave"})
@@ -134,6 +136,8 @@ def _node_checks(program: torch.export.ExportedProgram, ctx: DiagnosticContext, 
         detail = _edge_case(base, overload, node)
         if detail:
             emit(rules.EDGE_CASE_SEMANTICS, node, op=op, detail=detail)
+        for dim, length in runtime_dft_dims(node)[:1]:
+            emit(rules.IMPRECISE_RUNTIME_DFT, node, op=op, dim=dim, length=length)
         code = _source_line(node)
         if code and _DATA_ATTR.search(code):
             emit(rules.TENSOR_DATA_USE, node, code=code.strip()[:120])

@@ -161,6 +161,31 @@ NONDETERMINISTIC_OP = define(
         "`eval()` mode (as `nn.Dropout` does).",
     tags=("translate", "semantics"))
 
+IMPRECISE_RUNTIME_DFT = define(
+    "OPS010", "fft-length-runs-imprecise-dft", W,
+    "{op}: dim {dim} of length {length} runs ONNX Runtime's DFT, whose float32 error grows with a length "
+    "that is not a power of two (3e-4 of the output's scale at 1100 points, where PyTorch's is 1e-7)",
+    "Give the transformed dim a static length of at most 512 points (onnxsight then computes the "
+    "transform as an exact MatMul) or a power of two, or verify its outputs at a looser tolerance.",
+    what="Warns about an FFT (`torch.fft.*`, `torch.stft`, `torch.istft`) over a dim whose length "
+         "is symbolic, or static, longer than the exact MatMul form covers and not a power of two: "
+         "that transform runs ONNX's `DFT` operator.",
+    why="ONNX Runtime computes a `DFT` whose length is not a power of two as a naive sum with "
+        "float32 twiddle factors: its error grows with the length (2e-5 of the output's scale at "
+        "100 points, 1e-4 at 500, 3e-4 at 1100), where PyTorch's stays near 1e-7. Verification at "
+        "float32 tolerances reports those outputs as mismatches.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):                    # x: (batch, 1100)
+                return torch.fft.rfft(x).abs()       # OPS010: 1100 points, not a power of two
+    """,
+    how="""
+        Transform fixed-size frames (a static length up to 512, e.g. `torch.stft` with its `n_fft`),
+        pad the signal to a power of two (`torch.fft.rfft(x, n=2048)`), or verify those outputs
+        with a looser tolerance (`onnxsight.Tolerance`).
+    """,
+    tags=("translate", "numerics"))
+
 # -- DTY: dtypes -----------------------------------------------------------------------------------
 DTYPE_NOT_REPRESENTABLE = define(
     "DTY001", "dtype-not-representable-in-onnx", E,

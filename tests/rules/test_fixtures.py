@@ -103,6 +103,11 @@ class Noise(torch.nn.Module):
         return x + torch.randn_like(x)  # @OPS007
 
 
+class LongRfft(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x).abs()  # @OPS010
+
+
 class ScaleArg(torch.nn.Module):
     def forward(self, x: torch.Tensor, scale: float) -> torch.Tensor:
         return x * scale
@@ -253,6 +258,7 @@ CASES: tuple[Case, ...] = (
     Case("OPS004", Sin, marker="sin", options={"custom_translations": {aten.sin.default: _raising_translation}}),
     Case("OPS005", FloorDivide),
     Case("OPS007", Noise),
+    Case("OPS010", LongRfft, args=(torch.randn(2, 1100),)),
     Case("VAL001", ScaleArg, args=(torch.randn(4), 0.5), marker="export"),
     Case("VAL002", NumpyConstant),
     Case("VAL003", NonZero),

@@ -84,3 +84,33 @@ def along(b: GraphBuilder, x: Value, axis: int, basis: torch.Tensor, *, pairs_in
         return y
     back = [*range(axis), rank - 1, *range(axis, rank - 1)] + ([rank] if pairs_out else [])
     return b.op("Transpose", y, perm=back, dtype=dtype, shape=shape)
+
+
+_FFTS = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
+
+
+def runtime_dft_dims(node: torch.fx.Node) -> list[tuple[int, str]]:
+    """The dims (and their lengths) of an FFT node that spectral.py leaves to ONNX's DFT at a length
+    that is not a power of two, or a symbolic one: the OPS010 warning (exporter/_analysis.py).
+
+    Mirrors the translations' choice: r2c's real transform over the last of ``dim`` needs an
+    (n, 2 (n//2 + 1)) basis, c2r's an (2 half, n) one, every other dim a complex (2 n, 2 n) one.
+    """
+    base = getattr(node.target, "__name__", "").split(".")[0]
+    source = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    if base not in _FFTS or not isinstance(source, torch.Tensor):
+        return []
+    rank = source.dim()
+    dims = [d % rank for d in node.args[1]]
+    found = []
+    for position, dim in enumerate(dims):
+        n = source.shape[dim]
+        length, static = n, isinstance(n, int) and fits(2 * n, 2 * n)
+        if position == len(dims) - 1 and base == "_fft_r2c":
+            static = isinstance(n, int) and fits(n, 2 * (n // 2 + 1 if node.args[3] else n))
+        elif position == len(dims) - 1 and base == "_fft_c2r":
+            length = node.args[3]
+            static = isinstance(n, int) and isinstance(length, int) and fits(2 * n, length) and n <= length // 2 + 1
+        if not static and not (isinstance(length, int) and length & (length - 1) == 0):
+            found.append((dim, str(length)))
+    return found

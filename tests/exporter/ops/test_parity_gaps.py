@@ -15,6 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import onnxsight
+from onnxsight import rules
 from tests.exporter.ops.eager_check import FunctionModule
 from tests.exporter.ops.op_tolerances import CURATED
 from tests.exporter.ops.opinfo_harness import check_op, compare
@@ -160,3 +161,37 @@ def test_dft_basis_or_onnx_dft(case: str) -> None:
     assert ("DFT" in op_types) == onnx_dft and ("MatMul" in op_types) != onnx_dft
     problem = compare(fn(x), program(x)[0], tolerance=CURATED if onnx_dft else None)
     assert not problem, problem
+
+
+# OPS010 names the FFTs left to ONNX's DFT at a length that is not a power of two (or symbolic).
+OPS010_CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], int, bool, bool]] = {
+    # name: (fn, length, dynamic length, warned)
+    "rfft_basis": (lambda x: torch.fft.rfft(x).abs(), 100, False, False),
+    "rfft_long_odd": (lambda x: torch.fft.rfft(x).abs(), 1100, False, True),
+    "rfft_long_power_of_two": (lambda x: torch.fft.rfft(x).abs(), 2048, False, False),
+    "fft_dynamic": (lambda x: torch.fft.fft(x).abs(), 64, True, True),
+    "irfft_long_odd": (lambda x: torch.fft.irfft(x, n=1500), 751, False, True),
+    "stft_dynamic_samples": (lambda x: torch.stft(x, 16, return_complex=True).abs(), 200, True, False),
+}
+
+
+class _OneInput(torch.nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("case", list(OPS010_CASES))
+def test_ops010_names_ffts_left_to_onnx_dft(case: str) -> None:
+    fn, length, dynamic, warned = OPS010_CASES[case]
+    dims = {"x": {1: torch.export.Dim("t", min=32, max=4096)}} if dynamic else None
+    program = onnxsight.export(_OneInput(fn), (_randn(2, length),), dynamic_shapes=dims)
+    found = [d for d in program.diagnostics if d.rule is rules.IMPRECISE_RUNTIME_DFT]
+    assert bool(found) == warned, [str(d) for d in program.diagnostics]
+    op_types = {node.op_type for node in program.model_proto.graph.node}
+    assert ("DFT" in op_types) == (warned or length == 2048)
+    if found:
+        assert "aten._fft_" in found[0].message and "dim 1 of length" in found[0].message
