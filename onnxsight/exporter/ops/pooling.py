@@ -37,12 +37,16 @@ def _max_pool(b: GraphBuilder, x: Value, spatial: int, kernel: Sequence[int], st
     attrs = dict(kernel_shape=kernel, strides=expand_ints(stride, spatial, default=kernel), pads=pads + pads,
                  dilations=expand_ints(dilation, spatial), ceil_mode=int(ceil_mode))
     indices = None
+    dtype = x.dtype
+    if dtype == torch.bfloat16:  # MaxPool takes no bfloat16; float32 holds every bfloat16 exactly
+        x = b.cast(x, torch.float32)
     if with_indices and b.node.output_used(1):
         values, flat = b.op("MaxPool", x, outputs=2, **attrs)
         flat.dtype = torch.int64
         indices = _plane_indices(b, x, flat, spatial)
     else:
         values = b.op("MaxPool", x, **attrs)
+    values = b.cast(values, dtype)
     if batchless:
         values = drop_batch(b, values)
         indices = None if indices is None else drop_batch(b, indices)
@@ -267,14 +271,16 @@ def _max_pool_backward(b: GraphBuilder, grad_output: Value, self: Value, indices
     """Each output's gradient added at its max's position: ``indices`` are flat over a plane's
     ``spatial`` dims (as max_pool*_with_indices returns them), so one ScatterElements(add) over the
     flattened planes; an input that is the max of several windows gets the sum of their gradients."""
-    dtype = grad_output.dtype
+    # ONNX Runtime's ScatterElements(add) takes float32/float64 only: half types are summed in float32.
+    dtype = grad_output.dtype if grad_output.dtype in (torch.float32, torch.float64) else torch.float32
     flat = b.const([0] * (b.rank_of(self) - spatial) + [-1], torch.int64)
     planes = b.op("Reshape", self, flat, dtype=self.dtype)
     zeros = b.op("Expand", b.scalar(0.0, dtype), b.shape_of(planes), dtype=dtype)
-    updates = b.op("Reshape", grad_output, flat, dtype=dtype)
+    updates = b.op("Reshape", b.cast(grad_output, dtype), flat, dtype=dtype)
     where = b.op("Reshape", b.cast(indices, torch.int64), flat, dtype=torch.int64)
     summed = b.op("ScatterElements", zeros, where, updates, axis=-1, reduction="add", dtype=dtype)
-    return b.op("Reshape", summed, b.shape_of(self), dtype=dtype, shape=self.shape)
+    summed = b.cast(summed, grad_output.dtype)
+    return b.op("Reshape", summed, b.shape_of(self), dtype=summed.dtype, shape=self.shape)
 
 
 @translation(aten.max_pool2d_with_indices_backward.default, since=16)

@@ -195,3 +195,12 @@ def test_ops010_names_ffts_left_to_onnx_dft(case: str) -> None:
     assert ("DFT" in op_types) == (warned or length == 2048)
     if found:
         assert "aten._fft_" in found[0].message and "dim 1 of length" in found[0].message
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_max_pool2d_half_types(dtype: torch.dtype) -> None:
+    """MaxPool takes no bfloat16 and ScatterElements(add) no half type in ONNX Runtime: both run in float32."""
+    x = _randn(2, 3, 6, 7).to(dtype)
+    _check(lambda x: aten.max_pool2d_with_indices(x, [3, 3], [1, 1], [0, 0], [1, 1], False)[0], x)
+    if dtype == torch.float16:   # (bfloat16: ONNX Runtime has no bfloat16 Mul for the gradient)
+        _check(_pool_backward([3, 3], [1, 1], [0, 0], [1, 1], False), x, _randn(2, 3, 1, 1, seed=1).to(dtype))
