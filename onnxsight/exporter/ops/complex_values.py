@@ -56,7 +56,7 @@ def aten_angle(b: GraphBuilder, self: Value) -> Value:
     x = b.cast(self, dtype)
     below = b.op("Less", x, b.scalar(0.0, dtype), dtype=torch.bool)
     angle = b.op("Where", below, b.scalar(math.pi, dtype), b.scalar(0.0, dtype), dtype=dtype)
-    if not dtype.is_floating_point or (self.dtype is not None and not self.dtype.is_floating_point):
+    if self.dtype is not None and not self.dtype.is_floating_point:  # integers are never NaN
         return angle
     return b.op("Where", b.op("IsNaN", x, dtype=torch.bool), x, angle, dtype=dtype, shape=self.shape)
 
