@@ -170,10 +170,10 @@ IMPRECISE_RUNTIME_DFT = define(
     what="Warns about an FFT (`torch.fft.*`, `torch.stft`, `torch.istft`) over a dim whose length "
          "is symbolic, or static, longer than the exact MatMul form covers and not a power of two: "
          "that transform runs ONNX's `DFT` operator.",
-    why="ONNX Runtime computes a `DFT` whose length is not a power of two as a naive sum with "
-        "float32 twiddle factors: its error grows with the length (2e-5 of the output's scale at "
-        "100 points, 1e-4 at 500, 3e-4 at 1100), where PyTorch's stays near 1e-7. Verification at "
-        "float32 tolerances reports those outputs as mismatches.",
+    why="ONNX Runtime's `DFT` loses float32 precision at lengths that are not a power of two, the "
+        "more the longer (2e-5 of the output's scale at 100 points, 1e-4 at 500, 3e-4 at 1100), "
+        "where PyTorch's error stays near 1e-7. Verification at float32 tolerances reports those "
+        "outputs as mismatches.",
     example="""
         class M(torch.nn.Module):
             def forward(self, x):                    # x: (batch, 1100)

@@ -1,14 +1,14 @@
 """DFTs of static length as one MatMul with a basis computed in float64 (used by spectral.py).
 
-# NOTE: ONNX Runtime's DFT kernel runs a length that is not a power of two as a naive DFT with
-# float32 twiddles: its error grows with the length (4e-6 of the output's scale at 12 points,
-# 2e-5 at 100, 1e-4 at 500, on data of scale 10, where torch's pocketfft stays near 1e-7), and
-# its radix-2 path is at 4e-7..7e-7: both miss torch.testing's float32 tolerance (rtol 1.3e-6,
-# atol 1e-5) on ordinary inputs. A MatMul with the exact basis rounded once to float32 is as
-# accurate as torch at every length measured (7..2048). The basis has (2 n)^2 elements for a
-# complex transform of length n, so it is used while it stays under BASIS_MAX_ELEMENTS (4 MiB
-# of float32: n <= 512 complex, n <= 1022 real); longer or symbolic lengths run ONNX's DFT, close
-# for powers of two (5e-7..7e-7 of the scale) and far off otherwise (3e-4 at 1100 points).
+# NOTE: ONNX Runtime's DFT kernel (onnxruntime 1.32, CPU, float32) loses precision at lengths
+# that are not a power of two, the more the longer: its largest error is 4e-6 of the output's
+# scale at 12 points, 2e-5 at 100, 1e-4 at 500, 3e-4 at 1100 (random data of scale 9), where
+# torch's pocketfft stays near 1e-7; at powers of two it is 2e-7..7e-7. Both miss torch.testing's
+# float32 tolerance (rtol 1.3e-6, atol 1e-5) on ordinary inputs (some elements from 32 points on).
+# A MatMul with the exact basis rounded once to float32 stays within 1-4x torch's own error,
+# inside that tolerance, at every length measured (7..2048). The basis has (2 n)^2 elements for a
+# complex transform of length n, so it is used while it stays under BASIS_MAX_ELEMENTS (4 MiB of
+# float32: n <= 512 complex, n <= 1022 real); longer or symbolic lengths run ONNX's DFT.
 
 Values are laid out as everywhere in onnxsight: a complex tensor is real with a trailing
 (real, imaginary) dim of 2, and ``axis`` is a logical dim (the pair dim not counted).
