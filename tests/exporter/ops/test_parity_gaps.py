@@ -204,3 +204,31 @@ def test_max_pool2d_half_types(dtype: torch.dtype) -> None:
     _check(lambda x: aten.max_pool2d_with_indices(x, [3, 3], [1, 1], [0, 0], [1, 1], False)[0], x)
     if dtype == torch.float16:   # (bfloat16: ONNX Runtime has no bfloat16 Mul for the gradient)
         _check(_pool_backward([3, 3], [1, 1], [0, 0], [1, 1], False), x, _randn(2, 3, 1, 1, seed=1).to(dtype))
+
+
+# A dynamic batch: shapes taken at run time (Expand, the MatMul basis's Reshapes, Det, the scatter).
+DYNAMIC: dict[str, tuple[Callable[[torch.Tensor], Any], tuple[int, ...]]] = {
+    "complex": (lambda x: torch.view_as_real(torch.complex(x, x.flip(-1))), (3, 5)),
+    "polar": (lambda x: torch.view_as_real(torch.polar(x.abs(), x)), (3, 5)),
+    "angle": (lambda x: torch.angle(x), (3, 5)),
+    "det": (torch.linalg.det, (3, 4, 4)),
+    "slogdet": (torch.linalg.slogdet, (3, 4, 4)),
+    "histc_data_range": (lambda x: torch.histc(x, bins=6), (3, 5)),
+    "ifft": (lambda x: torch.view_as_real(torch.fft.ifft(x).resolve_conj()), (3, 10)),
+    "hfft2": (lambda x: torch.fft.hfft2(x), (3, 6, 5)),
+    "max_pool2d_backward": (lambda x: _pool_backward([2, 2], [1, 1], [0, 0], [1, 1], False)(x, x.new_ones(())),
+                            (3, 2, 5, 6)),
+}
+
+
+@pytest.mark.parametrize("case", list(DYNAMIC))
+def test_dynamic_batch(case: str) -> None:
+    fn, shape = DYNAMIC[case]
+    module = _OneInput(fn)
+    program = onnxsight.export(module, (_randn(*shape),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    for batch in (2, 5):
+        x = _randn(batch, *shape[1:], seed=batch)
+        expected = [t for t in pytree.tree_leaves(module(x)) if isinstance(t, torch.Tensor)]
+        for index, (want, got) in enumerate(zip(expected, program(x), strict=True)):
+            problem = compare(want, got)
+            assert not problem, f"batch {batch}, output {index}: {problem}"
