@@ -127,11 +127,21 @@ def aten_linalg_det(b: GraphBuilder, A: Value) -> tuple[Value, None, None]:
 def aten_linalg_slogdet(b: GraphBuilder, A: Value) -> tuple[Value, Value, None, None]:
     """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
 
-    # NOTE: torch sums the logs of LU's diagonal; log|det| is the same to float32's
-    # precision while det stays finite (it overflows float32 past about 1e38, e.g. a
-    # 100 x 100 matrix of entries near 10, where torch's logabsdet is still finite).
+    # NOTE: torch sums the logs of LU's diagonal, so logabsdet stays finite where det
+    # overflows (a 60 x 60 matrix of entries near 10 has |det| near 1e90). ONNX has no
+    # LU; each row is divided by its norm first, which bounds |det| of the result by 1
+    # (Hadamard's inequality), and the rows' log norms are added back:
+    # log|det A| = sum_i log|a_i| + log|det(A / |a_i|)|. A zero row keeps its zeros.
     """
-    det = _determinant(b, A, {2: "LU", 3: "pivots"})
+    real = A.dtype
+    squares = b.op("Mul", A, A, dtype=real)
+    norms = b.op("Sqrt", b.op("ReduceSum", squares, b.const([-1], torch.int64), keepdims=1, dtype=real), dtype=real)
+    zero = b.op("Equal", norms, b.scalar(0.0, real), dtype=torch.bool)
+    norms = b.op("Where", zero, b.scalar(1.0, real), norms, dtype=real)
+    scaled = b.op("Div", A, norms, dtype=real, shape=A.shape)
+    det = _determinant(b, scaled, {2: "LU", 3: "pivots"})
     sign = b.op("Sign", det, dtype=det.dtype, shape=det.shape)
-    logabsdet = b.op("Log", b.op("Abs", det, dtype=det.dtype), dtype=det.dtype, shape=det.shape)
+    log_norms = reduce(b, "ReduceSum", b.op("Log", norms, dtype=real), [-2, -1], keepdims=False)
+    logabsdet = b.op("Add", b.op("Log", b.op("Abs", det, dtype=real), dtype=real), log_norms, dtype=real,
+                     shape=det.shape)
     return sign, logabsdet, None, None

@@ -80,6 +80,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     "det_one": (torch.linalg.det, (_randn(3, 1, 1),)),
     "slogdet": (torch.linalg.slogdet, (_randn(3, 5, 5),)),
     "logdet_signs": (torch.logdet, (torch.stack([torch.eye(3) * 2, torch.diag(torch.tensor([-1.0, 2.0, 3.0]))]),)),
+    # det itself overflows float32 here (|det| near 1e90); torch's logabsdet, a sum of logs, does not
+    "slogdet_large": (torch.linalg.slogdet, (_randn(2, 60, 60) * 10,)),
+    "slogdet_zero_row": (torch.linalg.slogdet, (torch.tensor([[1.0, 2.0], [0.0, 0.0]]),)),
     # complex conjugates from the FFTs of real inputs
     "ifft_real": (lambda x: torch.fft.ifft(x), (_randn(3, 10),)),
     "ifft_view_as_real": (lambda x: torch.view_as_real(torch.fft.ifft(x, n=16, norm="forward").resolve_conj()),
