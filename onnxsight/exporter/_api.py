@@ -15,7 +15,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter._analysis import analyze_program
 from onnxsight.exporter._capture import capture
-from onnxsight.exporter._decompose import decompose, needs_decomposition
+from onnxsight.exporter._decompose import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter._fake import real_mode, refuse_fake_file
 from onnxsight.exporter._functions import invalid_selection
 from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
@@ -131,9 +131,11 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     finally:
         model.train(model_was_training)
     with record.stage("decompose") as stage:
+        rewritten = functionalize_inplace(exported, registry, opset)
         reason = needs_decomposition(exported, registry, opset)
         if reason is None:
-            stage.status, stage.detail = "skipped", "every captured op is functional and has a translation"
+            stage.status, stage.detail = "skipped", "every captured op is functional and has a translation" + (
+                f" ({rewritten} in-place op(s) rewritten as their functional forms)" if rewritten else "")
         else:
             stage.detail = f"decomposed: {reason}"
         try:

@@ -114,3 +114,69 @@ def needs_decomposition(program: torch.export.ExportedProgram, registry: Any, op
             if registry.lookup(node.target, opset) is None:
                 return f"{node.target} has no direct translation"
     return None
+
+
+def _returns_alias(target: Any) -> bool:
+    """An op whose output may share memory with an input (view, reshape, to, alias...): torch's schema
+    annotates every such return, the maybe-aliasing ones included."""
+    schema = getattr(target, "_schema", None)
+    return schema is None or any(ret.alias_info is not None for ret in schema.returns)
+
+
+def _functional_twin(target: Any) -> Any:
+    """``aten.relu_.default`` -> ``aten.relu.default``: the out-of-place overload of an op that writes only
+    to its first argument and returns it; None for any other mutating op."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.arguments or len(schema.returns) != 1:
+        return None
+    written = [arg for arg in schema.arguments if arg.alias_info is not None and arg.alias_info.is_write]
+    if written != [schema.arguments[0]] or not schema.name.endswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, schema.name.split("::")[-1][:-1], None)
+    twin = getattr(packet, schema.overload_name or "default", None) if packet is not None else None
+    twin_schema = getattr(twin, "_schema", None)
+    if twin_schema is None or twin_schema.is_mutable or len(twin_schema.arguments) != len(schema.arguments):
+        return None
+    return twin
+
+
+def functionalize_inplace(program: torch.export.ExportedProgram, registry: Any, opset: int) -> int:
+    """Rewrite ``x.relu_()`` as ``relu(x)`` where no one else can see the write; the number rewritten.
+
+    NOTE: torch.export keeps torchvision's ``ReLU(inplace=True)``, ``Hardswish(inplace=True)`` and
+    ``out += identity`` as in-place ops, and those alone used to send a program to run_decompositions,
+    a whole re-trace: 20 s of MobileNetV3's 25 s dynamic-shape export. Rewriting is safe when the
+    written tensor is an intermediate that owns its memory (not an input, weight or buffer, not made by
+    an op that may alias another tensor) and no view of it exists: then only the uses after the write
+    see it, and they are pointed at the functional op's result. Only ops whose functional form has a
+    translation are rewritten (``resize_`` has none: it goes to run_decompositions, as anything else
+    that is not safe to rewrite).
+    """
+    graph = program.graph_module.graph
+    order = {node: index for index, node in enumerate(graph.nodes)}
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or not getattr(getattr(node.target, "_schema", None), "is_mutable", False):
+            continue
+        twin = _functional_twin(node.target)
+        written = node.args[0] if node.args else None
+        if twin is None or registry.lookup(twin, opset) is None or not isinstance(written, torch.fx.Node) \
+                or written.op != "call_function":
+            continue
+        source = written.args[0] if written.target is operator.getitem else written
+        if not isinstance(source, torch.fx.Node) or _returns_alias(source.target) or any(
+                user is not node and user.op == "call_function" and _returns_alias(user.target)
+                for user in written.users):
+            continue
+        with graph.inserting_before(node):
+            functional = graph.call_function(twin, node.args, node.kwargs)
+        functional.meta = dict(node.meta)
+        node.replace_all_uses_with(functional)
+        for user in [u for u in written.users if u is not functional and order.get(u, -1) > order[node]]:
+            user.replace_input_with(written, functional)
+        order[functional] = order[node]
+        graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        program.graph_module.recompile()
+    return rewritten

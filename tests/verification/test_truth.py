@@ -87,7 +87,7 @@ def _reasons(result: Any) -> dict[str, str]:
     ("dropout-train", {"dropout": "random op", "mul": "compared"}),
     ("dropout-p0-train", {"dropout": "compared", "mul": "compared"}),
     ("rand_like", {"rand_like": "random op", "add": "compared"}),
-    ("empty", {"empty_permuted": "uninitialised", "full_like": "compared", "mul": "compared"}),
+    ("empty", {"empty_like": "uninitialised", "fill_scalar": "compared", "mul": "compared"}),
 ])
 @pytest.mark.parametrize("mode", ["propagated", "isolated"])
 def test_only_values_that_really_draw_random_numbers_are_skipped(case: str, expected: dict[str, str],
