@@ -9,7 +9,7 @@ JOBS   ?= 2
 TORCH  ?= torch==2.13.0
 
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-vision test-ray test-all bench bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -64,27 +64,39 @@ test-zoo-opsets: setup
 # not import on the CPU torch used here: where it does not import, ../shared/torchvision-cpu (a development
 # shim beside the checkout, never a dependency of onnxsight) makes it; without the shim this says so and
 # skips. Then tests/vision and the zoo job over both suites (every model verified per node; its table in
-# $(VISION_OUT)/summary.md). bench/zoo_vision.py puts torch.onnx beside it (docs/zoo-vision.md).
+# $(VISION_OUT)/summary.md).
 VISION_VENV ?= .venv-vision
 VPY         := $(VISION_VENV)/bin/python
 VISION_SHIM ?= ../shared/torchvision-cpu
 VISION_OUT  ?= artifacts/zoo-vision
-test-vision: setup
+VISION_OK   := $(VPY) -c 'import torchvision, torchvision.ops, timm' >/dev/null 2>&1
+vision-venv: setup
 	@test -x $(VPY) || $(PY) -m venv $(VISION_VENV)
 	@main=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	vis=$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	echo "import site; site.addsitedir('$$main')" > "$$vis/zz-main-venv.pth"
 	@if ! $(VPY) -c 'import torchvision, torchvision.ops' >/dev/null 2>&1; then \
 	  if [ -f $(VISION_SHIM)/install.sh ]; then bash $(VISION_SHIM)/install.sh $(VPY); \
-	  else echo "test-vision: skipped: torchvision does not import on this torch (PyPI's wheel is built for CUDA)" \
+	  else echo "vision: torchvision does not import on this torch (PyPI's wheel is built for CUDA)" \
 	    "and the shim $(VISION_SHIM) is not beside this checkout"; fi; fi
 	@if $(VPY) -c 'import torchvision, torchvision.ops' >/dev/null 2>&1; then \
 	  $(VPY) -c 'import timm' >/dev/null 2>&1 || $(VPY) -m pip install -q --no-deps timm; fi
-	@if $(VPY) -c 'import torchvision, torchvision.ops, timm' >/dev/null 2>&1; then \
+
+test-vision: vision-venv
+	@if $(VISION_OK); then \
 	  nice -n 10 $(VPY) -m pytest -q -n 0 tests/vision && \
 	  nice -n 10 $(VPY) -m onnxsight.zoo run --suite torchvision,timm --out $(VISION_OUT) --jobs $(JOBS) \
 	    --per-node --timeout 1800 --fail-on never; \
 	else echo "test-vision: skipped: torchvision or timm does not import in $(VISION_VENV)"; fi
+
+# Every model of every zoo suite (transformers, tricky, torchvision, timm) exported by onnxsight and by
+# torch.onnx, static and dynamic, against eager at two sizes, one process per model: the README's zoo
+# tables (docs/zoo-compare.md, raw results in docs/zoo-compare.json). Hours on a 2-core machine;
+# FILTER=hf_bert,tv_resnet18 for some models. Without torchvision the vision suites are listed as skipped.
+FILTER ?=
+bench-zoo: vision-venv
+	@if $(VISION_OK); then py=$(VPY); else py=$(PY); fi; \
+	$$py bench/zoo_compare.py $(if $(FILTER),--filter $(FILTER)) --raw docs/zoo-compare.json --out docs/zoo-compare.md
 
 # The zoo job on a local Ray (installs the optional `ray` extra first).
 test-ray: setup
