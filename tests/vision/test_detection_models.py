@@ -92,8 +92,8 @@ MODELS: dict[str, Callable[[], torch.nn.Module]] = {
 }
 
 
-# Verified here: exported once, detections equal to eager at both SIZES. The ResNet-50 models take 1-5 minutes
-# each to export on the development machine: marked slow (make test-vision runs them).
+# Verified here: exported once, detections equal to eager at both SIZES. The ResNet-50 R-CNNs and FCOS take 1-5
+# minutes each to export on the development machine: marked slow (make test-vision runs them).
 FAST = ["fasterrcnn_mobilenet_v3_large_fpn", "retinanet_resnet50_fpn", "ssdlite320_mobilenet_v3_large"]
 SLOW = ["maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn", "fcos_resnet50_fpn", "fasterrcnn_resnet50_fpn"]
 # Scores and masks within 1e-3 (atol and rtol); the order of detections is free only among eager scores tied
@@ -102,6 +102,7 @@ SLOW = ["maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn", "fcos_resnet50_fpn
 # float64 on the ResNet-50 R-CNNs (Keypoint R-CNN at 320x320; ONNX Runtime 1.8e-3 px off float64 there), and a
 # box corner near 0 (x1 = 0.109) gets nothing from the relative part.
 TOL = Tolerance.uniform(1e-3, 1e-3).with_overrides({"output 0": (1e-2, 1e-3), "keypoints": (1e-2, 1e-3)})
+
 
 def _image(height: int, width: int, seed: int) -> torch.Tensor:
     return torch.rand(3, height, width, generator=torch.Generator().manual_seed(seed))
