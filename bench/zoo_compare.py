@@ -240,8 +240,18 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def summary(suites: dict[str, list[dict[str, Any]]]) -> str:
+    """Per suite: models, how many each exporter gets right static and dynamic, and where only torch.onnx does."""
+    lines = ["| suite | models | " + " | ".join(COLUMNS) + " | torch.onnx OK, onnxsight not |",
+             "|---|---:|" + "---:|" * len(COLUMNS) + "---|"]
+    for name, rows in [*suites.items(), ("all", [r for rows in suites.values() for r in rows])]:
+        counts = " | ".join(str(sum(ok(r.get(c)) for r in rows)) for c in COLUMNS)
+        lines.append(f"| {name} | {len(rows)} | {counts} | {', '.join(gaps(rows)) or 'none'} |")
+    return "\n".join(lines)
+
+
 def tables(results: list[dict[str, Any]]) -> str:
-    """One table per suite, in the order the suites were run."""
+    """The summary, then one table per suite, in the order the suites were run."""
     suites: dict[str, list[dict[str, Any]]] = {}
     for res in results:
         suites.setdefault(os.path.basename(str(res.get("suite", "?"))), []).append(res)
@@ -251,7 +261,7 @@ def tables(results: list[dict[str, Any]]) -> str:
               + (f"; {', '.join(versions)}" if versions else "") + ". Cells: verdict, max abs diff vs eager "
               "(static: at the example; dynamic: at the example / at the second size, every dynamic dim + 1; "
               "✗ = over tolerance), export seconds (one export, rough: read ratios within a row).")
-    return header + "\n\n" + "\n\n".join(
+    return header + "\n\n" + summary(suites) + "\n\n" + "\n\n".join(
         f"#### {name} ({len(rows)} models)\n\n{table(rows)}" for name, rows in suites.items())
 
 
