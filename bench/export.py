@@ -7,7 +7,7 @@ tracer, onnxscript -- are imported before timing, so it is the cost of one
 export; "cold": the first export in a fresh process, imports included), peak
 RSS, and the ONNX Runtime latency of each exported model.
 
-    python bench/export.py [--models mlp12,resnet50] [--runs 20] [--opset 18]
+    python bench/export.py [--models mlp12,resnet50] [--runs 5] [--opset 18]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _child(model_name: str, tool: str, out_path: str, opset: int, warm: bool) ->
     return {"seconds": seconds, "peak_rss_mb": peak / 1024, "export_rss_mb": (peak - rss_before) / 1024}
 
 
-def _latency(path: str, model_name: str, runs: int) -> float:
+def _latency(path: str, model_name: str, runs: int) -> list[float]:
     import onnxruntime as ort
     import torch
 
@@ -75,13 +75,20 @@ def _latency(path: str, model_name: str, runs: int) -> float:
         start = time.perf_counter()
         session.run(None, feeds)
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+    return [t * 1000 for t in times]
+
+
+def _stats(values: list[float]) -> dict:
+    """Median and spread (min..max) of repeated measurements."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp12,resnet50,bert-small,gpt2-small")
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=5,
+                        help="timed exports per exporter and mode (each in a fresh process, after an untimed one), "
+                             "and timed ONNX Runtime runs (after 3 untimed)")
     parser.add_argument("--opset", type=int, default=18)
     parser.add_argument("--child", nargs=4, metavar=("MODEL", "TOOL", "OUT", "WARM"), help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -95,21 +102,37 @@ def main() -> int:
             row: dict = {"model": name}
             for tool in ("onnxsight", "torch.onnx"):
                 out = os.path.join(tmp, f"{name}-{tool}.onnx")
-                for mode in ("cold", "warm"):
-                    proc = subprocess.run([sys.executable, __file__, "--opset", str(options.opset), "--child", name,
-                                           tool, out, mode], capture_output=True, text=True)
-                    if proc.returncode != 0:
-                        row[tool] = {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
+                samples: dict = {"cold": [], "warm": [], "peak": []}
+                # The first round is untimed (disk caches, .pyc files); then --runs timed rounds, the two
+                # exporters' processes for a model interleaved with nothing else.
+                for _ in range(options.runs + 1):
+                    for mode in ("cold", "warm"):
+                        proc = subprocess.run([sys.executable, __file__, "--opset", str(options.opset), "--child",
+                                               name, tool, out, mode], capture_output=True, text=True)
+                        if proc.returncode != 0:
+                            row[tool] = {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
+                            break
+                        result = json.loads(proc.stdout.strip().splitlines()[-1])
+                        samples[mode].append(result["seconds"])
+                        samples["peak"].append(result["peak_rss_mb"])
+                    if tool in row:
                         break
-                    result = json.loads(proc.stdout.strip().splitlines()[-1])
-                    row.setdefault(tool, {}).update(result if mode == "warm" else {"cold_seconds": result["seconds"]})
-                if "error" not in row[tool]:
-                    row[tool]["ort_ms"] = _latency(out, name, options.runs)
+                if tool not in row:
+                    row[tool] = {"warm": _stats(samples["warm"][1:]), "cold": _stats(samples["cold"][1:]),
+                                 "peak_rss_mb": max(samples["peak"]),
+                                 "ort_ms": _stats(_latency(out, name, options.runs))}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    print(f"opset {options.opset}, ONNX Runtime CPU, 1 thread, median of {options.runs} runs")
+    print(f"opset {options.opset}, ONNX Runtime CPU, 1 thread; export: median (min..max) of {options.runs} fresh "
+          f"processes per exporter and mode after an untimed one; ORT: median (min..max) of {options.runs} runs")
     print(_table(rows))
     return 0
+
+
+def _cell(ours: dict, theirs: dict, digits: int = 2) -> str:
+    def one(x: dict) -> str:
+        return f"{x['median']:.{digits}f} ({x['min']:.{digits}f}..{x['max']:.{digits}f})"
+    return f"{one(ours)} / {one(theirs)}"
 
 
 def _table(rows: list[dict]) -> str:
@@ -121,11 +144,11 @@ def _table(rows: list[dict]) -> str:
         if "error" in ours or "error" in theirs:
             lines.append(f"| {row['model']} | {ours.get('error', '')} | | {theirs.get('error', '')} | | | |")
             continue
+        ratio = {m: ours[m]["median"] / theirs[m]["median"] for m in ("warm", "cold")}
         lines.append(
-            f"| {row['model']} | {ours['seconds']:.2f} / {theirs['seconds']:.2f} | "
-            f"{ours['seconds'] / theirs['seconds']:.2f}x | {ours['cold_seconds']:.2f} / {theirs['cold_seconds']:.2f} | "
-            f"{ours['cold_seconds'] / theirs['cold_seconds']:.2f}x | {ours['peak_rss_mb']:.0f} / "
-            f"{theirs['peak_rss_mb']:.0f} | {ours['ort_ms']:.2f} / {theirs['ort_ms']:.2f} |")
+            f"| {row['model']} | {_cell(ours['warm'], theirs['warm'])} | {ratio['warm']:.2f}x "
+            f"| {_cell(ours['cold'], theirs['cold'])} | {ratio['cold']:.2f}x "
+            f"| {ours['peak_rss_mb']:.0f} / {theirs['peak_rss_mb']:.0f} | {_cell(ours['ort_ms'], theirs['ort_ms'])} |")
     return "\n".join(lines)
 
 

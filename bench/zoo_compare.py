@@ -1,6 +1,6 @@
 """Zoo comparison: onnxsight vs torch.onnx.export(dynamo=True) on every model of the zoo suites, static and dynamic.
 
-Per model, in its own process (``nice``): build it (the suite's random weights; vision models with
+Per model and export, in a process of its own (``nice``): build it (the suite's random weights; vision models with
 BatchNorm calibrated), run it eagerly at the example and at a second size (every dynamic dim one
 larger, inputs grown by repeating their own slices), then export it with each exporter twice:
 static (the example's shapes) and with the spec's dynamic dims (``ModelSpec.dynamic``), the same
@@ -141,7 +141,13 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _child(suite_name: str, model_name: str, out_path: str, per_node: bool) -> None:
+def _child(suite_name: str, model_name: str, out_path: str, job: str) -> None:
+    """One export (``job``: a column, or ``per_node``) of one model, in a process of its own.
+
+    NOTE: one process per export, not per model: torch keeps state between exports in a process
+    (torch.onnx's dynamic export of an LSTM comes out static after its static export of it), and a
+    comparison must not charge one exporter with what another export left behind.
+    """
     import torch
     from torch.utils import _pytree as pytree
 
@@ -154,15 +160,8 @@ def _child(suite_name: str, model_name: str, out_path: str, per_node: bool) -> N
     from onnxsight.zoo._worker import _normalize, degenerate_scale
 
     spec = load_suite(suite_name).spec(model_name)
-    static = ModelSpec(spec.name, spec.build, tolerance=spec.tolerance, opset=spec.opset,
-                       custom_translations=spec.custom_translations)
     result: dict[str, Any] = {"model": model_name, "suite": suite_name, "dynamic": spec.dynamic,
                               "versions": _versions()}
-
-    def save() -> None:  # after every step: a timeout still leaves what was measured
-        with open(out_path, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, default=str)
-
     model, args, kwargs = _normalize(spec.build())
     sizes = _eager_sizes(spec, model, args, kwargs)
     result["shapes"] = [[tuple(t.shape) for t in pytree.tree_leaves(s[:2]) if isinstance(t, torch.Tensor)][:1]
@@ -172,15 +171,15 @@ def _child(suite_name: str, model_name: str, out_path: str, per_node: bool) -> N
     degenerate = degenerate_scale(sizes[0][2], spec.tolerance)
     if degenerate:
         result["degenerate"] = f"ZOO005: {degenerate[0]}"
-        save()
-        return
-    for tool in TOOLS:
-        for mode, which, at in (("static", static, sizes[:1]), ("dynamic", spec, sizes)):
-            result[f"{tool} {mode}"] = _export(tool, which, model, args, kwargs, at)
-            save()
-    if per_node and result["onnxsight dynamic"].get("exported"):
+    elif job == "per_node":
         result["per_node"] = _per_node(spec, model, args, kwargs)
-        save()
+    else:
+        tool, mode = job.rsplit(" ", 1)
+        which = spec if mode == "dynamic" else ModelSpec(spec.name, spec.build, tolerance=spec.tolerance,
+                                                         opset=spec.opset, custom_translations=spec.custom_translations)
+        result[job] = _export(tool, which, model, args, kwargs, sizes if mode == "dynamic" else sizes[:1])
+    with open(out_path, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, default=str)
 
 
 def _cell(row: dict[str, Any] | None) -> str:
@@ -275,23 +274,28 @@ def load_raw(paths: str) -> list[dict[str, Any]]:
 
 
 def _run_one(suite: Any, spec: Any, opts: argparse.Namespace, tmp: str) -> dict[str, Any]:
-    """One model in its own process; what it measured is kept on a timeout or crash."""
-    out = os.path.join(tmp, f"{suite.name}-{spec.name}.json")
-    command = ["nice", "-n", "10", sys.executable, __file__, "--child", suite.ref, spec.name, out] + \
-        (["--per-node"] if opts.per_node else [])
-    start, crash = time.perf_counter(), None
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
-        if proc.returncode:
-            crash = f"crashed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1][:200]}"
-    except subprocess.TimeoutExpired:
-        crash = f"timeout after {opts.timeout} s"
+    """Each export of one model in its own process; a crash or timeout is that export's cell."""
     row: dict[str, Any] = {"model": spec.name, "suite": suite.ref, "dynamic": spec.dynamic}
-    if os.path.exists(out):
-        with open(out, encoding="utf-8") as handle:
-            row = json.load(handle)
-    if crash:
-        row["crash"] = crash
+    start = time.perf_counter()
+    for job in (*COLUMNS, *(("per_node",) if opts.per_node else ())):
+        out = os.path.join(tmp, f"{suite.name}-{spec.name}-{job.replace(' ', '-')}.json")
+        command = ["nice", "-n", "10", sys.executable, __file__, "--child", suite.ref, spec.name, out, job]
+        crash = None
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=opts.timeout)
+            if proc.returncode:
+                crash = f"crashed (exit {proc.returncode}): {(proc.stderr.strip().splitlines() or [''])[-1][:200]}"
+        except subprocess.TimeoutExpired:
+            crash = f"timeout after {opts.timeout} s"
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as handle:
+                row.update(json.load(handle))
+        if crash and job != "per_node":
+            row[job] = {"exported": False, "error": crash}
+        elif crash:
+            row[job] = {"passed": False, "error": crash}
+        if row.get("degenerate"):
+            break
     row["wall"] = time.perf_counter() - start
     return row
 
@@ -337,10 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the markdown tables here too")
     parser.add_argument("--raw", default=None, help="the per-model results (JSON): models run replace their rows")
     parser.add_argument("--from-raw", default=None, help="render from --raw files (comma-separated; later wins)")
-    parser.add_argument("--child", nargs=3, metavar=("SUITE", "MODEL", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("SUITE", "MODEL", "OUT", "JOB"), help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.child:
-        _child(*opts.child, per_node=opts.per_node)
+        _child(*opts.child)
         return 0
     text = tables(load_raw(opts.from_raw) if opts.from_raw else _run_all(opts))
     print(text)
