@@ -201,7 +201,7 @@ def dynamic_cache_decode(config_name: str, model_name: str) -> tuple:
                        "attention_mask": torch.ones(batch, past + 1, dtype=torch.long), "past_key_values": cache}
 
 
-# Models that stay in the suite with a known failure (docs/zoo-transformers.md), name -> why.
+# Models that stay in the suite with a known failure (README.md: Zoo results), name -> why.
 KNOWN_FAILURES: dict[str, str] = {
     "hf_dinov2": "CAP005: modeling_dinov2.py's position-embedding shortcut (`num_patches == num_positions and "
                  "height == width`, guard (height//8)*(width//8) == 16) fixes height and width to the trained 32; "
