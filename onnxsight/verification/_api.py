@@ -73,7 +73,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
                   memory_budget=memory_budget, max_repros=max_repros, per_node=per_node,
                   random_inputs=random_inputs, other_sizes=other_sizes, onnx_model=onnx_model)
     ctx = DiagnosticContext()
-    tolerance = tolerance or Tolerance()
+    tolerance = (tolerance or Tolerance()).for_outputs(list(prog.output_names))
     model, weights = model_and_weights(prog if onnx_model is None else onnx_model, memory_budget=memory_budget)
     index = GraphIndex.build(model, weights)
     check_model_inputs(prog, index.graph_inputs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # NOTE: float32 is looser than torch.testing's default (1.3e-6) because values are compared
 # after many ops, where PyTorch and ONNX Runtime legitimately sum in different orders; a
@@ -87,6 +87,15 @@ class Tolerance:
         """A copy with more per-value overrides (they take precedence over the existing ones)."""
         return Tolerance(dtypes=dict(self.dtypes), overrides={**overrides, **self.overrides},
                          max_mismatch_fraction=self.max_mismatch_fraction)
+
+    def for_outputs(self, names: Sequence[str]) -> "Tolerance":
+        """A copy where an override keyed ``output {i}`` (the i-th model output, as a suite writes it before
+        any export exists) also applies to that output's name in this program (``cat_32``), so the same
+        override holds against eager and per node."""
+        extra = {names[int(key[7:])]: bounds for key, bounds in self.overrides.items()
+                 if key.startswith("output ") and key[7:].isdigit() and int(key[7:]) < len(names)
+                 and names[int(key[7:])] not in self.overrides}
+        return self.with_overrides(extra) if extra else self
 
     def for_value(self, name: str, dtype: Any) -> Bounds:
         """The bounds for value ``name`` of ``dtype`` (an override by name or glob wins over the dtype)."""

@@ -107,9 +107,9 @@ def _eager_verdict(result: ModelResult, expected: Any, actual: list, prog: Any, 
 
     from onnxsight.verification import Tolerance, compare
 
-    tolerance = spec.tolerance if spec.tolerance is not None else Tolerance()
-    reference = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     names = list(prog.output_names)
+    tolerance = (spec.tolerance if spec.tolerance is not None else Tolerance()).for_outputs(names)
+    reference = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     for index, ref in enumerate(reference):
         name = names[index] if index < len(names) else f"output {index}"
         got = actual[index] if index < len(actual) else None

@@ -34,6 +34,31 @@ def test_overrides_by_name_and_glob_win_over_dtype() -> None:
     assert tol.with_overrides({"other": (2.0, 0.0)}).for_value("other", "float32").atol == 2.0
 
 
+def test_an_override_for_the_ith_output_applies_to_its_name_in_the_program() -> None:
+    """A suite writes ``output 0`` before any export exists; verify and the zoo see ``cat_32``."""
+    tol = Tolerance(overrides={"output 1": (0.5, 0.0), "cat_9": (0.125, 0.0)}).for_outputs(["cat_9", "add_3"])
+    assert tol.for_value("add_3", "float32").atol == 0.5
+    assert tol.for_value("cat_9", "float32").atol == 0.125       # an override by the name itself is kept
+    assert tol.for_value("output 1", "float32").atol == 0.5
+    assert Tolerance(overrides={"output 4": (0.5, 0.0)}).for_outputs(["a"]).for_value("a", "float32").atol < 0.5
+
+
+def test_verify_applies_an_output_index_override() -> None:
+    import torch
+
+    import onnxsight
+    from tests.verification.faults import scale_value
+
+    class Two(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return x * 2, x + 100
+
+    prog = onnxsight.export(Two(), (torch.rand(4),))
+    wrong = scale_value(prog.model_proto, prog.output_names[1], 1.001)   # 0.1 off on values near 100
+    assert not onnxsight.verify(prog, onnx_model=wrong).passed
+    assert onnxsight.verify(prog, onnx_model=wrong, tolerance=Tolerance(overrides={"output 1": (0.5, 0.0)})).passed
+
+
 def _cmp(expected, actual, dtype="float32", **kw):
     e, a = np.asarray(expected, dtype=dtype), np.asarray(actual, dtype=dtype)
     return compare(e, a, Tolerance(**kw).for_value("v", dtype))
