@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", default="", help="append each op's record here as it finishes (JSON lines)")
     parser.add_argument("--stop-file", default="", help="when this file exists, ops not yet begun are recorded "
                         "`not-run` (a sweep stopped by a deadline still writes what it has)")
+    parser.add_argument("--from-progress", default="", help="write the report from a --progress file (the "
+                        "dtypes in --dtypes that every exporter finished), running nothing")
     parser.add_argument("--log", default=os.devnull, help="the workers' stdout/stderr")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ops", default="", help=argparse.SUPPRESS)
@@ -189,7 +191,47 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.worker:
         return worker(options)
+    if options.from_progress:
+        return from_progress(options)
     return sweep(options)
+
+
+def from_progress(options: argparse.Namespace) -> int:
+    """The report of a sweep from its --progress records: a sweep that is still running (or was stopped in a
+    later dtype) gives the figures of the dtypes it finished."""
+    exporters = list(EXPORTER_NAMES) if options.exporter == "both" else [options.exporter]
+    dtypes = [d for d in options.dtypes.split(",") if d]
+    ops: dict[str, dict[str, dict[str, dict]]] = collections.defaultdict(dict)
+    seconds: dict[str, dict[str, float]] = {d: {e: 0.0 for e in exporters} for d in dtypes}
+    with open(options.from_progress) as handle:
+        for line in handle:
+            record = json.loads(line)
+            op, dtype, exporter = record.pop("op"), record.pop("dtype"), record.pop("exporter")
+            if dtype in dtypes and exporter in exporters:
+                ops[op].setdefault(dtype, {})[exporter] = record
+                seconds[dtype][exporter] = round(seconds[dtype][exporter] + record.get("seconds", 0.0), 1)
+    for dtype in dtypes:
+        counts = {e: sum(e in per.get(dtype, {}) for per in ops.values()) for e in exporters}
+        if len(set(counts.values())) != 1:
+            raise SystemExit(f"{options.from_progress}: {dtype} is not finished for every exporter: {counts}")
+    return _write(options, exporters, dtypes, dict(sorted(ops.items())), seconds)
+
+
+def _write(options: argparse.Namespace, exporters: list[str], dtypes: list[str],
+           ops: dict[str, dict[str, dict[str, dict]]], seconds: dict[str, dict[str, float]]) -> int:
+    result = {"settings": settings(options, exporters, dtypes), "summary": summarize(ops, exporters, dtypes),
+              "worker_seconds": seconds, "ops": {k: v for k, v in ops.items() if v}}
+    with open(options.out, "w") as handle:
+        json.dump(result, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    if options.markdown:
+        from tests.exporter.ops.parity_report import write_markdown
+        write_markdown(result, options.markdown)
+    for dtype, per_exporter in result["summary"].items():
+        for exporter, counts in per_exporter.items():
+            print(f"{exporter} {dtype}: {counts['passed']} / {counts['attempted']} OpInfo ops pass "
+                  f"({counts['coverage']:.1%}); {counts['no_kernel']} no ONNX Runtime kernel")
+    return 0
 
 
 def sweep(options: argparse.Namespace) -> int:
@@ -228,19 +270,7 @@ def sweep(options: argparse.Namespace) -> int:
     lock = threading.Lock()
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
         list(pool.map(run_task, tasks))
-    result = {"settings": settings(options, exporters, dtypes), "summary": summarize(ops, exporters, dtypes),
-              "worker_seconds": seconds, "ops": {k: v for k, v in ops.items() if v}}
-    with open(options.out, "w") as handle:
-        json.dump(result, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    if options.markdown:
-        from tests.exporter.ops.parity_report import write_markdown
-        write_markdown(result, options.markdown)
-    for dtype, per_exporter in result["summary"].items():
-        for exporter, counts in per_exporter.items():
-            print(f"{exporter} {dtype}: {counts['passed']} / {counts['attempted']} OpInfo ops pass "
-                  f"({counts['coverage']:.1%}); {counts['no_kernel']} no ONNX Runtime kernel")
-    return 0
+    return _write(options, exporters, dtypes, ops, seconds)
 
 
 if __name__ == "__main__":

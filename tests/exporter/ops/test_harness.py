@@ -183,3 +183,12 @@ def test_a_stop_file_records_the_ops_not_begun_as_not_run(tmp_path) -> None:
     assert coverage.worker(options) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["op"], r["status"]) for r in records] == [("add", "not-run"), ("sub", "not-run")]
+
+
+def test_uninitialised_outputs_are_compared_by_shape_and_dtype_only() -> None:
+    """``empty_like``'s bytes are whatever memory held: comparing them passed or failed by chance."""
+    garbage, other = torch.full((5, 5), 4.5e14), torch.zeros(5, 5)
+    assert compare(garbage, other, op="empty_like") == ""
+    assert compare(garbage, torch.zeros(5, 4), op="empty_like").startswith("shape")
+    assert compare(garbage, other.double(), op="new_empty").startswith("dtype")
+    assert compare(garbage, other, op="zeros_like") != ""
