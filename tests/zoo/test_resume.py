@@ -31,8 +31,11 @@ def test_interrupt_then_resume(tmp_path) -> None:
     block = tmp_path / "block"
     block.write_text("hold the second model")
     env = dict(os.environ, ONNXSIGHT_ZOO_TEST_BLOCK=str(block))
+    # A job started in the background by a non-interactive shell (CI's `cmd &`) inherits SIGINT *ignored*,
+    # and Python then installs no Ctrl-C handler: the job a user starts at a terminal has the default.
     job = subprocess.Popen([sys.executable, "-m", "onnxsight.zoo", "run", "--suite", RESUMABLE, "--out", str(out)],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     models = out / "models" / "resumable"
     _wait_for(str(models / "first" / "result.json"), job)
     _wait_for(str(models / "second" / "stage"), job, content="build")
