@@ -1,4 +1,5 @@
-"""Mixture-of-experts routing: ``aten.histc`` (tokens per expert) and transformers' grouped GEMM.
+"""Counting and mixture-of-experts routing: ``aten.histc`` (tokens per expert), ``aten.bincount``
+and transformers' grouped GEMM.
 
 transformers 5's default experts sort the (token, expert) pairs by expert, count them with
 ``torch.histc`` and run ``transformers::grouped_mm_fallback`` (a custom op: one GEMM per expert
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 
 aten = torch.ops.aten
 
@@ -43,6 +44,30 @@ def aten_histc(b: GraphBuilder, self: Value, bins: int = 100, min: float = 0.0, 
     counts = b.op("ReduceSum", b.cast(hits, dtype), b.const([0], torch.int64), keepdims=0, dtype=dtype,
                   shape=(bins,))
     return b.cast(counts, b.node.out_dtype or dtype)
+
+
+@translation(aten.bincount.default)
+def aten_bincount(b: GraphBuilder, self: Value, weights: Value | None = None, minlength: int = 0) -> Value:
+    """bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor
+
+    Ones (or the weights) added with ScatterElements(add) into zeros of length max(max(self) + 1,
+    minlength), a length the data decides, as torch's. A -1 is appended before the max so an empty
+    input gives ``minlength`` zeros (torch's values are never negative).
+    """
+    if not isinstance(minlength, int):
+        raise UnsupportedVariant("minlength", minlength, "a Python int")
+    i64 = torch.int64
+    dtype = b.node.out_dtype or (i64 if weights is None else torch.float64)
+    x = b.op("Reshape", b.cast(self, i64), b.const([-1], i64), dtype=i64)
+    largest = b.op("ReduceMax", b.op("Concat", x, b.const([-1], i64), axis=0, dtype=i64), b.const([0], i64),
+                   keepdims=1, dtype=i64)
+    length = b.op("Max", b.op("Add", largest, b.const([1], i64), dtype=i64), b.const([minlength], i64), dtype=i64)
+    zeros = b.op("Expand", b.scalar(0, dtype), length, dtype=dtype)
+    if weights is None:
+        updates = b.op("Expand", b.scalar(1, dtype), b.shape_of(x), dtype=dtype)
+    else:
+        updates = b.op("Reshape", b.cast(weights, dtype), b.const([-1], i64), dtype=dtype)
+    return b.op("ScatterElements", zeros, x, updates, axis=0, reduction="add", dtype=dtype, shape=b.node.out_shape)
 
 
 def _histc_range(b: GraphBuilder, x: Value, low: float, high: float, dtype: torch.dtype) -> tuple[Value, Value]:

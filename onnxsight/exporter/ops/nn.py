@@ -110,15 +110,18 @@ def aten_pixel_shuffle(b: GraphBuilder, self: Value, upscale_factor: int) -> Val
 def aten_pixel_unshuffle(b: GraphBuilder, self: Value, downscale_factor: int) -> Value:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
 
-    ONNX SpaceToDepth orders output channels block-major ((bh, bw), c); torch
-    orders them channel-major (c, (bh, bw)), so a Gather on the channel axis
-    reorders them (which needs the channel count).
+    (*, C, H, W) -> (-1, C, H/r, r, W/r, r) -> Transpose to (-1, C, r, r, H/r, W/r) -> (*, C*r*r, H/r, W/r):
+    torch's channel-major order, for any dtype and any channel count. ONNX SpaceToDepth orders channels
+    block-major and has no integer kernel in ONNX Runtime, so it needed a static channel count for the
+    reordering Gather and failed on int64.
     """
-    factor = int(downscale_factor)
-    channels = self.shape[-3] if self.shape is not None else None
-    if not isinstance(channels, int):
-        raise UnsupportedVariant("self", f"shape {self.shape}", "a static channel count")
-    blocks = factor * factor
-    order = [k * channels + c for c in range(channels) for k in range(blocks)]
-    out = _as_4d(b, self, "SpaceToDepth", blocksize=factor)
-    return b.op("Gather", out, b.const(order, torch.int64), axis=-3)
+    r = int(downscale_factor)
+    i64 = torch.int64
+    factor = b.const([r], i64)
+    channels, height, width = (b.shape_of(self, start=k, end=k + 1 or None) for k in (-3, -2, -1))
+    rows, cols = (b.op("Div", size, factor, dtype=i64) for size in (height, width))
+    split = b.op("Concat", b.const([-1], i64), channels, rows, factor, cols, factor, axis=0, dtype=i64)
+    blocks = b.op("Transpose", b.op("Reshape", self, split), perm=[0, 1, 3, 5, 2, 4])
+    merged = b.op("Mul", channels, b.const([r * r], i64), dtype=i64)
+    shape = b.op("Concat", b.shape_of(self, end=-3), merged, rows, cols, axis=0, dtype=i64)
+    return b.op("Reshape", blocks, shape, shape=b.node.out_shape)

@@ -72,3 +72,30 @@ def test_mixtral_default_experts_export_with_dynamic_tokens() -> None:
         with torch.no_grad():
             expected = model(other)
         torch.testing.assert_close(program(other)[0], expected, atol=1e-4, rtol=1e-4)
+
+
+class _Bincount(torch.nn.Module):
+    def __init__(self, minlength: int) -> None:
+        super().__init__()
+        self.minlength = minlength
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.bincount(x, weights=weights, minlength=self.minlength)
+
+
+@pytest.mark.parametrize(("x", "weighted", "minlength"), [
+    ([0, 3, 3, 1, 7], False, 0),
+    ([2, 2, 0], False, 6),           # minlength longer than max + 1
+    ([1, 4, 1], True, 0),            # weights: their dtype, summed per bin
+    ([], False, 3),                  # empty: minlength zeros
+])
+def test_bincount_length_is_decided_by_the_data(x: list, weighted: bool, minlength: int) -> None:
+    """The output's length is max(max(x) + 1, minlength): another input of the same size, another length."""
+    model = _Bincount(minlength)
+    x = torch.tensor(x, dtype=torch.long)
+    args = (x, torch.rand(x.shape)) if weighted else (x,)
+    prog = onnxsight.export(model, args)
+    for inputs in (args, (torch.randint(0, 12, x.shape),) + args[1:]):
+        got, want = prog(*inputs)[0], model(*inputs)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)

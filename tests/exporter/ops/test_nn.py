@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import onnxsight
+
 from tests.exporter.ops.nn_checks import assert_samples_pass, export_and_compare
 from tests.exporter.ops.opinfo_harness import assert_op_passes
 
@@ -179,8 +181,22 @@ def test_pixel_shuffle_forms() -> None:
     ops = export_and_compare(lambda t: F.pixel_shuffle(t, 2), torch.randn(2, 8, 3, 3))
     assert ops.count("DepthToSpace") == 1
     export_and_compare(lambda t: F.pixel_shuffle(t, 2), torch.randn(2, 2, 8, 3, 3))
-    ops = export_and_compare(lambda t: F.pixel_unshuffle(t, 2), torch.randn(2, 3, 4, 6))
-    assert "SpaceToDepth" in ops
+    export_and_compare(lambda t: F.pixel_unshuffle(t, 2), torch.randn(2, 3, 4, 6))
+    export_and_compare(lambda t: F.pixel_unshuffle(t, 3), torch.randn(2, 2, 3, 6, 9))
+
+
+def test_pixel_unshuffle_takes_integers_and_a_dynamic_channel_count() -> None:
+    """int64 (ONNX Runtime's SpaceToDepth has no integer kernel) and a channel count known only at run time."""
+    export_and_compare(lambda t: F.pixel_unshuffle(t, 2), torch.randint(-50, 50, (2, 3, 4, 6)))
+
+    class Unshuffle(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.pixel_unshuffle(x, 2)
+
+    channels = torch.export.Dim("channels")
+    prog = onnxsight.export(Unshuffle(), (torch.randn(1, 3, 4, 4),), dynamic_shapes={"x": {1: channels}})
+    x = torch.randn(1, 5, 4, 4)
+    torch.testing.assert_close(prog(x)[0], F.pixel_unshuffle(x, 2))
 
 
 @pytest.mark.parametrize(("mode", "pad", "rank"), [("reflect", (1, 2), 3), ("reflect", (1, 2, 2, 0), 4),

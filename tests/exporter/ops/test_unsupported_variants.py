@@ -30,7 +30,6 @@ class Fn(torch.nn.Module):
 
 
 DYNAMIC_0 = ({0: torch.export.Dim("n", min=3, max=64)},)
-DYNAMIC_1 = ({1: torch.export.Dim("c", min=2, max=64)},)
 
 # (id, fn, inputs, export kwargs, op, argument, got fragment)
 CASES: list[tuple[str, Callable[..., Any], tuple, dict, str, str, str]] = [
@@ -45,9 +44,6 @@ CASES: list[tuple[str, Callable[..., Any], tuple, dict, str, str, str]] = [
      lambda x, y: torch.bitwise_and(x, y),
      (torch.tensor([3, 5]), torch.tensor([1, 4])), {"opset_version": 17}, "aten.bitwise_and.Tensor", "self",
      "torch.int64"),
-    ("pixel_unshuffle_with_symbolic_channels",
-     lambda x: F.pixel_unshuffle(x, 2),
-     (torch.randn(1, 3, 4, 4),), {"dynamic_shapes": (DYNAMIC_1,)}, "aten.pixel_unshuffle", "self", "shape"),
 ]
 
 
