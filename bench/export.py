@@ -83,6 +83,23 @@ def _stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def _measure(name: str, tool: str, out: str, options: argparse.Namespace) -> dict:
+    """One untimed round, then --runs rounds of a cold and a warm export, each in a fresh process; then the
+    ONNX Runtime latency of the exported file. ``{"error": ...}`` when an export fails."""
+    samples: dict = {"cold": [], "warm": [], "peak": []}
+    for _ in range(options.runs + 1):
+        for mode in ("cold", "warm"):
+            proc = subprocess.run([sys.executable, __file__, "--opset", str(options.opset), "--child", name, tool,
+                                   out, mode], capture_output=True, text=True)
+            if proc.returncode != 0:
+                return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            samples[mode].append(result["seconds"])
+            samples["peak"].append(result["peak_rss_mb"])
+    return {"warm": _stats(samples["warm"][1:]), "cold": _stats(samples["cold"][1:]),
+            "peak_rss_mb": max(samples["peak"]), "ort_ms": _stats(_latency(out, name, options.runs))}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp12,resnet50,bert-small,gpt2-small")
@@ -102,25 +119,7 @@ def main() -> int:
             row: dict = {"model": name}
             for tool in ("onnxsight", "torch.onnx"):
                 out = os.path.join(tmp, f"{name}-{tool}.onnx")
-                samples: dict = {"cold": [], "warm": [], "peak": []}
-                # The first round is untimed (disk caches, .pyc files); then --runs timed rounds, the two
-                # exporters' processes for a model interleaved with nothing else.
-                for _ in range(options.runs + 1):
-                    for mode in ("cold", "warm"):
-                        proc = subprocess.run([sys.executable, __file__, "--opset", str(options.opset), "--child",
-                                               name, tool, out, mode], capture_output=True, text=True)
-                        if proc.returncode != 0:
-                            row[tool] = {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:160]}
-                            break
-                        result = json.loads(proc.stdout.strip().splitlines()[-1])
-                        samples[mode].append(result["seconds"])
-                        samples["peak"].append(result["peak_rss_mb"])
-                    if tool in row:
-                        break
-                if tool not in row:
-                    row[tool] = {"warm": _stats(samples["warm"][1:]), "cold": _stats(samples["cold"][1:]),
-                                 "peak_rss_mb": max(samples["peak"]),
-                                 "ort_ms": _stats(_latency(out, name, options.runs))}
+                row[tool] = _measure(name, tool, out, options)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print(f"opset {options.opset}, ONNX Runtime CPU, 1 thread; export: median (min..max) of {options.runs} fresh "

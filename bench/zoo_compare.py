@@ -182,9 +182,7 @@ def _child(suite_name: str, model_name: str, out_path: str, job: str) -> None:
         json.dump(result, handle, default=str)
 
 
-def _cell(row: dict[str, Any] | None) -> str:
-    if row is None:
-        return "not run"
+def _cell(row: dict[str, Any]) -> str:
     if not row.get("exported"):
         error = re.sub(r"\x1b\[[0-9;]*m", "", row.get("error", "?")).split(". ")[0][:120]  # torch.onnx's colours
         return f"✗ export: {error}".replace("|", "\\|")
@@ -225,10 +223,8 @@ def table(results: list[dict[str, Any]]) -> str:
     lines = ["| model | dynamic dims | " + " | ".join(COLUMNS) + (" | onnxsight per node |" if node else " |"),
              "|---|---|" + "---|" * (len(COLUMNS) + node)]
     for res in results:
-        reason = (res.get("crash") or res.get("degenerate") or "").replace("|", "\\|")
-        cells = [_cell(res[c]) if c in res else (reason or "not run") for c in COLUMNS]
-        if reason and any(c in res for c in COLUMNS):
-            cells = [cell if c in res else reason for c, cell in zip(COLUMNS, cells)]
+        reason = (res.get("degenerate") or "not run").replace("|", "\\|")  # ZOO005: no export was tried
+        cells = [_cell(res[c]) if c in res else reason for c in COLUMNS]
         lines.append(f"| {res['model']} | {_dims(res)} | " + " | ".join(cells)
                      + (f" | {_per_node_cell(res.get('per_node'))} |" if node else " |"))
     counts = ", ".join(f"{c} {sum(ok(r.get(c)) for r in results)}" for c in COLUMNS)
@@ -325,7 +321,7 @@ def _run_all(opts: argparse.Namespace) -> list[dict[str, Any]]:
                 print(f"{suite.name}: skipped: {suite.skipped}", file=sys.stderr)
             for spec in (s for s in suite.specs if s.matches(opts.filter)):
                 row = rows[spec.name] = {**_run_one(suite, spec, opts, tmp), "commit": _commit()}
-                print(f"{spec.name}: {row['wall']:.0f} s {row.get('crash', '')}", file=sys.stderr, flush=True)
+                print(f"{spec.name}: {row['wall']:.0f} s", file=sys.stderr, flush=True)
                 if opts.raw:
                     with open(opts.raw, "w", encoding="utf-8") as handle:
                         json.dump(list(rows.values()), handle, indent=0)

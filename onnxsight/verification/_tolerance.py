@@ -92,9 +92,11 @@ class Tolerance:
         """A copy where an override keyed ``output {i}`` (the i-th model output, as a suite writes it before
         any export exists) also applies to that output's name in this program (``cat_32``), so the same
         override holds against eager and per node."""
-        extra = {names[int(key[7:])]: bounds for key, bounds in self.overrides.items()
-                 if key.startswith("output ") and key[7:].isdigit() and int(key[7:]) < len(names)
-                 and names[int(key[7:])] not in self.overrides}
+        extra = {}
+        for key, bounds in self.overrides.items():
+            index = key.removeprefix("output ")
+            if index != key and index.isdigit() and int(index) < len(names) and names[int(index)] not in self.overrides:
+                extra[names[int(index)]] = bounds
         return self.with_overrides(extra) if extra else self
 
     def for_value(self, name: str, dtype: Any) -> Bounds:
