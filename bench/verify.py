@@ -15,6 +15,11 @@ Memory is the peak resident-set growth during the timed section (sampled every 2
     .venv/bin/python bench/verify.py                 # both models, markdown table
     .venv/bin/python bench/verify.py --models transformer --skip-torch-onnx
     .venv/bin/python bench/verify.py --cases torch+ort,propagated,float64 --repeat 5   # the float64 mode's cost
+    python bench/verify.py --device cuda --repeat 5   # PyTorch on CUDA, ONNX Runtime's CUDAExecutionProvider
+
+``--device cuda`` runs every side on the GPU: eager and onnxsight's reference on ``cuda``, the ONNX model
+in ONNX Runtime's CUDAExecutionProvider, and torch.onnx's verification on a model exported on CUDA (it
+picks CUDAExecutionProvider itself where ONNX Runtime has it). Memory is still the host's peak RSS.
 
 ``--repeat N`` runs each verify case once untimed (warm-up), then N times: the time is the
 median, with the fastest and slowest run beside it.
@@ -87,7 +92,7 @@ class PeakRSS:
         return (self.peak - self.start) / 1024**2
 
 
-def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1) -> dict[str, Any]:
+def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1, device: str = "cpu") -> dict[str, Any]:
     """Run one case in this process and return its measurements."""
     import logging
     import warnings
@@ -101,10 +106,12 @@ def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1) -
     torch.manual_seed(0)
     model, args = MODELS[model_name]()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    info: dict[str, Any] = {"model": model_name, "case": case}
+    info: dict[str, Any] = {"model": model_name, "case": case, "device": device}
+    providers = ("CUDAExecutionProvider",) if device == "cuda" else ("CPUExecutionProvider",)
     if case == "torch.onnx":
         import torch.onnx.verification as onnx_verification
 
+        model, args = model.to(device), tuple(a.to(device) for a in args)
         program = torch.onnx.export(model, args, dynamo=True, verbose=False)
         with PeakRSS() as rss:
             start = time.perf_counter()
@@ -119,20 +126,23 @@ def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1) -
         if case == "torch+ort":
             import onnxruntime as ort
 
+            model, on_device = model.to(device), tuple(a.to(device) for a in args)
             with PeakRSS() as rss, torch.no_grad():
                 start = time.perf_counter()
-                model(*args)
+                model(*on_device)
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 info["torch_seconds"] = time.perf_counter() - start
                 start = time.perf_counter()
-                session = ort.InferenceSession(prog.model_proto.SerializeToString(),
-                                               providers=["CPUExecutionProvider"])
+                session = ort.InferenceSession(prog.model_proto.SerializeToString(), providers=list(providers))
                 session.run(None, {prog.input_names[0]: args[0].numpy()})
                 info["ort_seconds"] = time.perf_counter() - start
             info["seconds"] = info["torch_seconds"] + info["ort_seconds"]
         else:
             mode = "isolated" if case.startswith("isolated") else "propagated"
             budget = (budget_mb or 256) * 1024**2
-            options = {"mode": mode, "memory_budget": budget, "reference": "float64" if case == "float64" else None}
+            options = {"mode": mode, "memory_budget": budget, "reference": "float64" if case == "float64" else None,
+                       "providers": providers, "torch_device": device}
             if repeat > 1:
                 onnxsight.verify(prog, **options)  # warm-up
             times = []
@@ -145,13 +155,14 @@ def _child(model_name: str, case: str, budget_mb: int | None, repeat: int = 1) -
             if repeat > 1:
                 info.update(runs=len(times), fastest=min(times), slowest=max(times))
             info.update(values=len(result.nodes), passed=result.passed, sessions=result.info["sessions"],
-                        budget_mb=budget // 1024**2)
+                        budget_mb=budget // 1024**2, provider=result.info["providers"][0])
     info["peak_mb"] = rss.growth_mb
     return info
 
 
-def _run_case(model: str, case: str, budget_mb: int | None = None, repeat: int = 1) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", model, case, str(budget_mb or 0), str(repeat)]
+def _run_case(model: str, case: str, budget_mb: int | None = None, repeat: int = 1,
+              device: str = "cpu") -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", model, case, str(budget_mb or 0), str(repeat), device]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -168,11 +179,13 @@ def main() -> None:
                         help="verify cases: one warm-up run, then this many timed runs (median, fastest, slowest)")
     parser.add_argument("--cases", default="torch+ort,propagated,isolated,float64,small-budget,torch.onnx",
                         help="comma-separated subset of the cases to run")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: PyTorch on the GPU and ONNX Runtime's CUDAExecutionProvider on every side")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
         budget = int(options.child[2]) or None
-        print(json.dumps(_child(options.child[0], options.child[1], budget, int(options.child[3]))))
+        print(json.dumps(_child(options.child[0], options.child[1], budget, int(options.child[3]), options.child[4])))
         return
     rows = []
     for model in options.models.split(","):
@@ -182,10 +195,9 @@ def main() -> None:
             cases.append(("propagated", options.small_budget_mb))
         if "torch.onnx" in wanted and not options.skip_torch_onnx:
             cases.append(("torch.onnx", None))
-        results = [_run_case(model, case, budget, options.repeat) for case, budget in cases]
-        for result in results:
-            print(json.dumps(result), file=sys.stderr)
-        rows.extend(results)
+        for case, budget in cases:  # each row as it comes: a run stopped by a deadline keeps what it measured
+            rows.append(_run_case(model, case, budget, options.repeat, options.device))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(_table(rows))
 
 

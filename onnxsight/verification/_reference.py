@@ -174,6 +174,11 @@ def float64_program(program: Any) -> Any:
     for module in graph_module.modules():
         if isinstance(module, torch.fx.GraphModule):
             for node in module.graph.nodes:
+                if node.target is torch.ops.aten._assert_tensor_metadata.default:
+                    # `.to(float32)` asserts its input's dtype; a value made at the default dtype (an
+                    # integer divided by 2) is still float32 in the twin, so the widened check fails.
+                    # The model-precision run makes the check; the twin keeps the node (lockstep).
+                    node.target = _checked_elsewhere
                 node.args = _args64(node.args)
                 node.kwargs = _args64(node.kwargs)
             module.recompile()
@@ -181,6 +186,11 @@ def float64_program(program: Any) -> Any:
         graph_module=graph_module, graph_signature=program.graph_signature,
         state_dict={k: _to64(v) for k, v in program.state_dict.items()},
         constants={k: _to64(v) for k, v in program.constants.items()})
+
+
+def _checked_elsewhere(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a metadata assertion in the float64 twin."""
+    return None
 
 
 _WIDER = {"float32": "float64", "float16": "float64", "bfloat16": "float64", "complex64": "complex128",

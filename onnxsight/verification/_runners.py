@@ -6,6 +6,7 @@ onnxruntime is imported lazily, on activation.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -64,6 +65,36 @@ class Runner(Protocol):
     def deactivate(self) -> None: ...
 
 
+# -- float32 on GPUs ------------------------------------------------------------------------------
+# Ampere and later GPUs run float32 matrix products and convolutions in TF32 (a 10-bit mantissa) unless
+# told not to: ONNX Runtime's CUDA provider does by default (use_tf32=1), and so does cuDNN in PyTorch
+# (torch.backends.cudnn.allow_tf32). A float32 value would then differ by ~1e-3 relative because of the
+# GPU's math mode, not the export (seen on an H100: every Gemm of a correct MLP "diverged" by 5e-4).
+# Verification runs both sides in full float32.
+_FULL_FLOAT32_OPTIONS = {"CUDAExecutionProvider": {"use_tf32": "0"}}
+
+
+def with_provider_options(providers: Sequence[str]) -> list[Any]:
+    """``providers`` as ONNX Runtime takes them, with the options that keep float32 exact (TF32 off)."""
+    return [(p, _FULL_FLOAT32_OPTIONS[p]) if p in _FULL_FLOAT32_OPTIONS else p for p in providers]
+
+
+@contextlib.contextmanager
+def full_float32(device: str) -> Iterator[None]:
+    """PyTorch on CUDA without TF32 for the duration (the user's settings are put back afterwards)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 # -- PyTorch ---------------------------------------------------------------------------------------
 class TorchRunner:
     """Runs an ExportedProgram's FX graph node by node with an FX Interpreter, on CPU or CUDA."""
@@ -108,7 +139,7 @@ class TorchRunner:
         self.env = interpreter.env
         user = iter([t.to(self.device) if isinstance(t, torch.Tensor) else t for t in inputs])
         state = iter(self._state or [])
-        with torch.no_grad():
+        with torch.no_grad(), full_float32(self.device):
             for node in gm.graph.nodes:
                 if node.op == "placeholder":
                     value = next(state, None)
@@ -199,7 +230,8 @@ class OrtRunner:
 
         options = ort.SessionOptions()
         options.log_severity_level = _ORT_LOG_SEVERITY
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=with_provider_options(self.providers))
         used = session.get_providers()
         dropped = [p for p in self.providers if p not in used]
         if dropped:  # e.g. CUDA listed as available but its libraries failed to load

@@ -135,3 +135,21 @@ def test_per_value_overrides_still_apply() -> None:
     result = onnxsight.verify(prog, onnx_model=scale_value(prog.model_proto, value, 1.0001), reference="float64",
                               tolerance=loose)
     assert value not in _roots(result)
+
+
+class DefaultDtypeCast(nn.Module):
+    """``(idx / 2).to(float32)``: the division makes a default-dtype (float32) value in the float64 twin
+    too, and torch.export records an ``_assert_tensor_metadata`` check of its dtype before ``.to``."""
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return x * (idx / 2).to(torch.float32)
+
+
+def test_dtype_assertions_do_not_stop_the_float64_run() -> None:
+    prog = onnxsight.export(DefaultDtypeCast(), (torch.randn(3, 4), torch.arange(4)))
+    targets = {str(n.target) for n in prog.exported_program.graph.nodes}
+    assert "aten._assert_tensor_metadata.default" in targets  # the case this test is about
+    result = onnxsight.verify(prog, reference="float64")
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+    faulty = onnxsight.verify(prog, reference="float64", onnx_model=scale_value(prog.model_proto, "mul", 1.01))
+    assert list(faulty.root_causes["value"]) == ["mul"]

@@ -230,3 +230,32 @@ def test_invalid_mode() -> None:
     with pytest.raises(VerificationError, match="propagated, isolated") as info:
         onnxsight.verify(exported("mlp"), mode="fast")
     assert info.value.rule == "VER010"
+
+
+def test_cuda_runs_without_tf32_on_both_sides() -> None:
+    # Ampere+ GPUs run float32 matmuls and convolutions in TF32 by default in ONNX Runtime's CUDA provider
+    # (and in cuDNN under PyTorch): a correct MLP then "diverged" by 5e-4 at every Gemm on an H100.
+    from onnxsight.verification._bundle_text import script
+    from onnxsight.verification._runners import with_provider_options
+
+    providers = with_provider_options(["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert providers == [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
+    bundle_script = script(1e-4, 1e-4)
+    assert '"use_tf32": "0"' in bundle_script
+    compile(bundle_script, "repro.py", "exec")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("user_tf32", [False, True])
+def test_cuda_verdict_ignores_the_users_tf32_setting_and_restores_it(user_tf32: bool) -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(16 * 30 * 30, 10)).eval()
+    prog = onnxsight.export(model, (torch.randn(2, 3, 32, 32),))
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = user_tf32
+    try:
+        result = onnxsight.verify(prog, providers=("CUDAExecutionProvider",), torch_device="cuda")
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (user_tf32, user_tf32)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    assert result.passed, result.nodes[~result.nodes["passed"]]
