@@ -220,6 +220,7 @@ class GraphBuilder:
             if domain_version is not None and known is not None and known != domain_version:
                 raise ValueError(f"domain {domain} is already imported at version {known}, not {domain_version}")
             self.domains[domain] = domain_version or known or 1
+        inputs = self._legal_inputs(op_type, domain, inputs)
         names = []
         for value in inputs:
             if value is None:
@@ -240,6 +241,15 @@ class GraphBuilder:
         out_values[0].dtype = dtype if dtype is not None else (first.dtype if first is not None else None)
         out_values[0].shape = shape
         return out_values[0] if outputs == 1 else out_values
+
+    def _legal_inputs(self, op_type: str, domain: str, inputs: tuple[Value | None, ...]) -> tuple[Value | None, ...]:
+        """IsInf takes float16/bfloat16 only from opset 20: before, such an input is widened to float32
+        first (exact: a half-precision value is infinite exactly when its float32 value is)."""
+        first = inputs[0] if inputs else None
+        if (op_type == "IsInf" and not domain and self.opset < 20 and isinstance(first, Value)
+                and first.dtype in (torch.float16, torch.bfloat16)):
+            return (self.op("Cast", first, to=onnx.TensorProto.FLOAT, dtype=torch.float32), *inputs[1:])
+        return inputs
 
     def subgraph(self) -> GraphBuilder:
         """A builder for an If/Loop/Scan body that shares names and opsets with this one."""

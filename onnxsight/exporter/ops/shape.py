@@ -263,6 +263,15 @@ def aten_to_copy(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = No
     return b.cast(self, dtype)
 
 
+@translation(torch.ops.prims.convert_element_type.default)
+def prims_convert_element_type(b: GraphBuilder, a: Value, dtype: torch.dtype) -> Value:
+    """convert_element_type(Tensor a, ScalarType dtype) -> Tensor
+
+    A prim that core-ATen decompositions leave in the graph (renorm's, for one).
+    """
+    return b.op("Identity", a) if dtype == a.dtype else b.cast(a, dtype)
+
+
 @translation(aten.copy.default)
 def aten_copy(b: GraphBuilder, self: Value, src: Value, non_blocking: bool = False) -> Value:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
