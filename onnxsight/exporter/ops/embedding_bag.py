@@ -72,14 +72,18 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
     width = dim(b, weight, 1)
     shape = b.op("Concat", b.op("Add", bags, b.const([1], i64), dtype=i64), width, axis=0, dtype=i64)
     if mode in (_SUM, _MEAN):
-        total = b.op("ScatterND", b.op("Expand", b.scalar(0.0, weight), shape), bag, rows, reduction="add")
+        # half types add up in float32, as PyTorch's kernel does (and ONNX Runtime's CPU ScatterND has no
+        # float16 'add' reduction)
+        acc = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+        rows = b.cast(rows, acc)
+        total = b.op("ScatterND", b.op("Expand", b.scalar(0.0, acc), shape), bag, rows, reduction="add")
         if mode == _MEAN:
-            ones = b.op("Expand", b.scalar(1.0, weight), b.shape_of(bag))
-            counts = b.op("ScatterND", b.op("Expand", b.scalar(0.0, weight), b.shape_of(total, 0, 1)),
+            ones = b.op("Expand", b.scalar(1.0, acc), b.shape_of(bag))
+            counts = b.op("ScatterND", b.op("Expand", b.scalar(0.0, acc), b.shape_of(total, 0, 1)),
                           bag, b.op("Squeeze", ones, b.const([1], i64)), reduction="add")
-            counts = b.op("Max", counts, b.scalar(1.0, weight))
+            counts = b.op("Max", counts, b.scalar(1.0, acc))
             total = b.op("Div", total, b.op("Unsqueeze", counts, b.const([1], i64)))
-        out = total
+        out = b.cast(total, weight.dtype)
     elif mode == _MAX:
         lowest = b.scalar(float("-inf"), weight)
         if dense_max:  # opset 17: ScatterND has no max reduction; (B+1, N, D) of candidates reduced over N
