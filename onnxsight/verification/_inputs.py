@@ -147,7 +147,8 @@ def _from_numpy(tree: Any) -> Any:
     import torch
     from torch.utils import _pytree as pytree
 
-    return pytree.tree_map(lambda v: torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray)
+    # np.asarray(order="C"), not np.ascontiguousarray: that makes a 0-d array shape [1]
+    return pytree.tree_map(lambda v: torch.from_numpy(np.asarray(v, order="C")) if isinstance(v, np.ndarray)
                            else v, tree)
 
 

@@ -86,7 +86,8 @@ class Weights(Mapping[str, np.ndarray]):
 
     def proto(self, name: str) -> onnx.TensorProto:
         """A TensorProto with the bytes of ``name`` (for a chunk model or repro bundle that embeds it)."""
-        return numpy_helper.from_array(np.ascontiguousarray(self[name]), name)
+        # NOTE: np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d value shape [1]
+        return numpy_helper.from_array(np.asarray(self[name], order="C"), name)
 
 
 def model_and_weights(source: Any, *, memory_budget: int) -> tuple[onnx.ModelProto, Weights]:

@@ -259,3 +259,32 @@ def test_cuda_verdict_ignores_the_users_tf32_setting_and_restores_it(user_tf32: 
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     assert result.passed, result.nodes[~result.nodes["passed"]]
+
+
+class _ZeroDimConstants(torch.nn.Module):
+    """``torch.tensor(...)`` of a size: a 0-d constant (int64, and float32), as DeBERTa-v2's attention scale."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        span = torch.tensor(x.size(-1))
+        scale = torch.sqrt(torch.tensor(x.size(-1), dtype=torch.float) * 2.0)
+        return x * span / scale
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_zero_dim_constants_keep_their_shape_when_verification_embeds_them(mode: str) -> None:
+    # verify() reads a fresh program's weights from its tensors and embeds them in the session's model;
+    # np.ascontiguousarray made every 0-d one shape [1]: a false ACC004 + ACC002 root cause on a clean model
+    prog = onnxsight.export(_ZeroDimConstants(), (torch.randn(2, 8),))
+    result = onnxsight.verify(prog, mode=mode)
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+    assert not [d for d in result.diagnostics if d.code in ("ACC002", "ACC004")]
+
+
+def test_a_zero_dim_numpy_input_is_accepted_as_its_tensor() -> None:
+    class Scale(torch.nn.Module):
+        def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            return x * s
+
+    prog = onnxsight.export(Scale(), (torch.randn(2, 3), torch.tensor(2.0)))
+    result = onnxsight.verify(prog, args=(np.ones((2, 3), np.float32), np.array(3.0, np.float32)))
+    assert result.passed, result.nodes[~result.nodes["passed"]]
