@@ -25,12 +25,13 @@ WEIGHT = "weight"                       # a parameter, buffer or constant: the s
 FOLDED = "folded constant"              # the exporter folded it into an initializer
 RANDOM = "random op"                    # draws random numbers; PyTorch's draw is fed to ONNX Runtime
 UNINITIALISED = "uninitialised"         # empty*: whatever was in memory; PyTorch's copy is fed on
+TIE_ORDER = "order among equal keys"    # sort/topk indices: unspecified where keys tie; PyTorch's are fed on
 NON_TENSOR = "non-tensor"               # a SymInt, None or other non-tensor with no ONNX value
 NO_COUNTERPART = "no ONNX counterpart"  # the ONNX model has no value of this name
 OUTPUTS_ONLY = "outputs only"           # per_node=False
 NOT_REACHED = "not reached"             # ONNX Runtime failed before this value's chunk
 NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned nothing for it (ACC009)
-REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, NON_TENSOR, NO_COUNTERPART,
+REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, NON_TENSOR, NO_COUNTERPART,
            OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
@@ -105,6 +106,22 @@ def randomness(node: Any) -> str | None:
         return RANDOM if _number(argument(node, "dropout_p", 0.0)) > 0 else None
     if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
         return RANDOM  # an op this table does not know (a custom op): its tag is all there is to go on
+    return None
+
+
+def tie_order(node: Any, index: int | None) -> str | None:
+    """``"order among equal keys"`` for the indices output of ``topk`` and of a ``sort`` that is not stable.
+
+    PyTorch leaves the order of equal keys unspecified there (its CPU sort interleaves them), ONNX's
+    TopK puts the lower index first: both are right, and comparing them would name a correct sort a
+    root cause (Mixtral's router sorts expert ids, which tie by design). The values output is compared,
+    and PyTorch's indices are fed to ONNX Runtime so the values computed from them are compared too.
+    """
+    if node.op != "call_function" or index != 1:
+        return None
+    name = op_name(node.target)
+    if name == "topk" or (name == "sort" and not argument(node, "stable", False)):
+        return TIE_ORDER
     return None
 
 

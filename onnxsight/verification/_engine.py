@@ -28,7 +28,7 @@ from onnxsight.verification._bundle import ReproCase, capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OUTPUTS_ONLY, Entry,
                                               is_value_node, multi_output_groups, output_indices,
-                                              placeholder_entries, randomness)
+                                              placeholder_entries, randomness, tie_order)
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, onnx_layout, real_view, to_numpy
 from onnxsight.verification._root_cause import RootCauseTracker
@@ -117,9 +117,10 @@ def plan_values(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *
                 plan.entries.append(Entry(name or key, node, i, reason))
                 continue
             pair = Pair(name, node, i, upstream(node))
-            if random is not None:
+            fed = random or tie_order(node, i)
+            if fed is not None:
                 plan.fed.append(pair)
-                reason: str | None = random
+                reason: str | None = fed
             elif not index.is_computed(name):
                 reason = GRAPH_INPUT if name in index.graph_inputs else FOLDED
             elif not per_node and name not in outputs:

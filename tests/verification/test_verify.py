@@ -288,3 +288,30 @@ def test_a_zero_dim_numpy_input_is_accepted_as_its_tensor() -> None:
     prog = onnxsight.export(Scale(), (torch.randn(2, 3), torch.tensor(2.0)))
     result = onnxsight.verify(prog, args=(np.ones((2, 3), np.float32), np.array(3.0, np.float32)))
     assert result.passed, result.nodes[~result.nodes["passed"]]
+
+
+class _Router(torch.nn.Module):
+    """Mixtral's grouping: tokens sorted by expert id (ids tie by design), processed, put back in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(8, 4)
+        self.expert = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        expert = self.gate(x).argmax(-1)
+        _, order = torch.sort(expert)
+        grouped = self.expert(x[order]) * (expert[order].unsqueeze(-1) + 1)
+        return torch.zeros_like(grouped).index_copy(0, order, grouped)
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_sort_indices_among_equal_keys_are_not_root_causes(mode: str) -> None:
+    torch.manual_seed(0)
+    prog = onnxsight.export(_Router().eval(), (torch.randn(32, 8),))
+    result = onnxsight.verify(prog, mode=mode)
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+    assert result.coverage_summary["order among equal keys"] == 1
+    assert "sort" in set(result.nodes["fx_node"])  # the sorted keys themselves are compared
+    faulty = onnxsight.verify(prog, mode=mode, onnx_model=scale_value(prog.model_proto, "linear_1", 1.01))
+    assert list(faulty.root_causes["value"])[:1] == ["linear_1"]
