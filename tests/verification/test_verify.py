@@ -315,3 +315,14 @@ def test_sort_indices_among_equal_keys_are_not_root_causes(mode: str) -> None:
     assert "sort" in set(result.nodes["fx_node"])  # the sorted keys themselves are compared
     faulty = onnxsight.verify(prog, mode=mode, onnx_model=scale_value(prog.model_proto, "linear_1", 1.01))
     assert list(faulty.root_causes["value"])[:1] == ["linear_1"]
+
+
+def test_sort_indices_that_are_a_graph_output_are_still_compared() -> None:
+    class Argsort(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.sort(x, dim=-1)
+
+    prog = onnxsight.export(Argsort(), (torch.randn(4, 16),))  # no ties: one right answer
+    result = onnxsight.verify(prog)
+    assert result.passed and "order among equal keys" not in result.coverage_summary
+    assert set(prog.output_names) <= set(result.nodes["value"])
