@@ -248,7 +248,7 @@ class GraphBuilder:
         first = inputs[0] if inputs else None
         if (op_type == "IsInf" and not domain and self.opset < 20 and isinstance(first, Value)
                 and first.dtype in (torch.float16, torch.bfloat16)):
-            return (self.op("Cast", first, to=onnx.TensorProto.FLOAT, dtype=torch.float32), *inputs[1:])
+            return (self.cast(first, torch.float32), *inputs[1:])
         return inputs
 
     def subgraph(self) -> GraphBuilder:

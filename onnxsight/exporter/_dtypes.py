@@ -46,6 +46,12 @@ def to_torch(data_type: int) -> torch.dtype:
         raise TypeError(f"ONNX data type {onnx.TensorProto.DataType.Name(data_type)} has no torch equivalent") from None
 
 
+def opmath(dtype: torch.dtype) -> torch.dtype:
+    """The dtype PyTorch computes ``dtype`` in (its opmath type): float32 for float16 and bfloat16, where
+    sums and reductions in the storage type would lose what PyTorch's kernels keep."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def is_float(dtype: torch.dtype | None) -> bool:
     return dtype is not None and dtype.is_floating_point
 

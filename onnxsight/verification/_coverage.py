@@ -44,7 +44,7 @@ _ALWAYS_RANDOM = frozenset({
     "exponential", "exponential_", "geometric", "geometric_", "log_normal", "log_normal_", "poisson",
     "_standard_gamma", "random", "random_", "_sample_dirichlet", "binomial",
 })
-_UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+UNINITIALISED_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                             "empty_permuted"})
 # Ops that are random only for some arguments: op -> (probability argument, training argument or None).
 _DROPOUTS = {
@@ -89,7 +89,7 @@ def randomness(node: Any) -> str | None:
     if node.op != "call_function":
         return None
     name = op_name(node.target)
-    if name in _UNINITIALISED:
+    if name in UNINITIALISED_OPS:
         return UNINITIALISED
     if name in _ALWAYS_RANDOM:
         return RANDOM

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops._nn_common import dim, reduce
@@ -74,7 +75,7 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
     if mode in (_SUM, _MEAN):
         # half types add up in float32, as PyTorch's kernel does (and ONNX Runtime's CPU ScatterND has no
         # float16 'add' reduction)
-        acc = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+        acc = _dtypes.opmath(weight.dtype)
         rows = b.cast(rows, acc)
         total = b.op("ScatterND", b.op("Expand", b.scalar(0.0, acc), shape), bag, rows, reduction="add")
         if mode == _MEAN:

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import torch
 
+from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
 from onnxsight.exporter.ops._nn_common import channel_param, filled, reduce, to_channel_axis
@@ -276,7 +277,7 @@ def _rms_eps(input: Value, eps: float | None) -> float:
 def aten_rms_norm(b: GraphBuilder, input: Value, normalized_shape: Sequence[int], weight: Value | None = None,
                   eps: float | None = None) -> Value:
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
-    wide = b.cast(input, torch.float32) if input.dtype in (torch.float16, torch.bfloat16) else input
+    wide = b.cast(input, _dtypes.opmath(input.dtype))
     axes = list(range(-len(normalized_shape), 0))
     mean_square = reduce(b, "ReduceMean", b.op("Mul", wide, wide), axes)
     rms = b.op("Sqrt", b.op("Add", mean_square, b.scalar(_rms_eps(input, eps), mean_square)))

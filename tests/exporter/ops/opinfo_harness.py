@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxsight.verification._coverage import UNINITIALISED_OPS
 from tests.exporter.ops.exporters import EXPORTERS, DEFAULT_OPSET, CaptureFailed, run_onnx
 from tests.exporter.ops.op_tolerances import CURATED, Tolerance, tolerance_for
 
@@ -143,10 +144,9 @@ def run_sample(name: str, info: Any, index: int, sample: Any, *, opset: int | No
     return check_exported(name, index, prepared, exporter=exporter, opset=opset, tolerance=tolerance)
 
 
-# Ops whose output is uninitialised memory: only its shape and dtype mean anything (torch's own OpInfo
-# tests skip their values too). Comparing the bytes passes or fails by chance.
-UNINITIALISED = frozenset({"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
-                           "new_empty_strided"})
+# Ops whose output is uninitialised memory (verification's list): only its shape and dtype mean anything
+# (torch's own OpInfo tests skip their values too). Comparing the bytes passes or fails by chance.
+UNINITIALISED = UNINITIALISED_OPS
 
 
 def compare(want: torch.Tensor, got: torch.Tensor, *, op: str | None = None,
