@@ -148,6 +148,32 @@ DIVERGENCE_PROPAGATED = define(
     how="Fix the root cause named in the message.",
     tags=("accuracy",))
 
+BORDERLINE_DECISION = define(
+    "ACC011", "borderline-decision", W,
+    "{value} ({target}) decides differently from {reference} only because its inputs differ within "
+    "tolerance: on {reference}'s inputs ONNX Runtime decides the same ({detail}); "
+    "{count} values downstream differ because of it",
+    "Nothing to fix in the export; graph outputs are still compared end to end. To see every value "
+    "compared on the same decisions, run `verify(..., mode=\"isolated\")`.",
+    what="Names an op that keeps or drops elements by comparing values with a threshold (torchvision's "
+         "`nms` keeps a box when its IoU with every higher-scored box is at most the threshold) whose "
+         "result differs from PyTorch's in a propagated run, while each of its inputs matched within "
+         "tolerance and the same ONNX nodes fed PyTorch's exact inputs decide exactly as PyTorch.",
+    why="Such an op is discontinuous: an IoU within float32 rounding of the threshold flips with "
+        "differences far below any tolerance, so one box more or less is rounding, not a wrong "
+        "translation. Calling it a root cause (ACC002) would fail a correct export; passing it "
+        "silently would hide that the ONNX model keeps another box. The values that differ "
+        "downstream are listed as following from it, and every graph output must still match.",
+    example="""
+        result = onnxsight.verify(detector_prog)
+        # ACC011: nms_1 (torchvision.nms.default) decides differently from PyTorch only because its
+        # inputs differ within tolerance: ... keeps 11557 elements where PyTorch keeps 11556 ...
+    """,
+    how="Nothing to fix when the outputs match. When an output differs end to end (ACC001), the "
+        "model's result depends on float32 rounding at this threshold: the exported model is right, "
+        "and inputs away from the borderline (a real image rather than random weights) decide alike.",
+    tags=("accuracy", "verification"))
+
 # -- ZOO: nightly model-zoo job -----------------------------------------------------------------
 ZOO_MODEL_CRASHED = define(
     "ZOO001", "model-process-crashed", E,
@@ -214,6 +240,27 @@ ZOO_DEGENERATE_OUTPUTS = define(
     """,
     how="Calibrate BatchNorm statistics on the example (one train-mode pass, then eval), re-initialize "
         "zero-initialized heads, lower a detector's score threshold so that it keeps boxes.",
+    tags=("zoo", "accuracy"))
+
+ZOO_WITHIN_NOISE_FLOOR = define(
+    "ZOO006", "verified-against-noise-floor", N,
+    "model {model}: at the float32 tolerance {detail}; every value is within PyTorch's own float32 "
+    "rounding error (verify(..., reference=\"float64\")), so the model passes",
+    "Nothing to fix; to see the values, run `onnxsight.verify(prog, reference=\"float64\")`.",
+    what="Says that a zoo model's verification failed at the default float32 tolerance on values alone "
+         "(no shape, dtype or non-finite difference, no runtime error) and passed when judged again "
+         "against PyTorch's own float32 error, measured by a float64 run of the same program.",
+    why="Deep convolution stacks add thousands of float32 products per value: ONNX Runtime and "
+        "PyTorch sum them in other orders, and after 50 layers their values differ by 1e-4 of the "
+        "scale, which is what PyTorch's own float32 result differs from float64 by. Failing such a "
+        "model would make the nightly job red for rounding; passing it silently would hide that the "
+        "default tolerance was not met.",
+    example="""
+        onnxsight zoo run --suite torchvision --per-node
+        # ZOO006: model tv_resnet50: at the float32 tolerance conv2d_28 (aten.conv2d.default -> Conv)
+        # is the first value to diverge: max abs diff 0.000133; every value is within PyTorch's own ...
+    """,
+    how="Nothing to fix. A difference beyond the float64 noise floor still fails the model.",
     tags=("zoo", "accuracy"))
 
 # -- INT: onnxsight itself ----------------------------------------------------------------------

@@ -89,7 +89,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
         out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
                                         used, device=torch_device))
-    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx)
+    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
     sizes_checked, skipped, rounding = [named(sizes, names)], [], []
@@ -196,8 +196,10 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
 
 
 def _failing(out: EngineOutput) -> list[dict[str, Any]]:
-    """The rows of a run that failed: out of tolerance, or another dtype (ACC005)."""
-    return [row for row in out.rows if not row["passed"] or row.get("dtype_mismatch")]
+    """The rows of a run that failed: out of tolerance, or another dtype (ACC005). A value that differs
+    only because of a borderline threshold decision (ACC011) does not fail a run unless it is a graph output."""
+    return [row for row in out.rows if row.get("dtype_mismatch") or (
+        not row["passed"] and not (row.get("borderline") and row["value"] not in out.outputs))]
 
 
 def _values_only(out: EngineOutput) -> bool:

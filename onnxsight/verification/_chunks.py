@@ -87,6 +87,15 @@ class ChunkExecutor:
             del self.env[name]
         return {t: results[t] for t in targets}
 
+    def probe(self, targets: Sequence[str], reference: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Compute ``targets`` from ``reference`` values as a side check: what later chunks read (the values
+        kept for them, the nodes already run) is left as it was, so the propagated run goes on unchanged."""
+        env, executed = dict(self.env), set(self.executed)
+        try:
+            return self.run(targets, reference)
+        finally:
+            self.env, self.executed = env, executed
+
     def _needed_later(self, name: str) -> bool:
         return any(i not in self.executed for i in self.index.consumers.get(name, ()))
 

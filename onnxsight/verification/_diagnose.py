@@ -1,4 +1,5 @@
-"""Turn compared rows into diagnostics: root causes (ACC002-ACC005), propagation (ACC006), outputs (ACC001).
+"""Turn compared rows into diagnostics: root causes (ACC002-ACC005), propagation (ACC006), borderline
+decisions (ACC011), outputs (ACC001).
 
 Each diagnostic is emitted with the FX node, so it is located at the user's source line.
 """
@@ -22,8 +23,11 @@ def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
-                     ctx: DiagnosticContext, *, reference: str = "PyTorch") -> None:
-    """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None)."""
+                     ctx: DiagnosticContext, *, reference: str = "PyTorch",
+                     borderline: Mapping[str, str] | None = None) -> None:
+    """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None);
+    ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided."""
+    borderline = borderline or {}
     counts: dict[str, int] = {}
     for row in rows:
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
@@ -35,6 +39,10 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
         if row.get("dtype_mismatch"):
             ctx.emit(rules.DTYPE_MISMATCH, node=node, properties=props, value=row["value"],
                      actual=row["onnx_dtype"], expected=row["dtype"])
+        if row["value"] in borderline:
+            ctx.emit(rules.BORDERLINE_DECISION, node=node, properties={**props, "value": row["value"]},
+                     value=row["value"], target=row["target"], reference=reference,
+                     detail=borderline[row["value"]], count=counts.get(row["value"], 0))
         if not row["root_cause"]:
             continue
         ctx.emit(rules.NODE_DIVERGENCE, node=node, properties=props, value=row["value"], target=row["target"],

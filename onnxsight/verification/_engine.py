@@ -29,6 +29,7 @@ from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OUTPUTS_ONLY, Entry,
                                               is_value_node, multi_output_groups, output_indices,
                                               placeholder_entries, randomness, tie_order)
+from onnxsight.verification._decisions import decision
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, onnx_layout, real_view, to_numpy
 from onnxsight.verification._root_cause import RootCauseTracker
@@ -56,6 +57,8 @@ class EngineOutput:
     sessions: int = 0
     chunks: int = 0
     error: str | None = None
+    outputs: frozenset[str] = frozenset()  # graph outputs: compared end to end, never excused
+    borderline: dict[str, str] = field(default_factory=dict)  # value -> what its borderline decision was
 
 
 @dataclass
@@ -162,7 +165,7 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
     PyTorch's values are fed in their place, so everything downstream stays comparable.
     """
     isolated = config.mode == "isolated"
-    out = EngineOutput()
+    out = EngineOutput(outputs=frozenset(index.graph_outputs))
     fed_by_node: dict[Any, list[Pair]] = {}
     for pair in fed:
         fed_by_node.setdefault(pair.node, []).append(pair)
@@ -182,6 +185,15 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
         value = torch_runner.env[pair.node]
         return value[pair.index] if pair.index is not None else value
 
+    def on_pytorch_inputs(pair: Pair) -> np.ndarray | None:
+        """``pair``'s ONNX nodes run once more from PyTorch's values of its inputs (a side check)."""
+        reference = _pending_inputs([pair], paired, torch_runner)
+        reference.update(fed_values)
+        try:
+            return executor.probe([pair.value], reference).get(pair.value)
+        except OrtFailure:
+            return None
+
     def flush() -> None:
         nonlocal pending, pending_bytes
         if pending and out.error is None:
@@ -197,7 +209,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
                 for pair in pending:
                     _compare_pair(pair, torch_value(pair), results.get(pair.value), executor, tracker, config,
                                   out, reference_values=lambda name: _reference_value(name, paired, torch_runner,
-                                                                                      feeds))
+                                                                                      feeds),
+                                  rejudge=None if isolated else on_pytorch_inputs)
         done = set(executed)
         for node in list(torch_runner.env):
             if node.op != "placeholder" and all(user in done for user in node.users if user.op != "output"):
@@ -250,7 +263,7 @@ def _nbytes(value: Any) -> int:
 
 def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, executor: ChunkExecutor,
                   tracker: RootCauseTracker, config: EngineConfig, out: EngineOutput, *,
-                  reference_values: Any) -> None:
+                  reference_values: Any, rejudge: Any = None) -> None:
     if actual is None:
         return
     expected = to_numpy(expected_value)
@@ -263,22 +276,54 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         metrics = config.reference.judge(pair.node, pair.index, expected, actual, bounds, metrics,
                                          expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     verdict = tracker.add(pair.value, metrics.passed, pair.upstream)
+    if verdict.root_cause and rejudge is not None:
+        detail = _borderline(pair, expected, actual, bounds, rejudge, expected_dtype, actual_dtype)
+        if detail is not None:
+            out.borderline[pair.value] = detail
+    root_cause = verdict.root_cause and pair.value not in out.borderline
+    # differs only because of borderline decisions (itself, or every root cause behind it)
+    borderline = pair.value in out.borderline or (
+        bool(verdict.propagated_from) and set(verdict.propagated_from) <= set(out.borderline))
     location, _ = node_location(pair.node)
     row = {
         "value": pair.value, "fx_node": pair.node.name, "target": _target(pair.node),
         "onnx_op": executor.index.op_type(pair.value), "dtype": expected_dtype, "onnx_dtype": actual_dtype,
         "shape": tuple(expected.shape), "onnx_shape": tuple(np.shape(actual)),
         **{k: v for k, v in metrics.to_dict().items() if k != "passed"},
-        "atol": bounds.atol, "rtol": bounds.rtol, "passed": metrics.passed, "root_cause": verdict.root_cause,
-        "propagated_from": ", ".join(verdict.propagated_from),
+        "atol": bounds.atol, "rtol": bounds.rtol, "passed": metrics.passed, "root_cause": root_cause,
+        "borderline": borderline, "propagated_from": ", ".join(verdict.propagated_from),
         "file": location.file if location else None, "line": location.line if location else None,
         "upstream": pair.upstream,
     }
     out.rows.append(row)
-    if verdict.root_cause and len(out.repros) < config.max_repros:
+    if root_cause and len(out.repros) < config.max_repros:
         case = capture_repro(executor.index, pair.value, set(out.nodes), expected, reference_values)
         if case is not None:
             out.repros[pair.value] = case
+
+
+def _borderline(pair: Pair, expected: np.ndarray, actual: np.ndarray, bounds: Any, rejudge: Any,
+               expected_dtype: str, actual_dtype: str) -> str | None:
+    """For a threshold decision (``_decisions``) that fails with every input matching: what it decided
+    differently, when its ONNX nodes fed PyTorch's exact inputs decide as PyTorch; else None (a root cause)."""
+    what = decision(pair.node)
+    if what is None:
+        return None
+    again = rejudge(pair)
+    if again is None or not compare(expected, again, bounds, expected_dtype=expected_dtype,
+                                    actual_dtype=actual_dtype).passed:
+        return None
+    if np.shape(actual) != np.shape(expected):
+        return (f"it {what}; from ONNX Runtime's own inputs it keeps {_count(actual)} where PyTorch "
+                f"keeps {_count(expected)}")
+    return f"it {what}; from ONNX Runtime's own inputs it keeps other elements"
+
+
+def _count(value: Any) -> str:
+    shape = list(np.shape(value))
+    if len(shape) != 1:
+        return f"shape {shape}"
+    return f"{shape[0]} element" + ("" if shape[0] == 1 else "s")
 
 
 def _target(node: Any) -> str:
