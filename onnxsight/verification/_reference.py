@@ -89,6 +89,10 @@ class Float64Reference:
         twin = self._twin.iterate([_to64(t) for t in inputs])
         for node, value in self.inner.iterate(inputs):
             twin_node, twin_value = next(twin)
+            if _discrete(value) and _discrete(twin_value):
+                # the twin follows the model-precision run's decisions (nms keeps, argmax, masks), so
+                # the floor measures rounding along one path, not a float64 nms keeping other boxes
+                twin_value = self._twin.env[twin_node] = value.to(twin_value.device)
             self._twin_of[node] = twin_node
             self.env64[node] = twin_value
             yield node, value
@@ -218,3 +222,10 @@ def _to64(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
         return value.detach().to(torch.complex128 if value.is_complex() else torch.float64)
     return value
+
+
+def _discrete(value: Any) -> bool:
+    """An integer or bool tensor: a decision (indices, counts, a mask), not a rounded quantity."""
+    import torch
+
+    return isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())

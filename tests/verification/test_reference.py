@@ -153,3 +153,24 @@ def test_dtype_assertions_do_not_stop_the_float64_run() -> None:
     assert result.passed, result.nodes[~result.nodes["passed"]]
     faulty = onnxsight.verify(prog, reference="float64", onnx_model=scale_value(prog.model_proto, "mul", 1.01))
     assert list(faulty.root_causes["value"]) == ["mul"]
+
+
+class TieBreak(nn.Module):
+    """argmax over [a + b, c]: a tie in float32 (0.1f + 0.2f == 0.3f), c larger in float64."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        pick = torch.cat([a + b, c]).argmax()
+        return table[pick] * 2.0
+
+
+def test_float64_twin_follows_the_model_precision_decisions() -> None:
+    """A float64 run that picks another row would measure PyTorch's 'rounding error' as the distance
+    between two rows; the twin takes the float32 run's integer results, so the floor stays rounding."""
+    args = (torch.tensor([0.1]), torch.tensor([0.2]), torch.tensor([0.3]), torch.tensor([[1.0, 2.0], [5.0, 7.0]]))
+    assert torch.cat([args[0] + args[1], args[2]]).argmax() == 0
+    assert torch.cat([args[0].double() + args[1].double(), args[2].double()]).argmax() == 1
+    prog = onnxsight.export(TieBreak(), args)
+    result = onnxsight.verify(prog, reference="float64")
+    assert result.passed
+    rows = result.nodes.set_index("target")
+    assert rows.loc["aten.mul.Tensor", "max_abs_diff"] < 1e-6
