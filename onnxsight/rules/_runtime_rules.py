@@ -155,19 +155,20 @@ BORDERLINE_DECISION = define(
     "{count} values downstream differ because of it",
     "Nothing to fix in the export; graph outputs are still compared end to end. To see every value "
     "compared on the same decisions, run `verify(..., mode=\"isolated\")`.",
-    what="Names an op that keeps or drops elements by comparing values with a threshold (torchvision's "
-         "`nms` keeps a box when its IoU with every higher-scored box is at most the threshold) whose "
-         "result differs from PyTorch's in a propagated run, while each of its inputs matched within "
-         "tolerance and the same ONNX nodes fed PyTorch's exact inputs decide exactly as PyTorch.",
-    why="Such an op is discontinuous: an IoU within float32 rounding of the threshold flips with "
-        "differences far below any tolerance, so one box more or less is rounding, not a wrong "
-        "translation. Calling it a root cause (ACC002) would fail a correct export; passing it "
+    what="Names an op that decides at a threshold or an integer boundary (torchvision's `nms` keeps a "
+         "box when its IoU with every higher-scored box is at most the threshold; a comparison, a cast "
+         "to an integer, argmax, floor or round) whose result differs from PyTorch's in a propagated "
+         "run, while each of its inputs matched within tolerance and the same ONNX nodes fed PyTorch's "
+         "exact inputs decide exactly as PyTorch.",
+    why="Such an op is discontinuous: an IoU within float32 rounding of the threshold, or a box corner "
+        "within rounding of an integer, flips with differences far below any tolerance, so one box "
+        "more or less is rounding, not a wrong translation. Calling it a root cause (ACC002) would fail a correct export; passing it "
         "silently would hide that the ONNX model keeps another box. The values that differ "
         "downstream are listed as following from it, and every graph output must still match.",
     example="""
         result = onnxsight.verify(detector_prog)
         # ACC011: nms_1 (torchvision.nms.default) decides differently from PyTorch only because its
-        # inputs differ within tolerance: ... keeps 11557 elements where PyTorch keeps 11556 ...
+        # inputs differ within tolerance: ... its result has 11557 elements where PyTorch's has 11556 ...
     """,
     how="Nothing to fix when the outputs match. When an output differs end to end (ACC001), the "
         "model's result depends on float32 rounding at this threshold: the exported model is right, "

@@ -314,9 +314,10 @@ def _borderline(pair: Pair, expected: np.ndarray, actual: np.ndarray, bounds: An
                                     actual_dtype=actual_dtype).passed:
         return None
     if np.shape(actual) != np.shape(expected):
-        return (f"it {what}; from ONNX Runtime's own inputs it keeps {_count(actual)} where PyTorch "
-                f"keeps {_count(expected)}")
-    return f"it {what}; from ONNX Runtime's own inputs it keeps other elements"
+        return (f"it {what}; from ONNX Runtime's own inputs its result has {_count(actual)} where PyTorch's "
+                f"has {_count(expected)}")
+    differ = int(np.count_nonzero(np.asarray(actual) != np.asarray(expected)))
+    return f"it {what}; from ONNX Runtime's own inputs {differ} of {np.size(expected)} elements differ"
 
 
 def _count(value: Any) -> str:
