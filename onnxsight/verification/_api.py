@@ -165,7 +165,9 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
     floor before it is blamed on the dim: kernels pick other algorithms at other sizes (a batch of 2
     is a GEMM where a batch of 1 was a GEMV), so a deep model's float32 rounding moves with the size
     while a specialised dim still fails there (a wrong shape, a wrong value, a run that breaks).
-    Such a size goes to ``rounding`` with the difference that was forgiven.
+    Such a size goes to ``rounding`` with the difference that was forgiven. So does a size whose only
+    failures are graph outputs that differ because of a borderline decision (ACC011: a box corner within
+    rounding of an integer, cast to int, pastes a mask one pixel over), with those decisions.
     """
     from onnxsight import rules
 
@@ -182,10 +184,14 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
             continue
         checked.append(named(other, names))
         detail = _failure(out)
-        if detail is not None and _values_only(out) and run.reference is None:
-            forgiven = _within_noise_floor(run, inputs)
-            if forgiven:
-                rounding.append({"sizes": named(other, names), "float32": detail})
+        if detail is not None and _borderline_only(out):
+            rounding.append({"sizes": named(other, names), "float32": detail, "decisions": dict(out.borderline)})
+            detail = None
+        elif detail is not None and _values_only(out) and run.reference is None:
+            floor = _against_float64(run, inputs)
+            if floor is not None and (_failure(floor) is None or _borderline_only(floor)):
+                entry = {"sizes": named(other, names), "float32": detail}
+                rounding.append({**entry, "decisions": dict(floor.borderline)} if floor.borderline else entry)
                 detail = None
         if detail is not None:
             node, location, stack = _failure_site(out, run.index)
@@ -209,16 +215,24 @@ def _values_only(out: EngineOutput) -> bool:
         row.get("shape_mismatch") or row.get("dtype_mismatch") for row in failing)
 
 
-def _within_noise_floor(run: _Run, inputs: Sequence[Any]) -> bool:
-    """Whether the same run passes when judged against PyTorch's own float32 error (``reference="float64"``).
+def _borderline_only(out: EngineOutput) -> bool:
+    """The run's only failures are graph outputs that differ because of borderline decisions (ACC011):
+    float32 rounding at a threshold or an integer boundary, which says nothing about the dim."""
+    failing = _failing(out)
+    return not out.error and bool(failing) and all(
+        row.get("borderline") and not row.get("dtype_mismatch") for row in failing)
 
-    A model the float64 twin cannot run (an op without a float64 kernel) keeps its failure.
+
+def _against_float64(run: _Run, inputs: Sequence[Any]) -> EngineOutput | None:
+    """The same run judged against PyTorch's own float32 error (``reference="float64"``).
+
+    None for a model the float64 twin cannot run (an op without a float64 kernel): its failure stands.
     """
     try:
         out, _, _, _, _ = run(inputs, DiagnosticContext(), max_repros=0, reference="float64")
     except Exception:  # noqa: BLE001 - no float64 verdict: the float32 failure stands
-        return False
-    return _failure(out) is None
+        return None
+    return out
 
 
 _ORT_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")

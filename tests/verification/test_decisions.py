@@ -61,3 +61,26 @@ def test_cast_that_is_wrong_on_pytorchs_inputs_is_a_root_cause() -> None:
     result = onnxsight.verify(prog, onnx_model=add_constant(prog.model_proto, cast, 1))
     assert not result.passed and list(result.root_causes["value"]) == [cast]
     assert "ACC011" not in _codes(result)
+
+
+class Shifted(torch.nn.Module):
+    """The truncated value moves with the length: 2.99997 at the example's 3, 2.99999 at 4."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scaled = x * 10.0 + (x.shape[0] - 3) * 2e-5
+        return scaled.to(torch.int64)
+
+
+def test_other_size_that_differs_only_by_a_borderline_decision_is_not_acc010() -> None:
+    """At length 4 the nudged ONNX model truncates 3.00001 where PyTorch truncates 2.99999: the output
+    differs, but by rounding at an integer boundary, which says nothing about the dim: no ACC010, and
+    the size is listed with the decision that explains it."""
+    x = torch.tensor([0.2999970, 0.51, 0.77])
+    prog = onnxsight.export(Shifted(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("n", min=1, max=64)}})
+    scaled = next(n.output[0] for n in prog.model_proto.graph.node if n.op_type == "Add")
+    result = onnxsight.verify(prog, onnx_model=add_constant(prog.model_proto, scaled, 2e-5), other_sizes=True)
+    assert result.passed and "ACC010" not in _codes(result), result.diagnostics
+    forgiven = [entry for entry in result.info["sizes_within_noise_floor"] if entry.get("decisions")]
+    assert [entry["sizes"] for entry in forgiven] == [{"n": 4}]
+    (what,) = forgiven[0]["decisions"].values()
+    assert "integers or booleans" in what
