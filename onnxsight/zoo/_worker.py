@@ -197,7 +197,8 @@ def _rounding_only(outcome: Any) -> str | None:
         return None
     if any(d.level.value == "error" and d.code not in ("ACC001", "ACC002") for d in outcome.diagnostics):
         return None
-    failing = outcome.nodes[~outcome.nodes["passed"].astype(bool)]
+    nodes = outcome.nodes  # values that differ only because of a borderline decision (ACC011) are not judged here
+    failing = nodes[~nodes["passed"].astype(bool) & ~nodes["borderline"].fillna(False).astype(bool)]
     flags = ("shape_mismatch", "dtype_mismatch", "nonfinite_introduced", "nan_inf_mismatch")
     if failing.empty or any(failing[flag].fillna(0).astype(bool).any() for flag in flags):
         return None
