@@ -249,7 +249,7 @@ ZOO_WITHIN_NOISE_FLOOR = define(
     "rounding error (verify(..., reference=\"float64\")), so the model passes",
     "Nothing to fix; to see the values, run `onnxsight.verify(prog, reference=\"float64\")`.",
     what="Says that a zoo model's verification failed at the default float32 tolerance on values alone "
-         "(no shape, dtype or non-finite difference, no runtime error) and passed when judged again "
+         "(no dtype or non-finite difference, no runtime error) and passed when judged again "
          "against PyTorch's own float32 error, measured by a float64 run of the same program.",
     why="Deep convolution stacks add thousands of float32 products per value: ONNX Runtime and "
         "PyTorch sum them in other orders, and after 50 layers their values differ by 1e-4 of the "
