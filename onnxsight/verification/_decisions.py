@@ -35,12 +35,13 @@ def decision(node: Any) -> str | None:
     known = _DECISIONS.get(op_name(node.target))
     if known is not None:
         return known
-    if _discrete(node.meta.get("val")) and any(_floating(arg.meta.get("val")) for arg in node.all_input_nodes):
+    if discrete(node.meta.get("val")) and any(_floating(arg.meta.get("val")) for arg in node.all_input_nodes):
         return _FROM_FLOATS
     return None
 
 
-def _discrete(value: Any) -> bool:
+def discrete(value: Any) -> bool:
+    """An integer or bool tensor (or its fake): a decision (indices, counts, a mask), not a rounded quantity."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and not (dtype.is_floating_point or dtype.is_complex)
 

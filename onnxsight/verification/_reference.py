@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from onnxsight.verification._decisions import discrete
 from onnxsight.verification._metrics import Metrics, compare, to_numpy
 from onnxsight.verification._runners import TorchRunner
 from onnxsight.verification._tolerance import Bounds, is_floating
@@ -89,7 +90,7 @@ class Float64Reference:
         twin = self._twin.iterate([_to64(t) for t in inputs])
         for node, value in self.inner.iterate(inputs):
             twin_node, twin_value = next(twin)
-            if _discrete(value) and _discrete(twin_value):
+            if discrete(value) and discrete(twin_value):
                 # the twin follows the model-precision run's decisions (nms keeps, argmax, masks), so
                 # the floor measures rounding along one path, not a float64 nms keeping other boxes
                 twin_value = self._twin.env[twin_node] = value.to(twin_value.device)
@@ -223,9 +224,3 @@ def _to64(value: Any) -> Any:
         return value.detach().to(torch.complex128 if value.is_complex() else torch.float64)
     return value
 
-
-def _discrete(value: Any) -> bool:
-    """An integer or bool tensor: a decision (indices, counts, a mask), not a rounded quantity."""
-    import torch
-
-    return isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())
