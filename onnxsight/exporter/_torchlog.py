@@ -160,7 +160,12 @@ def _frames() -> list[tuple[str, int, str]]:
 
 
 def _locations() -> tuple[Location | None, Location | None]:
-    """(the innermost user frame, the innermost model-code frame when it is a library's)."""
+    """(the innermost user frame, the innermost model-code frame when it is a library's).
+
+    A model built and exported by library code alone (a torchvision model in the zoo job: no user
+    frame on the stack) is located at the library's line: it is the model's own code, and without
+    it the message could only say "the model's code".
+    """
     user = origin = None
     for path, line, function in _frames():
         if origin is None and _is_model_code(path):
@@ -168,6 +173,8 @@ def _locations() -> tuple[Location | None, Location | None]:
         if _is_user(path):
             user = _location(path, line, function)
             break
+    if user is None:
+        return origin, None
     return user, (origin if origin != user else None)
 
 

@@ -382,3 +382,21 @@ def test_each_strategy_finds_the_model_line_and_keeps_torch_quiet(strict: bool,
     if strict:  # strict capture logs "Error while creating guard" from torch/_guards.py: kept, not printed
         assert any("torch._guards" in line for line in attempt.log.log_lines())
     assert not re.search(r"^[IWE]\d{4} |torch/", capfd.readouterr().err, re.M)
+
+
+def test_a_model_built_by_library_code_alone_is_located_at_the_librarys_line(monkeypatch) -> None:
+    """The zoo job exports torchvision's RAFT from onnxsight's own worker: no user frame on the stack.
+    CAP005 said "the model's code fixes it to 2"; it names the library's line now (here a transformers
+    file stands for torchvision, which this venv does not have)."""
+    from transformers.models.llama import modeling_llama
+
+    from onnxsight.exporter import _torchlog
+
+    library = modeling_llama.__file__
+    worker = os.path.join(os.path.dirname(onnxsight.__file__), "zoo", "_worker.py")
+    monkeypatch.setattr(_torchlog, "_frames", lambda: [(library, 493, "forward"), (worker, 300, "_export")])
+    user, origin = _torchlog._locations()
+    assert (user.file, user.line, origin) == (library, 493, None)
+    monkeypatch.setattr(_torchlog, "_frames", lambda: [(library, 493, "forward"), (__file__, 7, "test")])
+    user, origin = _torchlog._locations()  # a user's line calling into the library: both, as before
+    assert (user.file, user.line, origin.file, origin.line) == (__file__, 7, library, 493)
