@@ -259,7 +259,7 @@ ZOO_WITHIN_NOISE_FLOOR = define(
     example="""
         onnxsight zoo run --suite torchvision --per-node
         # ZOO006: model tv_resnet50: at the float32 tolerance conv2d_28 (aten.conv2d.default -> Conv)
-        # is the first value to diverge: max abs diff 0.000133; every value is within PyTorch's own ...
+        # is the first value to diverge: max abs diff 0.000133 while all its inputs match; every value ...
     """,
     how="Nothing to fix. A difference beyond the float64 noise floor still fails the model.",
     tags=("zoo", "accuracy"))

@@ -184,15 +184,15 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
             continue
         checked.append(named(other, names))
         detail = _failure(out)
-        if detail is not None and _borderline_only(out):
-            rounding.append({"sizes": named(other, names), "float32": detail, "decisions": dict(out.borderline)})
-            detail = None
-        elif detail is not None and _ran_and_kept_dtypes(out) and run.reference is None:
+        forgiven = out if detail is not None and _borderline_only(out) else None
+        if detail is not None and forgiven is None and _ran_and_kept_dtypes(out) and run.reference is None:
             floor = _against_float64(run, inputs)
             if floor is not None and (_failure(floor) is None or _borderline_only(floor)):
-                entry = {"sizes": named(other, names), "float32": detail}
-                rounding.append({**entry, "decisions": dict(floor.borderline)} if floor.borderline else entry)
-                detail = None
+                forgiven = floor
+        if forgiven is not None:
+            entry = {"sizes": named(other, names), "float32": detail}
+            rounding.append({**entry, "decisions": dict(forgiven.borderline)} if forgiven.borderline else entry)
+            detail = None
         if detail is not None:
             node, location, stack = _failure_site(out, run.index)
             ctx.emit(rules.DIM_SPECIALISED, node=node, location=location, stack=stack,

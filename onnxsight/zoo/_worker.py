@@ -191,8 +191,8 @@ def _emit(result: ModelResult, spec: Any, rule: str, **fields: Any) -> None:
 
 
 def _rounding_only(outcome: Any) -> str | None:
-    """The first divergence of a failed verification whose failures are values and shapes alone (no
-    runtime error, no dtype or non-finite difference, no error but ACC001/ACC002/ACC004), in one line;
+    """The first divergence (its ACC002 message) of a failed verification whose failures are values and
+    shapes alone (no runtime error, no dtype or non-finite difference, no error but ACC001/ACC002/ACC004);
     else None. A shape is left to the float64 run: rounding before an nms changes how many boxes it keeps."""
     if outcome.passed or outcome.info.get("error"):
         return None
@@ -203,10 +203,9 @@ def _rounding_only(outcome: Any) -> str | None:
     flags = ("dtype_mismatch", "nonfinite_introduced", "nan_inf_mismatch")  # a shape: the float64 run judges it
     if failing.empty or any(failing[flag].fillna(0).astype(bool).any() for flag in flags):
         return None
-    roots = outcome.root_causes
-    row = (roots if len(roots) else failing).iloc[0]
-    return (f"{row['value']} ({row['target']} -> {row['onnx_op']}) is the first value to diverge: "
-            f"max abs diff {float(row['max_abs_diff']):.3g}")
+    errors = [d for d in outcome.diagnostics if d.level.value == "error"]
+    first = next((d for d in errors if d.code == "ACC002"), errors[0] if errors else None)  # else an ACC001
+    return first.message if first else None
 
 
 def degenerate_scale(expected: Any, tolerance: Any = None) -> tuple[str, float] | None:
@@ -235,17 +234,10 @@ def degenerate_scale(expected: Any, tolerance: Any = None) -> tuple[str, float] 
 
 def _degenerate(result: ModelResult, expected: Any, spec: Any) -> bool:
     """ZOO005 (and the model failed) when eager's outputs are too small for any comparison to fail."""
-    from onnxsight import rules
-    from onnxsight.diagnostics import DiagnosticContext, Location
-
     found = degenerate_scale(expected, spec.tolerance)
     if found is None:
         return False
-    file, line = spec.source
-    ctx = DiagnosticContext()
-    ctx.emit(rules.ZOO_DEGENERATE_OUTPUTS, location=Location(file, line) if file else None,
-             model=spec.name, scale=found[0], atol=f"{found[1]:g}")
-    result.diagnostics.extend(d.to_dict() for d in ctx.diagnostics)
+    _emit(result, spec, "ZOO_DEGENERATE_OUTPUTS", model=spec.name, scale=found[0], atol=f"{found[1]:g}")
     result.status, result.root_cause = FAILED, _first_error(result.diagnostics)
     return True
 
