@@ -53,7 +53,8 @@ def _unrolled() -> Iterator[Any]:
     NOTE: KEPT_OPS is the exporter's private table; a benchmark may reach into it
     to reproduce the pre-issue-13 export without keeping a second exporter around.
     """
-    from onnxsight.exporter import _decompose, default_registry
+    from onnxsight.exporter import default_registry
+    from onnxsight.exporter.decompose import _core_aten as _decompose
     from onnxsight.exporter._registry import OP_MODULES
 
     kept = _decompose.KEPT_OPS

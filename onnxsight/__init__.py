@@ -22,8 +22,8 @@ __version__ = "0.1.0"
 
 _NAMES = {
     "export": "onnxsight.pipeline",
-    "ONNXProgram": "onnxsight.exporter._program",
-    "fake_mode": "onnxsight.exporter._fake",
+    "ONNXProgram": "onnxsight.exporter.program._onnx_program",
+    "fake_mode": "onnxsight.exporter.inputs._fake",
     "GraphBuilder": "onnxsight.exporter._builder",
     "Value": "onnxsight.exporter._builder",
     "verify": "onnxsight.verification",
@@ -41,7 +41,7 @@ _NAMES = {
     "TranslationError": "onnxsight.exporter._errors",
     "CheckerError": "onnxsight.exporter._errors",
     "VerificationError": "onnxsight.verification",
-    "WeightsChangedError": "onnxsight.exporter._program",
+    "WeightsChangedError": "onnxsight.exporter.program._onnx_program",
     "WeightsError": "onnxsight.exporter._errors",
 }
 _SUBPACKAGES = ("cli", "diagnostics", "exporter", "pipeline", "reports", "rules", "verification", "zoo")
@@ -55,8 +55,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)
-    from onnxsight.exporter._fake import fake_mode
-    from onnxsight.exporter._program import ONNXProgram, WeightsChangedError
+    from onnxsight.exporter.inputs._fake import fake_mode
+    from onnxsight.exporter.program._onnx_program import ONNXProgram, WeightsChangedError
     from onnxsight.pipeline import export
     from onnxsight.rules import Level
     from onnxsight.verification import (Tolerance, VerificationError, VerificationResult, verify,

@@ -141,7 +141,7 @@ def test_verify_default_target_exists_on_the_machine(available: list[str], expec
 
 
 def test_cli_opsets_are_the_exporters() -> None:
-    from onnxsight.exporter._inputs import SUPPORTED_OPSETS
+    from onnxsight.exporter.inputs._arguments import SUPPORTED_OPSETS
 
     assert _cli_inputs.OPSETS == SUPPORTED_OPSETS
 

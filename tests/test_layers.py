@@ -48,7 +48,7 @@ ROOT_METADATA = frozenset({"__version__"})
 # The packages of records and their rendering: neither torch nor onnxruntime, at any depth.
 NO_TORCH = ("rules", "diagnostics", "reports")
 # Where onnxruntime may be imported at all (a package, or one file and how).
-ONNXRUNTIME_ALLOWED = {"verification": "anywhere", "exporter/_program.py": "inside functions"}
+ONNXRUNTIME_ALLOWED = {"verification": "anywhere", "exporter/program/_onnx_program.py": "inside functions"}
 # A string naming one of our modules (an importlib.import_module table entry) counts as an import.
 LAZY_TABLE = re.compile(r"^onnxsight(\.[A-Za-z_]\w*)+$")
 
@@ -193,7 +193,7 @@ def test_onnxruntime_only_in_verification_and_the_programs_lazy_runner() -> None
 
 def program_private_attributes() -> set[str]:
     """``self._x`` attributes ONNXProgram sets: its private state, for the exporter's eyes only."""
-    tree = ast.parse((ROOT / "exporter" / "_program.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "exporter" / "program" / "_onnx_program.py").read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ONNXProgram")
     return {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
             and n.value.id == "self" and n.attr.startswith("_") and not n.attr.startswith("__")}
@@ -214,7 +214,7 @@ def test_onnx_program_private_state_stays_in_the_exporter() -> None:
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("from onnxsight.exporter._translate import op_display", ["private onnxsight.exporter._translate.op_display"]),
+    ("from onnxsight.exporter.translate._nodes import op_display", ["private onnxsight.exporter.translate._nodes.op_display"]),
     ("from onnxsight.exporter import op_display", []),
     ("from onnxsight.reports import write_sarif", ["onnxsight.reports.write_sarif (reports is not in its row)"]),
     ("from onnxsight import __version__, rules", []),
@@ -227,3 +227,68 @@ def test_the_checker_itself(source: str, expected: list[str]) -> None:
     found = layer_violations(ROOT / "verification" / "_probe.py", source)
     assert [v.split(": ", 1)[-1].replace("verification imports ", "").replace("another package's ", "")
             for v in found] == expected
+
+
+# The exporter's stages (DESIGN.md, "Packages"): each subpackage imports only the stages before it and
+# the shared modules beside them (GraphBuilder, the registry, dtypes, errors, records). ``ops/`` holds
+# the translate stage's translations: it comes before ``translate/`` (whose translator calls them) and
+# after ``decompose/``. ``_api.py`` composes the stages and may import them all; the registry names the
+# ``ops`` modules in its lazy table (OP_MODULES), which is the one way the shared modules reach a stage.
+EXPORTER = ROOT / "exporter"
+STAGES = ("inputs", "capture", "decompose", "ops", "translate", "check", "program")
+SHARED = frozenset({"_builder", "_registry", "_dtypes", "_errors", "_record"})
+SHARED_MAY_REACH = {"_registry": frozenset({"ops"})}
+
+
+def exporter_part(dotted: str) -> str | None:
+    """The stage (or shared module, or ``_api``) of ``onnxsight.exporter.<part>...``; None outside the exporter."""
+    parts = dotted.split(".")
+    if parts[:2] != ["onnxsight", "exporter"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def stage_violations(path: Path, source: str | None = None) -> list[str]:
+    mine = exporter_part(module_name(path)) if path.name != "__init__.py" or path.parent != EXPORTER else "__init__"
+    if mine in ("_api", "__init__"):
+        return []
+    if mine in SHARED:
+        allowed = SHARED | SHARED_MAY_REACH.get(mine, frozenset())
+    else:
+        allowed = SHARED | set(STAGES[: STAGES.index(mine) + 1])
+    out = []
+    for imp in imports_of(path, source):
+        for _, dotted in targets(imp):
+            part = exporter_part(dotted)
+            if part is not None and part != "__init__" and part not in allowed:
+                out.append(f"{path.relative_to(ROOT.parent)}:{imp.line}: exporter stage {mine} imports {dotted}")
+    return out
+
+
+def test_exporter_files_are_in_a_stage_or_shared() -> None:
+    stray = sorted(p.relative_to(EXPORTER).as_posix() for p in EXPORTER.glob("*.py")
+                   if p.stem not in SHARED | {"_api", "__init__"})
+    folders = sorted(p.name for p in EXPORTER.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert not stray, f"exporter modules outside a stage folder: {stray}"
+    assert folders == sorted(STAGES)
+
+
+@pytest.mark.parametrize("stage", [*STAGES, *sorted(SHARED)])
+def test_exporter_stage_imports_only_earlier_stages(stage: str) -> None:
+    files = sorted((EXPORTER / stage).rglob("*.py")) if stage in STAGES else [EXPORTER / f"{stage}.py"]
+    assert files
+    violations = [v for path in files for v in stage_violations(path)]
+    assert not violations, "\n".join(violations)
+
+
+@pytest.mark.parametrize(("where", "source", "expected"), [
+    ("capture/_probe.py", "from onnxsight.exporter.translate._nodes import op_display", 1),
+    ("capture/_probe.py", "from onnxsight.exporter.inputs._fake import has_data", 0),
+    ("capture/_probe.py", "from onnxsight.exporter._builder import GraphBuilder", 0),
+    ("ops/_probe.py", "from onnxsight.exporter.program._onnx_program import ONNXProgram", 1),
+    ("_builder.py", "from onnxsight.exporter.ops import shape", 1),
+    ("_registry.py", "_T = ('onnxsight.exporter.ops.shape',)", 0),
+    ("program/_probe.py", "from onnxsight.exporter.check._type_constraints import require_outputs", 0),
+])
+def test_the_stage_checker_itself(where: str, source: str, expected: int) -> None:
+    assert len(stage_violations(EXPORTER / where, source)) == expected

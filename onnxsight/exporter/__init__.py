@@ -22,7 +22,7 @@ _PUBLIC = {
     "export": "onnxsight.exporter._api",
     "GraphBuilder": "onnxsight.exporter._builder",
     "Value": "onnxsight.exporter._builder",
-    "ONNXProgram": "onnxsight.exporter._program",
+    "ONNXProgram": "onnxsight.exporter.program._onnx_program",
     "Registry": "onnxsight.exporter._registry",
     "default_registry": "onnxsight.exporter._registry",
     "translation": "onnxsight.exporter._registry",
@@ -35,12 +35,12 @@ _INTERNAL = {
     "StageRecord": "onnxsight.exporter._record",
     "Translation": "onnxsight.exporter._registry",
     "target_key": "onnxsight.exporter._registry",
-    "op_display": "onnxsight.exporter._translate",
-    "require_artifacts_dir": "onnxsight.exporter._inputs",
-    "infer_dynamic_shapes": "onnxsight.exporter._auto_dims",
-    "example_inputs": "onnxsight.exporter._auto_dims",
-    "inline_functions": "onnxsight.exporter._inline",
-    "library_pytrees": "onnxsight.exporter._pytree_libs",
+    "op_display": "onnxsight.exporter.translate._nodes",
+    "require_artifacts_dir": "onnxsight.exporter.inputs._arguments",
+    "infer_dynamic_shapes": "onnxsight.exporter.inputs._auto_dims",
+    "example_inputs": "onnxsight.exporter.inputs._auto_dims",
+    "inline_functions": "onnxsight.exporter.translate._inline",
+    "library_pytrees": "onnxsight.exporter.inputs._pytree_libs",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -49,15 +49,15 @@ __getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
 
 if TYPE_CHECKING:
     from onnxsight.exporter._api import export
-    from onnxsight.exporter._auto_dims import example_inputs, infer_dynamic_shapes
+    from onnxsight.exporter.inputs._auto_dims import example_inputs, infer_dynamic_shapes
     from onnxsight.exporter._builder import GraphBuilder, Value
-    from onnxsight.exporter._inline import inline_functions
-    from onnxsight.exporter._inputs import require_artifacts_dir
+    from onnxsight.exporter.translate._inline import inline_functions
+    from onnxsight.exporter.inputs._arguments import require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)
-    from onnxsight.exporter._program import ONNXProgram
-    from onnxsight.exporter._pytree_libs import library_pytrees
+    from onnxsight.exporter.program._onnx_program import ONNXProgram
+    from onnxsight.exporter.inputs._pytree_libs import library_pytrees
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
     from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,
                                               translation)
-    from onnxsight.exporter._translate import op_display
+    from onnxsight.exporter.translate._nodes import op_display

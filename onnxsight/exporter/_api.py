@@ -13,20 +13,20 @@ from torch.utils import _pytree as pytree
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
-from onnxsight.exporter._analysis import analyze_program
-from onnxsight.exporter._capture import capture
-from onnxsight.exporter._decompose import decompose, functionalize_inplace, needs_decomposition
-from onnxsight.exporter._fake import real_mode, refuse_fake_file
-from onnxsight.exporter._functions import invalid_selection
-from onnxsight.exporter._inputs import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
+from onnxsight.exporter.translate._analysis import analyze_program
+from onnxsight.exporter.capture._strategies import capture
+from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
+from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
+from onnxsight.exporter.translate._functions import invalid_selection
+from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
 from onnxsight.exporter._builder import Value, value_info
-from onnxsight.exporter._pytree_libs import io_names, library_pytrees
-from onnxsight.exporter._program import ONNXProgram, assemble
+from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
+from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
-from onnxsight.exporter._schema_check import check_type_constraints, require_outputs
-from onnxsight.exporter._translate_program import names_read, translate_program
+from onnxsight.exporter.check._type_constraints import check_type_constraints, require_outputs
+from onnxsight.exporter.translate._graph import names_read, translate_program
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,

@@ -74,7 +74,7 @@ class ExportRecord:
     stages: list[StageRecord] = field(default_factory=list)
     attempts: list[CaptureAttempt] = field(default_factory=list)
     # Model and run facts for the reports. ``facts["dynamic_dims"]``: the specialisation audit, one dict
-    # per dim asked dynamic (input, axis, dim, status, detail, file, line; see exporter/_audit.py).
+    # per dim asked dynamic (input, axis, dim, status, detail, file, line; see exporter/capture/_audit.py).
     facts: dict[str, Any] = field(default_factory=dict)
     # The captured (then decomposed) program, kept for the reports' model facts even when a
     # later stage fails; never serialised.

@@ -332,7 +332,7 @@ CAPTURE_PATCH_APPLIED = define(
         #        torch.unique(idxs) for more than 4000 boxes is data-dependent
     """,
     how="Nothing is wrong. Compare the exported model with eager on real inputs (`verify=True`); the "
-        "table of patches is `onnxsight/exporter/_patches.py`.",
+        "table of patches is `onnxsight/exporter/capture/_patches.py`.",
     tags=("capture",))
 
 CAPTURE_PATCH_FAILED = define(
@@ -347,7 +347,7 @@ CAPTURE_PATCH_FAILED = define(
         # torchvision renamed _multiscale_roi_align in a new release
         # CAP011 `torchvision.ops.poolers._multiscale_roi_align` could not be replaced (no such attribute)
     """,
-    how="Install a library version the patch table knows (see `onnxsight/exporter/_patches.py`), or "
+    how="Install a library version the patch table knows (see `onnxsight/exporter/capture/_patches.py`), or "
         "report the version as an issue.",
     tags=("capture",))
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import onnxsight
-from onnxsight.exporter._capture import classify
+from onnxsight.exporter.capture._strategies import classify
 
 HERE = os.path.abspath(__file__)
 NAME = os.path.basename(HERE)
@@ -263,7 +263,7 @@ def test_a_batch_one_example_with_a_derived_range_keeps_both_dims_dynamic() -> N
     ("(L['x'].size()[3] * L['y'].size()[0]) != 1", 32, None),  # two dims: not ours to guess
 ])
 def test_derive_range_fixes(guard: str, example: int, expected: str | None) -> None:
-    from onnxsight.exporter._fixes import derive_range_fixes
+    from onnxsight.exporter.capture._fixes import derive_range_fixes
 
     message = (f"Constraints violated (w)!\n  - Not all values of w = L['x'].size()[3] in the specified range "
                f"4 <= w satisfy the generated guard {guard}.\n")
@@ -272,8 +272,8 @@ def test_derive_range_fixes(guard: str, example: int, expected: str | None) -> N
 
 
 def test_grown_example_repeats_size_one_axes_of_the_requested_dims_only() -> None:
-    from onnxsight.exporter._audit import grown
-    from onnxsight.exporter._fixes import requested_dims
+    from onnxsight.exporter.capture._audit import grown
+    from onnxsight.exporter.capture._fixes import requested_dims
 
     x, mask = torch.randn(1, 3, 1), torch.ones(1, 0)
     dims = requested_dims(torch.nn.Bilinear(1, 1, 1), (x, mask), {}, {"input1": {0: Dim("b"), 2: Dim("w")},
@@ -347,7 +347,7 @@ def test_classify_by_exception_type(name: str, make: Callable[[], BaseException]
     ("L['x'].size()[0] = 1", "static", 1),
 ])
 def test_suggested_fix_kinds(line: str, kind: str, value: int | None) -> None:
-    from onnxsight.exporter._fixes import parse_fixes
+    from onnxsight.exporter.capture._fixes import parse_fixes
 
     message = f"Constraints violated (seq)!\nSuggested fixes:\n  {line}\n\nThe error above occurred ..."
     [fix] = parse_fixes(message, {"seq", "batch", "other", "L['x'].size()[0]"})
@@ -361,7 +361,7 @@ def test_suggested_fix_kinds(line: str, kind: str, value: int | None) -> None:
     (({0: Dim.DYNAMIC}, None), "dynamic_shapes = ({0: Dim.DYNAMIC}, None)"),
 ])
 def test_dynamic_shapes_code_to_write(shapes: Any, code: str) -> None:
-    from onnxsight.exporter._fixes import render
+    from onnxsight.exporter.capture._fixes import render
 
     assert render(shapes) == code
 
@@ -369,9 +369,9 @@ def test_dynamic_shapes_code_to_write(shapes: Any, code: str) -> None:
 @pytest.mark.parametrize("strict", [False, True], ids=["non-strict", "strict"])
 def test_each_strategy_finds_the_model_line_and_keeps_torch_quiet(strict: bool,
                                                                    capfd: pytest.CaptureFixture[str]) -> None:
-    from onnxsight.exporter import _audit as audit
-    from onnxsight.exporter._capture import _run
-    from onnxsight.exporter._fixes import requested_dims
+    from onnxsight.exporter.capture import _audit as audit
+    from onnxsight.exporter.capture._strategies import _run
+    from onnxsight.exporter.capture._fixes import requested_dims
 
     model, args, shapes = ViewFour(), (torch.randn(4, 6),), {"x": {0: Dim("batch")}}
     dims = requested_dims(model, args, {}, shapes)
@@ -390,7 +390,7 @@ def test_a_model_built_by_library_code_alone_is_located_at_the_librarys_line(mon
     file stands for torchvision, which this venv does not have)."""
     from transformers.models.llama import modeling_llama
 
-    from onnxsight.exporter import _torchlog
+    from onnxsight.exporter.capture import _torchlog
 
     library = modeling_llama.__file__
     worker = os.path.join(os.path.dirname(onnxsight.__file__), "zoo", "_worker.py")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter import _patches
-from onnxsight.exporter._patches import Patch
+from onnxsight.exporter.capture import _patches
+from onnxsight.exporter.capture._patches import Patch
 
 LIB = "fakelib_for_patches"
 

@@ -132,7 +132,7 @@ def test_unnamed_dims_follow_the_input_names_the_user_gave() -> None:
     ("2*batch", "2*batch"), ("Max(1, h)", "Max(1, h)"),
 ])
 def test_derived_dims_read_as_arithmetic(torch_form: str, readable: str) -> None:
-    from onnxsight.exporter._dim_names import readable_dim
+    from onnxsight.exporter.inputs._dim_names import readable_dim
 
     assert readable_dim(torch_form) == readable
 

@@ -88,7 +88,7 @@ def test_streamed_file_is_the_embedded_model_byte_for_byte(tmp_path, name: str, 
     prog.save(path, external_data=False, inline_functions=inline)
     expected = prog.model_proto
     if inline:
-        from onnxsight.exporter._inline import inline_functions
+        from onnxsight.exporter.translate._inline import inline_functions
         expected = inline_functions(expected)
     assert path.read_bytes() == expected.SerializeToString()
     if not inline:
@@ -96,7 +96,7 @@ def test_streamed_file_is_the_embedded_model_byte_for_byte(tmp_path, name: str, 
 
 
 def test_export_does_not_build_the_embedded_model(monkeypatch) -> None:
-    from onnxsight.exporter import _program
+    from onnxsight.exporter.program import _onnx_program as _program
 
     built = []
     original = _program.assemble
@@ -121,7 +121,7 @@ def test_export_does_not_build_the_embedded_model(monkeypatch) -> None:
 
 @pytest.mark.parametrize("target", ["path", "file object"])
 def test_embedded_save_over_protobufs_limit_is_refused_before_writing(tmp_path, monkeypatch, target: str) -> None:
-    from onnxsight.exporter import _program
+    from onnxsight.exporter.program import _onnx_program as _program
 
     prog = onnxsight.export(torch.nn.Linear(6, 3), (torch.randn(2, 6),))
     monkeypatch.setattr(_program, "PROTOBUF_LIMIT", 100)   # the 84 bytes of weights stand for 2 GB

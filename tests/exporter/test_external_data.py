@@ -7,7 +7,7 @@ import onnxruntime as ort
 import torch
 
 import onnxsight
-from onnxsight.exporter import _program
+from onnxsight.exporter.program import _onnx_program as _program
 
 
 class Wide(torch.nn.Module):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import onnxsight
-from onnxsight.exporter._program import WeightsChangedError
+from onnxsight.exporter.program._onnx_program import WeightsChangedError
 
 
 class _Net(torch.nn.Module):

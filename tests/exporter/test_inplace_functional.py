@@ -91,7 +91,7 @@ def test_writes_seen_through_views_are_left_to_decomposition(model: torch.nn.Mod
 
 
 def test_write_to_an_input_is_not_rewritten() -> None:
-    from onnxsight.exporter._decompose import functionalize_inplace
+    from onnxsight.exporter.decompose._core_aten import functionalize_inplace
     from onnxsight.exporter._registry import default_registry
 
     exported = torch.export.export(WriteInput(), (torch.randn(3),), strict=False)

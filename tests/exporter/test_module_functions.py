@@ -21,8 +21,8 @@ from torch import nn
 import onnxsight
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter import inline_functions
-from onnxsight.exporter._functions import FUNCTION_DOMAIN, ModuleCall, Modularizer
-from onnxsight.exporter._inline import NAMES_KEY
+from onnxsight.exporter.translate._functions import FUNCTION_DOMAIN, ModuleCall, Modularizer
+from onnxsight.exporter.translate._inline import NAMES_KEY
 from tests.verification.faults import change_attribute, scale_value
 
 

@@ -217,7 +217,7 @@ def test_train_mode_dropout_between_layers_is_ops006(cell: str) -> None:
 
 def test_shape_kernels_run_eager_within_and_are_restored_after() -> None:
     """Inside capture, real tensors still run torch's kernels; afterwards the ops' kernels are torch's again."""
-    from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
+    from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
     ops = (torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input,
            torch.ops.aten.rnn_relu.input)

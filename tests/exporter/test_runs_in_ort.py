@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import onnxsight
-from onnxsight.exporter._schema_check import find_violations
+from onnxsight.exporter.check._type_constraints import find_violations
 
 OPSETS = tuple(range(17, 24))
 

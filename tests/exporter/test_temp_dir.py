@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import onnxsight
-from onnxsight.exporter import _program
+from onnxsight.exporter.program import _onnx_program as _program
 
 
 def _large_program(monkeypatch: pytest.MonkeyPatch) -> tuple[object, torch.Tensor]:

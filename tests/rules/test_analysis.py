@@ -9,7 +9,7 @@ import torch
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, Level
-from onnxsight.exporter._analysis import analyze_program
+from onnxsight.exporter.translate._analysis import analyze_program
 
 HERE = os.path.abspath(__file__)
 

@@ -12,7 +12,7 @@ from torchvision.models.detection import transform as det_transform  # noqa: E40
 from torchvision.ops import boxes as box_ops  # noqa: E402
 from torchvision.ops import poolers  # noqa: E402
 
-from onnxsight.exporter import _patches_torchvision as tv  # noqa: E402
+from onnxsight.exporter.capture import _patches_torchvision as tv  # noqa: E402
 
 
 def _boxes(n: int, extent: float, seed: int) -> torch.Tensor:

@@ -91,7 +91,7 @@ _FFTS = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
 
 def runtime_dft_dims(node: torch.fx.Node) -> list[tuple[int, str]]:
     """The dims (and their lengths) of an FFT node that spectral.py leaves to ONNX's DFT at a length
-    that is not a power of two, or a symbolic one: the OPS010 warning (exporter/_analysis.py).
+    that is not a power of two, or a symbolic one: the OPS010 warning (exporter/translate/_analysis.py).
 
     Mirrors the translations' choice: r2c's real transform over the last of ``dim`` needs an
     (n, 2 (n//2 + 1)) basis, c2r's an (2 half, n) one, every other dim a complex (2 n, 2 n) one.

@@ -18,8 +18,8 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
-from onnxsight.exporter._dim_names import readable_dim, rename_symbols
-from onnxsight.exporter._functions import module_calls
+from onnxsight.exporter.inputs._dim_names import readable_dim, rename_symbols
+from onnxsight.exporter.translate._functions import module_calls
 from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_key
 
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")

@@ -24,7 +24,7 @@ import torch
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter import _patches_torchvision as tv
+from onnxsight.exporter.capture import _patches_torchvision as tv
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ import torch
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
-from onnxsight.exporter import _audit as audit
-from onnxsight.exporter._fixes import (RequestedDim, derive_range_fixes, parse_fixes, refine, render,
+from onnxsight.exporter.capture import _audit as audit
+from onnxsight.exporter.capture._fixes import (RequestedDim, derive_range_fixes, parse_fixes, refine, render,
                                       requested_dims)
-from onnxsight.exporter._patches import applied as applied_patches
+from onnxsight.exporter.capture._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
-from onnxsight.exporter._torchlog import TorchLog, recording
-from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
+from onnxsight.exporter.capture._torchlog import TorchLog, recording
+from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -100,7 +100,7 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
         program: torch.export.ExportedProgram | None = None
         error: BaseException | None = None
         try:
-            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (ops/_rnn_capture.py)
+            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (capture/_rnn_kernels.py)
                 program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
                                               strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified

@@ -18,11 +18,11 @@ from torch.export import graph_signature as gs
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter._complex_io import split_complex
+from onnxsight.exporter.translate._complex_io import split_complex
 from onnxsight.exporter._builder import GraphBuilder, Value, value_info
-from onnxsight.exporter._functions import modularize
+from onnxsight.exporter.translate._functions import modularize
 from onnxsight.exporter._registry import Registry
-from onnxsight.exporter._translate import Translator, find_unsupported, names_read
+from onnxsight.exporter.translate._nodes import Translator, find_unsupported, names_read
 
 
 @dataclass

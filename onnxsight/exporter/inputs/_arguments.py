@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
+from onnxsight.exporter.inputs._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
 
 SUPPORTED_OPSETS = range(17, 24)
 DEFAULT_OPSET = 18

@@ -12,7 +12,7 @@ from typing import Iterable
 
 import onnx
 
-from onnxsight.exporter._inline import graphs
+from onnxsight.exporter.translate._inline import graphs
 
 
 def node_outputs(node: onnx.NodeProto) -> list[str]:

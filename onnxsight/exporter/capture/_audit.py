@@ -22,8 +22,8 @@ from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, Location
-from onnxsight.exporter._fixes import Fix, RequestedDim, refine, render
-from onnxsight.exporter._torchlog import TorchLog
+from onnxsight.exporter.capture._fixes import Fix, RequestedDim, refine, render
+from onnxsight.exporter.capture._torchlog import TorchLog
 
 Entries = dict[tuple[str, int], dict[str, Any]]
 Where = tuple[Optional[Location], Optional[Location]]    # (the user's line, a model library's line inside it)

@@ -30,8 +30,8 @@ from onnx import helper
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.exporter._graph_order import node_outputs, node_reads, ordered, topological, units_on_cycles
-from onnxsight.exporter._inline import FUNCTION_DOMAIN, NAMES_KEY, SHARED_CONSTANT_KEY, Expander, graphs
+from onnxsight.exporter.translate._graph_order import node_outputs, node_reads, ordered, topological, units_on_cycles
+from onnxsight.exporter.translate._inline import FUNCTION_DOMAIN, NAMES_KEY, SHARED_CONSTANT_KEY, Expander, graphs
 
 
 @dataclass(frozen=True)

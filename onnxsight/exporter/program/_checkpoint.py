@@ -67,7 +67,7 @@ class StateDict(_Tensors):
     """A dict of tensors already in memory: each is written from its own storage."""
 
     def __init__(self, tensors: Mapping[Any, Any]) -> None:
-        from onnxsight.exporter._fake import has_data
+        from onnxsight.exporter.inputs._fake import has_data
 
         for key, value in tensors.items():
             if not isinstance(value, torch.Tensor):

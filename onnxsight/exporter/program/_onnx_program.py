@@ -19,15 +19,15 @@ from onnx import helper
 
 from onnxsight import rules
 from onnxsight.diagnostics import Diagnostic, DiagnosticContext
-from onnxsight.exporter._complex_io import from_pairs, to_pairs
-from onnxsight.exporter._pytree_libs import library_pytrees
+from onnxsight.exporter.translate._complex_io import from_pairs, to_pairs
+from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
-from onnxsight.exporter._inline import inline_functions
-from onnxsight.exporter._fake import dataless, fake_weights_error
+from onnxsight.exporter.translate._inline import inline_functions
+from onnxsight.exporter.inputs._fake import dataless, fake_weights_error
 from onnxsight.exporter._record import ExportRecord
-from onnxsight.exporter._stream import embedded_size, write_embedded
-from onnxsight.exporter._translate_program import TranslatedGraph
-from onnxsight.exporter._weights import save_with_weights
+from onnxsight.exporter.program._stream import embedded_size, write_embedded
+from onnxsight.exporter.translate._graph import TranslatedGraph
+from onnxsight.exporter.program._weights import save_with_weights
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
 PROTOBUF_LIMIT = 2**31 - 1             # the largest message protobuf parses, in bytes

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from onnxsight.exporter.ops._rnn_capture import rnn_shape_kernels
+from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 aten = torch.ops.aten
 
@@ -76,7 +76,7 @@ def decompose(program: torch.export.ExportedProgram, extra_keep: tuple = ()) -> 
     """Run decompositions; ops in ``extra_keep`` (custom translations' targets) are kept too."""
     # NOTE: torch's own pytree code warns (FutureWarning, `isinstance(treespec, LeafSpec)` is
     # deprecated) while re-tracing: a message about torch's internals that the user can do nothing
-    # about. Silenced here, for this call only, as capture does (exporter/_capture.py).
+    # about. Silenced here, for this call only, as capture does (exporter/capture/_strategies.py).
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
         # The table is built before the RNN shape kernels are swapped in: it must hold torch's

@@ -23,9 +23,9 @@ import torch
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
-from onnxsight.exporter._checkpoint import BadWeights, open_weights, write_tensor
+from onnxsight.exporter.program._checkpoint import BadWeights, open_weights, write_tensor
 from onnxsight.exporter._errors import WeightsError
-from onnxsight.exporter._fake import has_data, listing
+from onnxsight.exporter.inputs._fake import has_data, listing
 
 ALIGN = 4096  # each tensor starts on a page, for mmap
 
