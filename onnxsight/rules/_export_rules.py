@@ -366,16 +366,18 @@ LIBRARY_CONTAINER_FLATTENED = define(
     example="""
         cache = DynamicCache([(keys, values) for _ in range(config.num_hidden_layers)])
         onnxsight.export(llama, (), kwargs={"input_ids": ids, "attention_mask": mask,
-                                            "past_key_values": cache})   # CAP012
+                                            "cache": cache})   # CAP012 (before transformers 5.24: past_key_values)
     """,
     how="""
         Nothing is wrong. Make the batch and the past length dynamic with one spec per cache tensor,
-        in flattened order (key, value of layer 0, then of layer 1, ...):
+        in flattened order (key, value of layer 0, then of layer 1, ...), keyed as forward() spells
+        the argument (`cache` from transformers 5.24, `past_key_values` before; the ONNX inputs are
+        `past_key_values.*` either way):
 
         ```python
         batch, past = Dim("batch"), Dim("past", min=1, max=4096)
         dynamic_shapes = {"input_ids": {0: batch}, "attention_mask": {0: batch, 1: past + 1},
-                          "past_key_values": [{0: batch, 2: past}] * (2 * num_layers)}
+                          "cache": [{0: batch, 2: past}] * (2 * num_layers)}
         ```
     """,
     tags=("capture", "io"))

@@ -1,5 +1,8 @@
 """transformers' DynamicCache as an input (and output) of a decode step: flattened for the export only,
-named past_key_values.{layer}.key/value and present.{layer}.key/value, batch and past length dynamic."""
+named past_key_values.{layer}.key/value and present.{layer}.key/value, batch and past length dynamic.
+
+The cache argument is spelled as the installed transformers spells it: ``past_key_values`` (4.x, early
+5.x), ``cache`` (5.24 here); the ONNX inputs are ``past_key_values.*`` either way."""
 
 from __future__ import annotations
 
@@ -11,10 +14,12 @@ from torch.utils import _pytree as pytree
 
 import onnxsight
 from onnxsight import rules
+from onnxsight.zoo.suites.transformers import cache_argument
 
 transformers = pytest.importorskip("transformers")
 
 LAYERS, KV_HEADS, HEAD_DIM, VOCAB = 2, 2, 8, 128
+CACHE = cache_argument(transformers.LlamaForCausalLM)
 
 
 def _model() -> Any:
@@ -35,23 +40,23 @@ def _inputs(batch: int, past: int, seed: int = 1) -> dict[str, Any]:
                torch.randn(batch, KV_HEADS, past, HEAD_DIM, generator=generator)) for _ in range(LAYERS)]
     return {"input_ids": torch.randint(1, VOCAB, (batch, 1), generator=generator),
             "attention_mask": torch.ones(batch, past + 1, dtype=torch.long),
-            "past_key_values": DynamicCache(layers)}
+            CACHE: DynamicCache(layers)}
 
 
 def _dynamic_shapes() -> dict[str, Any]:
     batch, past = torch.export.Dim("batch"), torch.export.Dim("past", min=1, max=1024)
     return {"input_ids": {0: batch}, "attention_mask": {0: batch, 1: past + 1},
-            "past_key_values": [{0: batch, 2: past}] * (2 * LAYERS)}
+            CACHE: [{0: batch, 2: past}] * (2 * LAYERS)}
 
 
 def _eager(model: Any, inputs: dict[str, Any]) -> list[torch.Tensor]:
     from transformers import DynamicCache
 
-    copy = dict(inputs, past_key_values=DynamicCache([(k.clone(), v.clone()) for k, v, *_ in
-                                                      inputs["past_key_values"]]))
+    copy = dict(inputs)
+    copy[CACHE] = DynamicCache([(k.clone(), v.clone()) for k, v, *_ in inputs[CACHE]])
     with torch.no_grad():
         out = model(**copy)
-    cache = out.past_key_values
+    cache = out.cache if "cache" in out else out.past_key_values
     return [out.logits] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
 
 
@@ -150,8 +155,8 @@ def test_a_guard_torch_cannot_prove_is_captured_size_oblivious() -> None:
 
     def inputs(b: int, p: int) -> tuple:
         cache = _inputs(b, p)
-        keys = tuple(layer.keys for layer in cache["past_key_values"].layers)
-        values = tuple(layer.values for layer in cache["past_key_values"].layers)
+        keys = tuple(layer.keys for layer in cache[CACHE].layers)
+        values = tuple(layer.values for layer in cache[CACHE].layers)
         return cache["input_ids"], cache["attention_mask"], keys, values
 
     program = onnxsight.export(model, inputs(2, 6), dynamic_shapes=({0: batch}, {0: batch, 1: past + 1}, kv, kv))
@@ -161,3 +166,24 @@ def test_a_guard_torch_cannot_prove_is_captured_size_oblivious() -> None:
         expected = pytree.tree_leaves(model(*example))
     for want, got in zip(expected, program(*example)):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(CACHE == "past_key_values", reason="this transformers' forward() declares past_key_values itself")
+def test_the_deprecated_spelling_exports_with_the_same_names(exported: Any) -> None:
+    """transformers 5.24 still takes past_key_values= through **kwargs (renamed to cache= at run time):
+    the ONNX inputs are the same; a dynamic_shapes entry for it is refused, naming forward()'s spelling."""
+    model, _ = exported
+    inputs = _inputs(2, 6)
+    expected = _eager(model, inputs)
+    inputs["past_key_values"] = inputs.pop(CACHE)
+    program = onnxsight.export(model, (), kwargs=inputs)
+    assert program.input_names[2:] == [f"past_key_values.{layer}.{kind}" for layer in range(LAYERS)
+                                       for kind in ("key", "value")]
+    for want, got in zip(expected, program(**inputs)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    shapes = _dynamic_shapes()
+    shapes["past_key_values"] = shapes.pop(CACHE)
+    with pytest.raises(onnxsight.ExportError) as failure:
+        onnxsight.export(model, (), kwargs=inputs, dynamic_shapes=shapes)
+    assert "pass them by the name forward() declares (transformers 5.24 calls the KV cache `cache`)" in \
+        str(failure.value)

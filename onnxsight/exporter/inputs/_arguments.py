@@ -258,8 +258,15 @@ def _check_dynamic_shapes(ctx: DiagnosticContext, bound: Mapping[str, Any], dyna
     if isinstance(dynamic_shapes, Mapping):
         unknown = [k for k in dynamic_shapes if k not in names]
         if unknown:
-            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
-                     error=f"keys {unknown} are not arguments of forward(); arguments given are {names}")
+            error = f"keys {unknown} are not arguments of forward(); arguments given are {names}"
+            # A keyword forward() only takes through **kwargs: transformers 5.24 still accepts the deprecated
+            # past_key_values= there and renames it to cache= at run time, out of dynamic_shapes' reach.
+            hidden = [key for key in unknown for value in bound.values() if isinstance(value, dict) and key in value]
+            if hidden:
+                error += (f"; {hidden} reach forward() only through its **kwargs: pass them by the name forward() "
+                          "declares" + (" (transformers 5.24 calls the KV cache `cache`)"
+                                        if "past_key_values" in hidden else ""))
+            ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=error)
             return
         specs = dict(dynamic_shapes)
     elif isinstance(dynamic_shapes, (tuple, list)):

@@ -10,7 +10,9 @@ changes nothing globally, and a registration the user made themselves is left as
 
 Flatten order is per layer: ``key, value`` of layer 0, then of layer 1, ... (as the ONNX
 inputs of decoders are laid out by optimum and ONNX Runtime GenAI), and the graph's
-inputs/outputs are named ``past_key_values.{layer}.key`` / ``present.{layer}.value``.
+inputs/outputs are named ``past_key_values.{layer}.key`` / ``present.{layer}.value``, whichever
+way forward() spells the argument: transformers 4.x and early 5.x ``past_key_values``, 5.24 ``cache``
+(tests/exporter/test_dynamic_cache.py runs with the installed one).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class Container:
     flatten: Callable[[Any], tuple[list[Any], Any]]
     unflatten: Callable[[Sequence[Any], Any], Any]
     leaf_names: Callable[[Any], list[str]]    # context -> the leaves' names under the argument's name
+    # forward()'s argument name -> the ONNX inputs' prefix, when they differ: transformers 5.24 renamed
+    # ``past_key_values`` to ``cache``, and the graph keeps the names runtimes feed (optimum, ORT GenAI).
+    renames: tuple[tuple[str, str], ...] = ()
 
     def resolve(self) -> type | None:
         """The type, when its library was imported (by the user: we never import a library for this)."""
@@ -113,10 +118,12 @@ def _encdec_names(layouts: Any) -> list[str]:
             + [f"{layer}.encoder.{kind}" for layer in range(len(layouts[1])) for kind in KINDS])
 
 
+_KV_NAMES = (("cache", "past_key_values"),)
 CONTAINERS: tuple[Container, ...] = (
-    Container("transformers.cache_utils", "DynamicCache", _dynamic_flatten, _dynamic_unflatten, _dynamic_names),
+    Container("transformers.cache_utils", "DynamicCache", _dynamic_flatten, _dynamic_unflatten, _dynamic_names,
+              _KV_NAMES),
     Container("transformers.cache_utils", "EncoderDecoderCache", _encdec_flatten, _encdec_unflatten,
-              _encdec_names),
+              _encdec_names, _KV_NAMES),
 )
 
 
@@ -202,6 +209,7 @@ def _walk(spec: Any, prefix: str, active: dict[type, Container], names: list[str
         return
     container = active.get(spec.type)
     if container is not None:
+        prefix = dict(container.renames).get(prefix, prefix)
         leaves = [f"{prefix}.{leaf}" for leaf in container.leaf_names(spec.context)]
         names.extend(leaves)
         groups.append((prefix, container.name, leaves))

@@ -35,8 +35,13 @@ SEQ2SEQ_DYNAMIC = dict(TEXT_DYNAMIC, decoder_input_ids={0: "batch", 1: "decoder_
 IMAGE_DYNAMIC = {"pixel_values": BATCH}
 DENSE_DYNAMIC = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}
 AUDIO_DYNAMIC = {"input_values": {0: "batch", 1: "samples"}}
-CACHE_DYNAMIC = {"input_ids": BATCH, "attention_mask": {0: "batch", 1: "past+1"},
-                 "past_key_values": {0: "batch", 2: "past"}}
+
+
+def cache_dynamic() -> dict[str, Any]:
+    """The decode step's dynamic axes, its cache keyed as forward() spells it (past_key_values or cache)."""
+    from onnxsight.zoo.suites.transformers import cache_argument
+
+    return {"input_ids": BATCH, "attention_mask": {0: "batch", 1: "past+1"}, cache_argument(): {0: "batch", 2: "past"}}
 
 
 @dataclass(frozen=True)
@@ -192,13 +197,15 @@ def dynamic_cache_decode(config_name: str, model_name: str) -> tuple:
     import transformers
     from transformers import DynamicCache
 
+    from onnxsight.zoo.suites.transformers import cache_argument
+
     config = getattr(transformers, config_name)(**dict(DECODER, use_cache=True))
     model = getattr(transformers, model_name)(config).eval()
     batch, past, head_dim = 2, 6, HIDDEN // HEADS
     cache = DynamicCache([(torch.randn(batch, config.num_key_value_heads, past, head_dim),
                            torch.randn(batch, config.num_key_value_heads, past, head_dim)) for _ in range(LAYERS)])
     return model, (), {"input_ids": torch.randint(3, VOCAB, (batch, 1)),
-                       "attention_mask": torch.ones(batch, past + 1, dtype=torch.long), "past_key_values": cache}
+                       "attention_mask": torch.ones(batch, past + 1, dtype=torch.long), cache_argument(model): cache}
 
 
 # Models that stay in the suite with a known failure (README.md: Zoo results), name -> why.

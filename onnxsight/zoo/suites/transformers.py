@@ -8,6 +8,7 @@ plain tensors, the way a generation loop feeds an exported decoder.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -113,6 +114,17 @@ def qwen2() -> tuple:
     return _causal_lm("Qwen2Config", "Qwen2ForCausalLM")
 
 
+def cache_argument(model: Any = None) -> str:
+    """forward()'s name for the KV cache: ``cache`` in newer transformers 5.x (5.24), ``past_key_values`` before.
+
+    NOTE: 5.24 still renames a ``past_key_values=`` keyword to ``cache`` (deprecated, to be removed in
+    5.40), but only at run time: forward()'s signature, which dynamic_shapes are keyed by, has ``cache``.
+    """
+    if model is None:
+        from transformers import LlamaForCausalLM as model
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class DecodeStep(nn.Module):
     """One LLaMA decode step: new token + past keys/values as tensors -> logits + updated cache."""
 
@@ -127,8 +139,9 @@ class DecodeStep(nn.Module):
         cache = DynamicCache(config=self.model.config)
         for layer, (key, value) in enumerate(zip(past_keys, past_values)):
             cache.update(key, value, layer)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
-        layers = out.past_key_values.layers
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
+                         **{cache_argument(self.model): cache})
+        layers = out[1].layers  # the returned cache: .past_key_values before transformers 5.24, .cache from it
         return out.logits, tuple(entry.keys for entry in layers), tuple(entry.values for entry in layers)
 
 
@@ -247,7 +260,7 @@ def _breadth() -> list[tuple[str, Any, tuple[str, ...], dict[str, Any]]]:
     rows = [(arch.name, update_wrapper(partial(more.build, arch), more.build), arch.tags, arch.dynamic)
             for arch in more.ARCHS]
     rows += [(name, update_wrapper(partial(more.dynamic_cache_decode, config, model), more.dynamic_cache_decode),
-              ("text", "decoder", "kv-cache"), more.CACHE_DYNAMIC) for name, config, model in more.CACHE_DECODERS]
+              ("text", "decoder", "kv-cache"), more.cache_dynamic()) for name, config, model in more.CACHE_DECODERS]
     return rows
 
 
