@@ -5,11 +5,16 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
-# The torch the suite and README's benchmarks were run with; `make setup TORCH=torch` takes pip's choice.
+# The torch the suite and README's benchmarks were run with; `make lock TORCH=torch` moves it with the rest.
 TORCH  ?= torch==2.13.0
+# Every version `make setup` installs is pinned here (docs/environments.md); `make lock` moves it on purpose.
+LOCK   ?= requirements/lock.txt
+# The extras `make setup` installs; the lock pins everything they pull in (an extra added here goes into it
+# with `make lock`, or by hand: docs/environments.md).
+EXTRAS ?= dev,bench
 
 
-.PHONY: setup demo test test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -17,13 +22,35 @@ TORCH  ?= torch==2.13.0
 # the build it installs; elsewhere it is PyPI's default build of 2.13.0 (on Linux x86-64 a CUDA
 # build, several GB). For the CPU build there, create .venv and install it first:
 #   python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[dev,bench]"
+	$(PIP) install -q -c $(LOCK) "$(TORCH)"
+	$(PIP) install -q -c $(LOCK) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The newest releases pyproject.toml allows (pip's choice, no lock; here pip's own configuration caps torch at
+# the builds on disk), in a venv of their own, on the core suites. What it resolved is written to
+# $(LATEST_VENV)/resolved.txt: moving to it is `make lock`, then the README's tested versions.
+LATEST_VENV ?= .venv-latest
+CORE_TESTS  ?= tests/exporter tests/verification tests/diagnostics tests/rules
+test-latest:
+	rm -rf $(LATEST_VENV) && $(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install -q torch
+	$(LATEST_VENV)/bin/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(LATEST_VENV)/bin/python requirements/lock.py --extras $(EXTRAS) --out $(LATEST_VENV)/resolved.txt
+	@grep -E '^(torch|onnx|onnxruntime|transformers|numpy)==' $(LATEST_VENV)/resolved.txt
+	$(LATEST_VENV)/bin/python -m pytest -q -n $(JOBS) -m "not slow" $(CORE_TESTS)
+
+# Move the lock: resolve the newest releases (TORCH=torch for the newest torch too) in a fresh venv and pin
+# what it installed. Then `make test`, and the README's tested versions (docs/environments.md).
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q "$(TORCH)"
+	.venv-lock/bin/python -m pip install -q -e ".[$(EXTRAS)]"
+	.venv-lock/bin/python requirements/lock.py --extras $(EXTRAS) --out $(LOCK)
+	rm -rf .venv-lock
 
 demo: setup
 	$(PY) -m onnxsight.demo --out demo-out
@@ -164,4 +191,4 @@ screenshot: setup browser-deps
 	ONNXSIGHT_SCREENSHOT=docs/img/report.png $(PY) -m pytest -q -n 0 tests/reports/test_browser.py -k screenshot
 
 clean:
-	rm -rf $(VENV) demo-out artifacts .pytest_cache
+	rm -rf $(VENV) $(LATEST_VENV) .venv-lock demo-out artifacts .pytest_cache
