@@ -95,6 +95,9 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
     start = time.perf_counter()
     with recording(watched) as log, warnings.catch_warnings(record=True) as caught, \
             shapes_config.patch(backed_size_oblivious=oblivious):
+        # Every warning is recorded whatever the process's filters say ("ignore" would hide torch's from
+        # the report, "error" would turn one into a capture failure); the user's own are re-issued after.
+        warnings.simplefilter("always")
         # torch.export's own deprecation noise, not the user's concern.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
         program: torch.export.ExportedProgram | None = None

@@ -7,6 +7,13 @@ replaced by one recorder: records at WARNING and above become the attempt's
 (``create_symbol``, ``[guard added]``, ``set_replacement``) become
 :class:`ShapeEvent` values carrying the user's source line, which torch's own
 errors do not carry in non-strict mode.
+
+# NOTE: the process's logging configuration must not change what we learn. ``logging.disable`` (a
+# manager-wide threshold), and ``dictConfig``'s default of disabling every logger that already exists,
+# would stop those records before any handler sees them. For the attempt only, torch's loggers are
+# enabled and answer ``isEnabledFor`` from their own level alone (an instance attribute that
+# ``Logger.info``/``.warning`` consult first); nothing else in the process is touched, and
+# everything is put back after. Tested under each in tests/exporter/test_capture_logging_config.py.
 """
 
 from __future__ import annotations
@@ -190,14 +197,15 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
     kept, and the ShapeEnv's INFO logging is switched on only when there are some.
     """
     recorder = TorchLog(watched)
-    loggers = [logging.getLogger("torch")] + [
+    everyone = [logging.getLogger("torch")] + [
         logger for name, logger in list(logging.root.manager.loggerDict.items())
-        if isinstance(logger, logging.Logger) and name.startswith("torch.") and logger.handlers
-        and not name.startswith("torch.__trace")]
+        if isinstance(logger, logging.Logger) and name.startswith("torch.") and not name.startswith("torch.__trace")]
+    loggers = [logger for logger in everyone if logger.handlers or logger.name == "torch"]
     saved = [(logger, list(logger.handlers)) for logger in loggers]
     shapes = logging.getLogger(SHAPES_LOGGER)
     shapes_level, shapes_propagate = shapes.level, shapes.propagate
     printed = io.StringIO()
+    enabled: list[tuple[logging.Logger, bool]] = []
     try:
         for logger, _ in saved:
             logger.handlers = [recorder]
@@ -205,6 +213,10 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
             shapes.propagate = False
             shapes.handlers = [recorder]
             saved.append((shapes, []))
+        enabled = [(logger, logger.disabled) for logger in dict.fromkeys(everyone + [shapes])]
+        for logger, _ in enabled:
+            logger.disabled = False
+            logger.isEnabledFor = functools.partial(_enabled_for, logger)  # type: ignore[method-assign]
         if watched and shapes.getEffectiveLevel() > logging.INFO:
             shapes.setLevel(logging.INFO)
         with redirect_stderr(printed):
@@ -213,5 +225,13 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
         recorder.add_stderr(printed.getvalue())
         shapes.setLevel(shapes_level)
         shapes.propagate = shapes_propagate
+        for logger, disabled in enabled:
+            logger.disabled = disabled
+            logger.__dict__.pop("isEnabledFor", None)
         for logger, handlers in saved:
             logger.handlers = handlers
+
+
+def _enabled_for(logger: logging.Logger, level: int) -> bool:
+    """``Logger.isEnabledFor`` without the process-wide ``logging.disable`` threshold."""
+    return level >= logger.getEffectiveLevel()
