@@ -143,6 +143,8 @@ def error_along_graph(nodes: Sequence[Mapping[str, Any]], *, width: float = 9.0,
     def y_of(diff: float) -> float:
         return top if not math.isfinite(diff) else min(max(abs(diff), bottom), top)
 
+    from matplotlib.ticker import MaxNLocator
+
     with _figure(width, height) as figure:
         axes = figure.add_subplot()
         xs = [x for x, _, _ in points]
@@ -174,7 +176,8 @@ def error_along_graph(nodes: Sequence[Mapping[str, Any]], *, width: float = 9.0,
         axes.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
         axes.set_xlabel(f"position in the graph (compared values in graph order, {len(points)} drawn)")
         axes.set_ylabel("max abs difference")
-        axes.legend(loc="upper left", fontsize=8, frameon=False, ncols=4)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        figure.legend(loc="outside upper left", fontsize=8, frameon=False, ncols=5)
         return _svg(figure, "max abs difference of each compared value along the graph, with the tolerance")
 
 
@@ -250,7 +253,7 @@ def difference_history(rows: Sequence[Mapping[str, Any]], *, width: float = 4.6,
         axes.set_xticklabels([points[i][0] for i in xs], rotation=30 if len(xs) > 3 else 0,
                              ha="right" if len(xs) > 3 else "center", fontsize=7)
         axes.set_ylabel("max abs difference")
-        axes.legend(loc="upper left", fontsize=7, frameon=False, ncols=3)
+        figure.legend(loc="outside upper left", fontsize=7, frameon=False, ncols=3)
         return _svg(figure, "max abs difference per stored run, with the tolerance")
 
 
