@@ -171,8 +171,13 @@ sarif-validate: setup
 	ONNXSIGHT_SARIF_DIR=$(abspath $(SARIF_DIR)) $(PY) -m pytest -q -n $(JOBS) tests/reports/test_sarif.py tests/rules && \
 	$(SARIF_VALIDATE) --ghas $(SARIF_DIR)/*.sarif
 
+# The documentation site (mkdocs.yml, pages in docs/, README.md as its front page): the rule pages
+# regenerated, then `mkdocs build --strict` into site/ (a broken link or anchor, a page missing from
+# the nav, an API name that no longer exists fail). Offline: no fonts, scripts or data fetched.
 docs: setup
+	$(PIP) install -q -e ".[docs]"
 	$(PY) -m onnxsight.rules.docs docs/rules
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 # Headless chromium for tests/reports/test_browser.py. Never fails: without root, apt-get or
 # network it says so and the browser tests skip with the same hint.

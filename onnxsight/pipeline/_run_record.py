@@ -164,7 +164,7 @@ def _number(value: Any) -> float:
 
 def _downsample(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """At most PLOT_POINTS_LIMIT rows for the plot, always keeping root causes and failures."""
-    keep = [{k: r.get(k) for k in ("index", "value", "target", "max_abs_diff", "max_rel_diff", "passed",
+    keep = [{k: r.get(k) for k in ("index", "value", "target", "max_abs_diff", "max_rel_diff", "atol", "passed",
                                    "root_cause")} for r in nodes]
     if len(keep) <= PLOT_POINTS_LIMIT:
         return keep

@@ -9,6 +9,7 @@ beforehand, by ``onnxsight.pipeline``. Entry points (imported lazily so
 - ``write_reports(run, artifacts_dir, ...) -> list[str]``: markdown, HTML, SARIF and the run record
 - ``rerender(record_path) -> list[str]``: the reports of a saved run record, again
 - ``RunRecord``, ``jsonable`` (what a record may hold), ``write_text_atomic``
+- ``onnxsight.reports.charts``: the charts (matplotlib, inline SVG) of the reports and the zoo dashboard
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """HTML report: one self-contained file rendered from a :class:`RunRecord` with jinja2.
 
 - Autoescaping is on for every value; the only unescaped inserts are our own
-  CSS and JavaScript files and numbers.
+  CSS and JavaScript files, numbers, and the charts' SVG (``reports/charts.py``:
+  matplotlib writes every text in it escaped).
 - A Content-Security-Policy allows exactly the report's own inline style and
   script (by hash) and no network at all, so even a missed escape could not run
   a model's string as script, and nothing leaves the page.
@@ -15,16 +16,15 @@ import base64
 import hashlib
 import math
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 
 from onnxsight.reports import _format as fmt
+from onnxsight.reports import charts
 from onnxsight.reports._record import RunRecord
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-PLOT_WIDTH, PLOT_HEIGHT, PLOT_MARGIN = 900.0, 260.0, 48.0
-PLOT_FLOOR = 1e-12  # differences below this are drawn on the bottom line (log scale)
 
 
 def render(run: RunRecord) -> str:
@@ -42,7 +42,7 @@ def render(run: RunRecord) -> str:
         "counts": run.counts(), "weights": fmt.weights_rows(run.facts),
         "aten_ops": fmt.histogram_rows(run.facts.get("aten_ops")),
         "onnx_ops": fmt.histogram_rows(run.facts.get("onnx_ops")),
-        "plot": error_plot(verification.get("nodes") or []),
+        "plot": charts.error_along_graph(verification.get("nodes") or []),
         "metric_columns": fmt.METRIC_COLUMNS, "dynamic_dims": fmt.dynamic_dim_rows(run),
     }
     return environment.get_template("report.html.j2").render(**context)
@@ -77,53 +77,3 @@ def sort_key(value: Any) -> str:
     if value == "-inf":
         return "-1e308"
     return "" if value is None else str(value)
-
-
-def _log_error(value: Any) -> float | None:
-    """log10 of a difference, or None when it is not a number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(number) or math.isinf(number):
-        return math.inf
-    return math.log10(max(abs(number), PLOT_FLOOR))
-
-
-def error_plot(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Coordinates for an inline SVG of max abs difference (log scale) along the graph's values.
-
-    Returns None when no value has a numeric difference. Marks: failing values
-    in red, root causes as large red circles, non-finite differences on the top line.
-    """
-    points = [(index, node, _log_error(node.get("max_abs_diff"))) for index, node in enumerate(nodes)]
-    finite = [y for _, _, y in points if y is not None and math.isfinite(y)]
-    if not finite and not any(y == math.inf for _, _, y in points):
-        return None
-    low = math.floor(min(finite, default=math.log10(PLOT_FLOOR)))
-    high = max(math.ceil(max(finite, default=0.0)), low + 1)
-    width, height, margin = PLOT_WIDTH, PLOT_HEIGHT, PLOT_MARGIN
-    span_x = max(len(points) - 1, 1)
-
-    def x_of(index: int) -> float:
-        return round(margin + (width - margin - 10) * index / span_x, 1)
-
-    def y_of(value: float) -> float:
-        value = high if value == math.inf else value
-        return round(height - margin / 2 - (height - margin) * (value - low) / (high - low), 1)
-
-    line, marks = [], []
-    for index, node, y in points:
-        if y is None:
-            continue
-        px, py = x_of(index), y_of(y)
-        line.append(f"{px},{py}")
-        if node.get("root_cause") or node.get("passed") is False:
-            marks.append({"x": px, "y": py, "root": bool(node.get("root_cause")),
-                          "title": f"{node.get('value')} ({node.get('target') or '?'}): max abs diff "
-                                   f"{fmt.number(node.get('max_abs_diff'))}"
-                                   + (" - root cause" if node.get("root_cause") else "")})
-    step = max(1, math.ceil((high - low) / 6))
-    ticks = [{"y": y_of(v), "label": f"1e{v}"} for v in range(int(low), int(high) + 1, step)]
-    return {"width": width, "height": height, "margin": margin, "points": " ".join(line), "marks": marks,
-            "ticks": ticks, "count": len(points), "x_end": x_of(len(points) - 1), "bottom": height - margin / 2}

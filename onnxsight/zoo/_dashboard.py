@@ -3,8 +3,9 @@
 Rendered with jinja2 autoescaping on every value; the only unescaped inserts
 are our own CSS and script, allowed by a Content-Security-Policy that names
 them by hash and forbids everything else (no network, no other script), so a
-model name or error message can never run as code. Trends over the stored
-history are inline SVG built from numbers only.
+model name or error message can never run as code. The trends over the stored
+runs and each model's history are inline SVG from ``onnxsight.reports.charts``
+(matplotlib; no style attributes, so the policy holds), shaped by ``_history.py``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any, Sequence
 import jinja2
 
 from onnxsight.zoo._dashboard_assets import CSS, SCRIPT, TEMPLATE
+from onnxsight.zoo._history import model_histories, trends
 from onnxsight.zoo._result import STATUSES, ModelResult
 from onnxsight.zoo._store import ResultsStore
 from onnxsight.zoo._summary import fmt_diff, headline, problem
 
-CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 420, 140, 18
 STDERR_SHOWN = 2000
 
 
@@ -42,7 +43,7 @@ def source_link(file: str | None, line: int | None) -> tuple[str | None, str | N
     return Path(file).as_uri() + (f"#L{int(line)}" if line else ""), label
 
 
-def _row(result: ModelResult) -> dict[str, Any]:
+def _row(result: ModelResult, anchor: str | None) -> dict[str, Any]:
     cause = result.root_cause or {}
     link, where = source_link(cause.get("file"), cause.get("line"))
     if not where and result.status != "passed":  # no user frame: point at the model's build function
@@ -57,35 +58,8 @@ def _row(result: ModelResult) -> dict[str, Any]:
         "scale": fmt_diff(result.reference_max_abs),
         "problem": problem(result), "link": link, "where": where, "ops": ops, "nodes": result.node_count,
         "stderr": result.stderr_tail[-STDERR_SHOWN:] if result.status != "passed" else "",
+        "history": anchor,
     }
-
-
-def _chart(title: str, values: Sequence[float], labels: Sequence[str], fmt: str) -> dict[str, Any] | None:
-    if len(values) < 2:
-        return None
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    step = (CHART_WIDTH - 2 * CHART_PAD) / (len(values) - 1)
-    dots = []
-    for i, (value, label) in enumerate(zip(values, labels)):
-        x = CHART_PAD + i * step
-        y = CHART_HEIGHT - CHART_PAD - (value - low) / span * (CHART_HEIGHT - 2 * CHART_PAD)
-        dots.append({"x": f"{x:.1f}", "y": f"{y:.1f}", "label": f"{label}: {value:{fmt}}"})
-    return {"title": title, "width": CHART_WIDTH, "height": CHART_HEIGHT, "dots": dots,
-            "points": " ".join(f"{d['x']},{d['y']}" for d in dots), "top": f"{high:{fmt}}", "bottom": f"{low:{fmt}}"}
-
-
-def trends(store: ResultsStore | None) -> list[dict[str, Any]]:
-    """Pass rate and total export time per stored run, as chart data (numbers and escaped labels)."""
-    if store is None:
-        return []
-    history = store.history()
-    labels = [str(run) for run in history["run_id"]] if not history.empty else []
-    charts = [_chart("pass rate per run", [float(v) for v in history["pass_rate"]], labels, ".0%")
-              if labels else None,
-              _chart("export time per run (s, all models)", [float(v or 0.0) for v in history["export_seconds"]
-                                                              .fillna(0.0)], labels, ".1f") if labels else None]
-    return [c for c in charts if c is not None]
 
 
 def render(results: Sequence[ModelResult], *, run_id: str, changes: Sequence[dict[str, Any]] = (),
@@ -97,12 +71,15 @@ def render(results: Sequence[ModelResult], *, run_id: str, changes: Sequence[dic
            f"style-src '{_sha256(CSS)}'; script-src '{_sha256(SCRIPT)}'")
     tally = Counter(r.status for r in results)
     order = sorted(results, key=lambda r: (r.status == "passed", r.suite, r.name))
+    histories = model_histories(store, [r.name for r in order])
+    anchors = {h["name"]: h["anchor"] for h in histories if h["rows"]}
     return environment.from_string(TEMPLATE).render(
         csp=csp, css=CSS, script=SCRIPT, run_id=run_id, headline=headline(results), interrupted=interrupted,
         started=time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else None,
         tally=[(s, tally[s]) for s in STATUSES if tally[s]], skipped=list(skipped), baseline=baseline,
         changes=list(changes), trends=trends(store), tags=sorted({t for r in results for t in r.tags}),
-        rows=[_row(r) for r in order])
+        rows=[_row(r, anchors.get(r.name)) for r in order],
+        histories=[h for h in histories if h["rows"]])
 
 
 def write_dashboard(out_dir: str, *, results: Sequence[ModelResult], run_id: str,

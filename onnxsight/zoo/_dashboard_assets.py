@@ -13,7 +13,10 @@ th{background:#f1f3f6;position:sticky;top:0} td.num{text-align:right;font-varian
 .chips span{display:inline-block;border-radius:10px;background:#eef1f5;padding:0 8px;margin:0 4px 0 0;font-size:12px}
 .filters{margin:8px 0} .filters label{margin-right:16px}
 details pre{white-space:pre-wrap;max-height:240px;overflow:auto;background:#f6f8fa;padding:6px}
-.trends{display:flex;gap:24px;flex-wrap:wrap} svg{background:#fff;border:1px solid #e4e7ec}
+.trends{display:flex;gap:24px;flex-wrap:wrap} figure{margin:0}
+svg.chart{background:#fff;border:1px solid #e4e7ec;max-width:100%;height:auto}
+.history{margin:16px 0 24px} .history table{width:auto} .history svg.chart{width:460px}
+details.ops summary{cursor:pointer}
 """
 
 SCRIPT = """
@@ -57,12 +60,7 @@ TEMPLATE = """<!DOCTYPE html>
 
 <h2>Trends</h2>
 {% if trends %}<div class="trends">{% for chart in trends %}
-<figure><figcaption>{{ chart.title }}</figcaption>
-<svg width="{{ chart.width }}" height="{{ chart.height }}" viewBox="0 0 {{ chart.width }} {{ chart.height }}" role="img">
-<text x="4" y="14" font-size="11">{{ chart.top }}</text><text x="4" y="{{ chart.height - 4 }}" font-size="11">{{ chart.bottom }}</text>
-<polyline fill="none" stroke="#3b6fd8" stroke-width="2" points="{{ chart.points }}"/>
-{% for p in chart.dots %}<circle cx="{{ p.x }}" cy="{{ p.y }}" r="3" fill="#3b6fd8"><title>{{ p.label }}</title></circle>{% endfor %}
-</svg></figure>{% endfor %}</div>
+<figure><figcaption>{{ chart.title }}</figcaption>{{ chart.svg|safe }}</figure>{% endfor %}</div>
 {% else %}<p class="meta">Trends appear once the store holds more than one run.</p>{% endif %}
 
 <h2>Models</h2>
@@ -71,16 +69,27 @@ TEMPLATE = """<!DOCTYPE html>
 <label>tag <select id="f-tag"><option value="">all</option>{% for t in tags %}<option>{{ t }}</option>{% endfor %}</select></label>
 <span id="f-count" class="meta"></span></div>
 <table id="models"><thead><tr><th>model</th><th>suite</th><th>status</th><th>stage</th><th>time s</th><th>export s</th>
-<th>peak MB</th><th>ONNX KB</th><th>max abs diff</th><th>root cause</th></tr></thead><tbody>
+<th>peak MB</th><th>ONNX KB</th><th>max abs diff</th><th>ONNX nodes</th><th>root cause</th></tr></thead><tbody>
 {% for r in rows %}<tr class="model" data-status="{{ r.status }}" data-tags="{{ r.tags|join(' ') }}">
-<td>{{ r.name }}<div class="chips">{% for t in r.tags %}<span>{{ t }}</span>{% endfor %}</div></td>
+<td>{% if r.history %}<a href="#{{ r.history }}" title="history over the stored runs">{{ r.name }}</a>{% else %}{{ r.name }}{% endif %}<div class="chips">{% for t in r.tags %}<span>{{ t }}</span>{% endfor %}</div></td>
 <td>{{ r.suite }}</td><td class="s-{{ r.status }}">{{ r.status }}</td><td>{{ r.stage }}</td>
 <td class="num">{{ r.seconds }}</td><td class="num">{{ r.export }}</td><td class="num">{{ r.peak }}</td>
 <td class="num">{{ r.size }}</td><td class="num"{% if r.scale %} title="largest eager output: {{ r.scale }}"{% endif %}>{{ r.diff }}</td>
+<td class="num">{% if r.ops %}<details class="ops"><summary>{{ r.nodes }}</summary>{{ r.ops }}</details>{% endif %}</td>
 <td>{{ r.problem }}{% if r.link %}<br><a href="{{ r.link }}">{{ r.where }}</a>{% elif r.where %}<br>{{ r.where }}{% endif %}
-{% if r.stderr %}<details><summary>stderr</summary><pre>{{ r.stderr }}</pre></details>{% endif %}
-{% if r.ops %}<details><summary>{{ r.nodes }} ONNX nodes</summary>{{ r.ops }}</details>{% endif %}</td></tr>
+{% if r.stderr %}<details><summary>stderr</summary><pre>{{ r.stderr }}</pre></details>{% endif %}</td></tr>
 {% endfor %}</tbody></table>
+
+{% if histories %}<h2>Model history</h2>
+<p class="meta">Each model over the stored runs, newest first: status, export time, peak memory, and its largest
+difference from eager against the absolute tolerance of that output.</p>
+{% for h in histories %}<section class="history" id="{{ h.anchor }}"><h3>{{ h.name }}</h3>
+{% if h.chart %}<figure>{{ h.chart|safe }}</figure>{% endif %}
+<table><thead><tr><th>run</th><th>started</th><th>status</th><th>export s</th><th>peak MB</th><th>max abs diff</th><th>atol</th></tr></thead><tbody>
+{% for row in h.rows %}<tr><td>{{ row.run_id }}</td><td>{{ row.date }}</td><td class="s-{{ row.status }}">{{ row.status }}</td>
+<td class="num">{{ row.export }}</td><td class="num">{{ row.peak }}</td><td class="num">{{ row.diff }}</td><td class="num">{{ row.atol }}</td></tr>
+{% endfor %}</tbody></table></section>
+{% endfor %}{% endif %}
 <script>{{ script|safe }}</script>
 </body></html>
 """

@@ -120,6 +120,19 @@ class ResultsStore:
         frame["pass_rate"] = frame["passed"].fillna(0) / frame["models"]
         return frame
 
+    def model_history(self, limit: int = 30) -> pd.DataFrame:
+        """Every model's result in each of the last ``limit`` runs with results, oldest run first: run,
+        start time, status, export seconds, peak MB, max abs diff, and the verified outputs (JSON, with
+        their tolerances)."""
+        runs = self.history(limit)
+        ids = [str(run) for run in runs["run_id"]]
+        marks = ",".join("?" * len(ids)) or "NULL"
+        return self.query(
+            "SELECT x.run_id, r.started, x.model, x.status, x.export_seconds, x.peak_mb, x.max_abs_diff, "
+            "json_extract(x.record, '$.verification.outputs') AS outputs FROM results x "
+            f"JOIN runs r ON r.run_id = x.run_id WHERE x.run_id IN ({marks}) ORDER BY r.started, x.run_id, x.model",
+            ids)
+
 
 def _real(value: Any) -> float | None:
     try:

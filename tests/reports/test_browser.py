@@ -210,7 +210,7 @@ def test_report_loads_without_errors_or_requests_and_screenshot(browser: Browser
     assert ascending == sorted(ascending) and len(ascending) > 1
     evaluate(browser, session, "document.querySelector('#aten-ops-table th:nth-child(2)').click()")
     assert evaluate(browser, session, column) == sorted(ascending, reverse=True)
-    assert evaluate(browser, session, "document.querySelectorAll('svg.plot circle.root').length") >= 1
+    assert evaluate(browser, session, "document.querySelectorAll('svg.chart g[id$=root-causes] use').length") >= 1
     # For the README: fold everything but the root-cause diagnostic, so the verification plot shows too.
     evaluate(browser, session, "document.querySelectorAll('details').forEach(d => d.open ="
                                " d.classList.contains('rule') && d.textContent.includes('ACC002'))")

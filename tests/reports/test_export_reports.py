@@ -209,7 +209,7 @@ def test_verification_failure_report(tmp_path: Path) -> None:
     assert v["root_causes"][0]["target"] == "aten.relu.default"
     assert v["outputs"] and v["worst_nodes"] and v["nodes"]
     html = Path(next(p for p in paths if p.endswith(".html"))).read_text()
-    assert '<svg class="plot"' in html and 'class="root"' in html
+    assert '<svg class="chart"' in html and '-root-causes"' in html
     markdown = Path(next(p for p in paths if p.endswith(".md"))).read_text()
     assert "Root causes" in markdown and "ACC002" in markdown
 

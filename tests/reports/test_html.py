@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import re
 from html.parser import HTMLParser
 
@@ -104,27 +103,13 @@ def test_diagnostics_grouped_with_snippet_and_fix(page: str) -> None:
     assert '<div class="fix">Fix it: &lt;script&gt;' in page
 
 
-def test_error_plot_marks_root_causes_and_handles_non_numbers() -> None:
-    nodes = hostile_record().verification["nodes"]
-    plot = html.error_plot(nodes)
-    assert plot is not None and plot["count"] == len(nodes)
-    assert len(plot["points"].split()) == 5  # the None difference is left out
-    roots = [m for m in plot["marks"] if m["root"]]
-    assert len(roots) == 1 and "root cause" in roots[0]["title"]
-    ys = [float(p.split(",")[1]) for p in plot["points"].split()]
-    assert min(ys) >= 0 and max(ys) <= plot["height"]
-    top = min(ys)
-    assert float(plot["points"].split()[3].split(",")[1]) == top  # "inf" drawn on the top line
-    assert html.error_plot([]) is None
-    assert html.error_plot([{"max_abs_diff": None}]) is None
-    flat = html.error_plot([{"max_abs_diff": 0.0}, {"max_abs_diff": 0.0}])
-    assert flat is not None and all(math.isfinite(float(c)) for p in flat["points"].split() for c in p.split(","))
-
-
-def test_plot_in_page_is_svg_with_titles(page: str) -> None:
-    svg = page[page.index("<svg"):page.index("</svg>")]
-    assert 'class="root"' in svg and "<title>v3&lt;script&gt;" in svg
-    assert "<script" not in svg
+def test_error_chart_in_page_is_inline_svg_of_the_nodes(page: str) -> None:
+    """The verification section holds the chart of reports/charts.py (tests/reports/test_charts.py checks
+    its geometry), inline, escaped, and allowed by the page's CSP (no style attribute, no script)."""
+    figure = page[page.index('<figure class="chart">'):page.index("</figure>")]
+    assert '<svg class="chart"' in figure and "root-causes" in figure and "differences" in figure
+    assert "v3&lt;script&gt;" in figure          # the root cause named, escaped
+    assert "<script" not in figure and "style=" not in figure
 
 
 @pytest.mark.parametrize("value, key", [(1, "1.0"), (2.5, "2.5"), ("inf", "1e308"), (float("-inf"), "-1e308"),
