@@ -173,3 +173,48 @@ def test_refused_forms_name_the_rule_and_the_line(model: type, args: tuple, word
     assert errors[0].location is not None and errors[0].location.file == __file__
     source = open(__file__).read().splitlines()[errors[0].location.line - 1]
     assert "CAP014 here" in source
+
+
+class RowWiseOnData(torch.nn.Module):
+    """A GRU without bias, a Linear applied to the packed rows, an LSTM on top, padding_value -2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru, self.fc, self.lstm = torch.nn.GRU(INPUT, 6, bias=False), torch.nn.Linear(6, 6), torch.nn.LSTM(6, 3)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        packed, _ = self.gru(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        packed = PackedSequence(torch.relu(self.fc(packed.data)) + 1.0, packed.batch_sizes, packed.sorted_indices,
+                                packed.unsorted_indices)
+        out, (h, _) = self.lstm(packed)
+        return pad_packed_sequence(out, padding_value=-2.0)[0], h
+
+
+class FromList(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.RNN(INPUT, HIDDEN)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        packed = torch.nn.utils.rnn.pack_sequence([a, b, c], enforce_sorted=False)
+        return torch.nn.utils.rnn.unpack_sequence(self.rnn(packed)[0])[1]
+
+
+def test_row_wise_work_on_packed_data_between_layers() -> None:
+    model = RowWiseOnData().eval()
+    program = onnxsight.export(model, (torch.randn(6, 3, INPUT), torch.tensor([2, 6, 3])),
+                               dynamic_shapes={"x": {0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, "lengths": {0: Dim.DYNAMIC}})
+    for time, batch in [(6, 3), (9, 5)]:
+        x, lengths = torch.randn(time, batch, INPUT), torch.randint(1, time + 1, (batch,))
+        lengths[1] = time
+        for want, got in zip(model(x, lengths), program(x, lengths)):
+            assert not compare(want, got, tolerance=CURATED)
+
+
+def test_pack_sequence_and_unpack_sequence() -> None:
+    model = FromList().eval()
+    args = (torch.randn(3, INPUT), torch.randn(5, INPUT), torch.randn(2, INPUT))
+    program = onnxsight.export(model, args)
+    got = program(*args)[0]
+    assert tuple(got.shape) == (5, HIDDEN)
+    assert not compare(model(*args), got, tolerance=CURATED)
