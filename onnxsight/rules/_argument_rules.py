@@ -155,3 +155,29 @@ FILE_OBJECT_TOO_LARGE = define(
         ```
     """,
     tags=("arguments", "save"))
+
+DYNAMIC_AXES_KEY_NAMES_NOTHING = define(
+    "ARG016", "dynamic-axes-key-names-nothing", Level.WARNING,
+    "dynamic_axes key {key} names neither an input nor an output; it is ignored. {valid}",
+    "Remove the key, or rename it to one of the names listed.",
+    what="Warns about a `dynamic_axes` key that is neither an argument of `forward()`, an entry of "
+         "`input_names`, nor an entry of `output_names`; the export goes on without it.",
+    why="Code written for `torch.onnx.export` often passes one `dynamic_axes` table for several "
+        "models (PyTorch's own recurrent tests pass `seq_lengths` to models that take no lengths). "
+        "Such a key changes nothing in the graph, so refusing the export would only stop working "
+        "code; but a misspelt input name would leave an axis static that was meant to be dynamic, "
+        "so the key and the valid names are reported. A key that names an input with an axis "
+        "that input does not have is still an error (ARG003).",
+    example="""
+        onnxsight.export(model, (x,), input_names=["input"],
+                         dynamic_axes={"input": {0: "batch"}, "seq_lengths": {0: "batch"}})
+        # ARG016: dynamic_axes key 'seq_lengths' names neither an input nor an output
+    """,
+    how="""
+        Drop keys that do not apply to this model, or correct the name:
+
+        ```python
+        onnxsight.export(model, (x,), input_names=["input"], dynamic_axes={"input": {0: "batch"}})
+        ```
+    """,
+    tags=("arguments", "dynamic-shapes"))

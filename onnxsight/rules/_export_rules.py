@@ -408,6 +408,36 @@ SPECIALIZATION_AVOIDED_SIZE_OBLIVIOUS = define(
         "downsamples 32 times) skips the second capture.",
     tags=("capture", "dynamic-shapes"))
 
+PACKED_SEQUENCE_REFUSED = define(
+    "CAP014", "packed-sequence-form-unsupported", E,
+    "{error}",
+    "Pack the padded batch inside forward() with pack_padded_sequence(x, lengths) (lengths as a tensor input "
+    "or a list), run the LSTM/GRU/RNN on it, and unpack with pad_packed_sequence.",
+    what="Reports a packed sequence (`torch.nn.utils.rnn.PackedSequence`) that onnxsight cannot map onto the "
+         "ONNX LSTM/GRU/RNN `sequence_lens` input: one that was not made by `pack_padded_sequence` or "
+         "`pack_sequence` in the captured code (built from `data` and `batch_sizes` by hand, or passed in as "
+         "a model input), or an LSTM with `proj_size > 0` run on a packed sequence.",
+    why="A packed sequence's layout (its `data` rows and `batch_sizes`) depends on the values of the lengths, "
+        "which torch.export cannot trace. onnxsight captures the packing done by `pack_padded_sequence` as "
+        "the padded batch plus its lengths and exports the recurrent layer with `sequence_lens`; a packed "
+        "sequence made any other way has no lengths to give it, and ONNX LSTM has no output projection.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, data, batch_sizes):
+                packed = PackedSequence(data, batch_sizes)   # CAP014: built by hand
+                return self.lstm(packed)[1][0]
+    """,
+    how="""
+        ```python
+        def forward(self, x, lengths):
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            out, (h, c) = self.lstm(packed)
+            return pad_packed_sequence(out, batch_first=True)[0], h
+        ```
+        For `proj_size`, run the LSTM on the padded batch without packing and mask the outputs.
+    """,
+    tags=("capture", "rnn"))
+
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(
     "DEC001", "decomposition-failed", E,

@@ -79,6 +79,16 @@ class Specialised(torch.nn.Module):
         return x.reshape(4, 8)  # @CAP005
 
 
+class HandPacked(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(4, 3)
+
+    def forward(self, data: torch.Tensor, batch_sizes: torch.Tensor) -> torch.Tensor:
+        packed = torch.nn.utils.rnn.PackedSequence(data, batch_sizes)
+        return self.rnn(packed)[1]  # @CAP014
+
+
 class PositionLimit(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -241,6 +251,7 @@ CASES: tuple[Case, ...] = (
     Case("ARG012", TwoArgs, args=X4 * 2, marker="export"),
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("ARG015", Sin, marker="export", options={"module_functions": "Sin"}),
+    Case("ARG016", Sin, marker="export", options={"dynamic_axes": {"x": {0: "b"}, "seq_lengths": {0: "b"}}}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
@@ -252,6 +263,7 @@ CASES: tuple[Case, ...] = (
     Case("CAP009", Sin, args=(torch.randn(1, 4),), marker="export",
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
     Case("CAP013", ViewRows, args=(torch.randn(4, 6),), options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
+    Case("CAP014", HandPacked, args=(torch.randn(5, 4), torch.tensor([2, 2, 1]))),
     Case("OPS001", CustomOp),
     Case("OPS002", Sin, marker="sin", options={"registry": Registry()}),
     Case("OPS003", Sin, marker="sin", options={"registry": _sin_registry(since=20)}),

@@ -24,6 +24,7 @@ from onnxsight.exporter.capture._fixes import (RequestedDim, derive_range_fixes,
 from onnxsight.exporter.capture._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter.capture._torchlog import TorchLog, recording
+from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_sequences
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
@@ -54,6 +55,8 @@ def classify(exc: BaseException) -> rules.Rule:
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
 
     for error in _chain(exc):
+        if isinstance(error, PackedSequenceRefused):
+            return rules.PACKED_SEQUENCE_REFUSED
         if isinstance(error, UserError):
             kind = error.error_type
             if kind in (UserErrorType.CONSTRAINT_VIOLATION, UserErrorType.DYNAMIC_DIM):
@@ -103,7 +106,8 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
         program: torch.export.ExportedProgram | None = None
         error: BaseException | None = None
         try:
-            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (capture/_rnn_kernels.py)
+            # RNN ops keep a dynamic sequence length (_rnn_kernels); packed sequences become sequence_lens (_packed)
+            with rnn_shape_kernels(), packed_sequences():
                 program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
                                               strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified

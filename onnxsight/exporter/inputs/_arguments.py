@@ -328,11 +328,11 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
     for key, axes in dynamic_axes.items():
         arg = alias.get(key, key)
         if arg not in bound:
-            if key not in outputs:
+            if key not in outputs:  # torch.onnx warned and went on: the key changes nothing in the graph
                 given = f"; input_names are {list(alias)}" if alias else ""
-                ctx.emit(rules.BAD_DYNAMIC_SHAPES,
-                         error=f"dynamic_axes names {key!r}, which is not an input: forward()'s arguments are "
-                               f"{names}{given}" + (f", output_names are {sorted(outputs)}" if outputs else ""))
+                ctx.emit(rules.DYNAMIC_AXES_KEY_NAMES_NOTHING, key=repr(key),
+                         valid=f"forward()'s arguments are {names}{given}"
+                               + (f", output_names are {sorted(outputs)}" if outputs else ""))
             continue
         where = arg if arg == key else f"{arg} (input_names: {key!r})"
         if isinstance(axes, Mapping):

@@ -156,12 +156,43 @@ def aten_avg_pool3d(b: GraphBuilder, self: Value, kernel_size: Sequence[int], st
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------------
-def _static_spatial(x: Value, spatial: int, op: str) -> list[int]:
+def _static_spatial(x: Value, spatial: int) -> list[int] | None:
+    """The spatial sizes when all are static ints, else None (symbolic sizes: windows built in the graph)."""
     dims = list(x.shape[-spatial:]) if x.shape is not None else []
-    if len(dims) != spatial or not all(isinstance(d, int) for d in dims):
-        raise UnsupportedVariant("output_size", f"for input shape {x.shape}", "1 (global pooling) "
-                                 "unless the spatial sizes are static")
-    return dims
+    return dims if len(dims) == spatial and all(isinstance(d, int) for d in dims) else None
+
+
+def _fixed_output(output_size: Sequence[int], spatial: int) -> list[int]:
+    out = expand_ints(output_size, spatial)
+    if not all(isinstance(o, int) for o in out):
+        raise UnsupportedVariant("output_size", list(output_size), "fixed ints (an output size that follows the "
+                                 "input's symbolic size has no fixed window table)")
+    return out
+
+
+def _symbolic_windows(b: GraphBuilder, x: Value, axis: int, size_out: int) -> tuple[Value, Value, Value]:
+    """(size, start, end) on ``axis`` of ``x`` at run time: torch's adaptive windows for any input size.
+
+    start[o] = floor(o * size / out), end[o] = ceil((o + 1) * size / out), as int64 [out] tensors
+    (ONNX integer Div truncates, which is floor for these non-negative operands).
+    """
+    size = b.shape_of(x, start=axis, end=axis + 1)
+    cells = b.const(list(range(size_out)), torch.int64)
+    out = b.const([size_out], torch.int64)
+    start = b.op("Div", b.op("Mul", cells, size), out)
+    end = b.op("Div", b.op("Add", b.op("Mul", b.op("Add", cells, b.const([1], torch.int64)), size),
+                           b.const([size_out - 1], torch.int64)), out)
+    return size, start, end
+
+
+def _symbolic_averaging_matrix(b: GraphBuilder, x: Value, axis: int, size_out: int) -> Value:
+    """The (in, out) averaging matrix of :func:`_averaging_matrix`, computed in the graph for a symbolic size."""
+    size, start, end = _symbolic_windows(b, x, axis, size_out)
+    positions = b.op("Unsqueeze", b.op("Range", b.scalar(0, torch.int64), b.op("Squeeze", size),
+                                       b.scalar(1, torch.int64), dtype=torch.int64), b.const([1], torch.int64))
+    inside = b.op("And", b.op("GreaterOrEqual", positions, start, dtype=torch.bool),
+                  b.op("Less", positions, end, dtype=torch.bool), dtype=torch.bool)
+    return b.op("Div", b.cast(inside, x.dtype), b.cast(b.op("Sub", end, start), x.dtype))
 
 
 def _averaging_matrix(size_in: int, size_out: int) -> np.ndarray:
@@ -174,22 +205,26 @@ def _averaging_matrix(size_in: int, size_out: int) -> np.ndarray:
 
 
 def _adaptive_avg(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial: int, op: str) -> Value:
-    out = expand_ints(output_size, spatial)
+    out = _fixed_output(output_size, spatial)
     if all(o == 1 for o in out):
         if unbatched(x, spatial):
             return drop_batch(b, b.op("GlobalAveragePool", add_batch(b, x)))
         return b.op("GlobalAveragePool", x)
-    dims = _static_spatial(x, spatial, op)
-    if all(d % o == 0 for d, o in zip(dims, out)):
+    dims = _static_spatial(x, spatial)
+    if dims is not None and all(d % o == 0 for d, o in zip(dims, out)):
         kernel = [d // o for d, o in zip(dims, out)]
         return _avg_pool(b, x, spatial, kernel, kernel, [0], False, True, None)
     # NOTE: windows overlap or differ in size when the input is not a multiple of the
     # output; the average over a box is separable, so one (in, out) averaging matrix
-    # per spatial axis, applied with MatMul, reproduces torch exactly.
+    # per spatial axis, applied with MatMul, reproduces torch exactly. With symbolic
+    # sizes the matrix is computed in the graph from the run-time size (same windows).
     rank = b.rank_of(x)
-    for offset, (size_in, size_out) in enumerate(zip(dims, out)):
+    for offset, size_out in enumerate(out):
         axis = rank - spatial + offset
-        matrix = b.const(torch.from_numpy(_averaging_matrix(size_in, size_out)), x.dtype)
+        if dims is None:
+            matrix = _symbolic_averaging_matrix(b, x, axis, size_out)
+        else:
+            matrix = b.const(torch.from_numpy(_averaging_matrix(dims[offset], size_out)), x.dtype)
         if axis == rank - 1:
             x = b.op("MatMul", x, matrix)
         else:
@@ -231,8 +266,10 @@ def _adaptive_windows(dims: Sequence[int], out: Sequence[int]) -> np.ndarray:
 
 def _adaptive_max(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial: int,
                   op: str) -> tuple[Value, Value | None]:
-    out = expand_ints(output_size, spatial)
-    dims = _static_spatial(x, spatial, op)
+    out = _fixed_output(output_size, spatial)
+    dims = _static_spatial(x, spatial)
+    if dims is None:
+        return _adaptive_max_symbolic(b, x, out, spatial), None
     if all(d % o == 0 for d, o in zip(dims, out)):
         kernel = [d // o for d, o in zip(dims, out)]
         return _max_pool(b, x, spatial, kernel, kernel, [0], [1], False)
@@ -251,6 +288,31 @@ def _adaptive_max(b: GraphBuilder, x: Value, output_size: Sequence[int], spatial
     rows = b.const(torch.arange(table.shape[0]) * table.shape[1], torch.int64)
     positions = b.op("Gather", b.const(torch.from_numpy(table.reshape(-1))), b.op("Add", best, rows), axis=0)
     return values, b.op("Reshape", positions, out_shape, dtype=torch.int64)
+
+
+def _adaptive_max_symbolic(b: GraphBuilder, x: Value, out: Sequence[int], spatial: int) -> Value:
+    """Adaptive max pooling on symbolic spatial sizes, one axis at a time.
+
+    # NOTE: a window is a box (a product of one interval per axis), so its max is
+    # the max over each axis in turn. Per axis, an (out, K) index table, K the
+    # longest window at run time, lists each window's positions (short windows
+    # repeat their last one, which changes no max); Gather + ReduceMax over K.
+    # The indices (return_indices=True) are not separable this way: refused.
+    """
+    if b.node.output_used(1):
+        raise UnsupportedVariant("return_indices", True, f"False with symbolic spatial sizes {x.shape}")
+    rank = b.rank_of(x)
+    for offset, size_out in enumerate(out):
+        axis = rank - spatial + offset
+        _, start, end = _symbolic_windows(b, x, axis, size_out)
+        width = reduce(b, "ReduceMax", b.op("Sub", end, start), [0], keepdims=False)
+        steps = b.op("Unsqueeze", b.op("Range", b.scalar(0, torch.int64), width, b.scalar(1, torch.int64),
+                                       dtype=torch.int64), b.const([0], torch.int64))
+        last = b.op("Unsqueeze", b.op("Sub", end, b.const([1], torch.int64)), b.const([1], torch.int64))
+        table = b.op("Min", b.op("Add", b.op("Unsqueeze", start, b.const([1], torch.int64)), steps), last)
+        gathered = b.op("Gather", x, table, axis=axis)
+        x = reduce(b, "ReduceMax", gathered, [axis + 1], keepdims=False)
+    return x
 
 
 @translation(aten.adaptive_max_pool2d.default)

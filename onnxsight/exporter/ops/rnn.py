@@ -23,6 +23,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import UnsupportedVariant, translation
+from onnxsight.exporter.capture import _packed_ops
 from onnxsight.exporter.ops._rnn_projection import projected_lstm
 
 aten = torch.ops.aten
@@ -115,8 +116,12 @@ def _layer_output(b: GraphBuilder, y: Value, directions: int) -> Value:
 
 def _run_layers(b: GraphBuilder, op_type: str, gates: Sequence[int], input: Value, states: Sequence[Value],
                 params: Sequence[Value], has_biases: bool, num_layers: int, bidirectional: bool,
-                batch_first: bool, **attrs: Any) -> tuple[Value, list[Value]]:
-    """One ONNX ``op_type`` node per layer; returns PyTorch's output and the final states (concatenated)."""
+                batch_first: bool, sequence_lens: Value | None = None, **attrs: Any) -> tuple[Value, list[Value]]:
+    """One ONNX ``op_type`` node per layer; returns PyTorch's output and the final states (concatenated).
+
+    ``sequence_lens`` (int32 [B]): each sequence's length, for packed sequences; ONNX then stops each
+    sequence there (zeros after it, its final state at its last step, the reverse direction from it).
+    """
     directions = 2 if bidirectional else 1
     layers = _split_params(params, 4 if has_biases else 2, num_layers, directions)
     hidden = _hidden_size(layers[0][0][0], len(gates))
@@ -127,7 +132,7 @@ def _run_layers(b: GraphBuilder, op_type: str, gates: Sequence[int], input: Valu
         r = _stack(b, [d[1] for d in layer], gates, f"{op_type}_R")
         bias = _stack(b, [(d[2], d[3]) for d in layer], gates, f"{op_type}_B") if has_biases else None
         initial = [_layer_state(b, s, index, directions, num_layers) for s in states]
-        outs = b.op(op_type, x, w, r, bias, None, *initial, outputs=1 + len(states), hidden_size=hidden,
+        outs = b.op(op_type, x, w, r, bias, sequence_lens, *initial, outputs=1 + len(states), hidden_size=hidden,
                     direction="bidirectional" if bidirectional else "forward", **attrs)
         for final, value in zip(finals, outs[1:]):
             final.append(value)
@@ -191,3 +196,64 @@ def aten_rnn_relu_input(b: GraphBuilder, input: Value, hx: Value, params: Sequen
     """rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout,
     bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
     return _rnn(b, "Relu", input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+
+
+# -- packed sequences: onnxsight::packed_* (capture/_packed.py) on the padded time-major batch and its lengths --
+def _packed(b: GraphBuilder, op_type: str, gates: Sequence[int], input: Value, lengths: Value,
+            states: Sequence[Value], params: Sequence[Value], has_biases: bool, num_layers: int, dropout: float,
+            train: bool, bidirectional: bool, **attrs: Any) -> tuple[Value, list[Value]]:
+    _check_variant(dropout, train, num_layers)
+    directions = 2 if bidirectional else 1
+    if len(params) != num_layers * directions * (4 if has_biases else 2):
+        raise UnsupportedVariant("params", f"{len(params)} tensors (proj_size > 0)",
+                                 "an LSTM without proj_size on a packed sequence")
+    return _run_layers(b, op_type, gates, input, states, params, has_biases, num_layers, bidirectional, False,
+                       sequence_lens=b.cast(lengths, torch.int32), **attrs)
+
+
+@translation(_packed_ops.packed_lstm._opoverload)
+def onnxsight_packed_lstm(b: GraphBuilder, input: Value, lengths: Value, hx: Sequence[Value],
+                          params: Sequence[Value], has_biases: bool, num_layers: int, dropout: float, train: bool,
+                          bidirectional: bool) -> tuple[Value, Value, Value]:
+    """packed_lstm(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers,
+    float dropout, bool train, bool bidirectional) -> (Tensor, Tensor, Tensor)"""
+    output, (h_n, c_n) = _packed(b, "LSTM", _LSTM_GATES, input, lengths, list(hx), params, has_biases, num_layers,
+                                 dropout, train, bidirectional)
+    return output, h_n, c_n
+
+
+@translation(_packed_ops.packed_gru._opoverload)
+def onnxsight_packed_gru(b: GraphBuilder, input: Value, lengths: Value, hx: Value, params: Sequence[Value],
+                         has_biases: bool, num_layers: int, dropout: float, train: bool,
+                         bidirectional: bool) -> tuple[Value, Value]:
+    """packed_gru(Tensor input, Tensor lengths, Tensor hx, Tensor[] params, bool has_biases, int num_layers,
+    float dropout, bool train, bool bidirectional) -> (Tensor, Tensor)"""
+    output, (h_n,) = _packed(b, "GRU", _GRU_GATES, input, lengths, [hx], params, has_biases, num_layers, dropout,
+                             train, bidirectional, linear_before_reset=1)
+    return output, h_n
+
+
+def _packed_rnn(b: GraphBuilder, activation: str, input: Value, lengths: Value, hx: Value, params: Sequence[Value],
+                has_biases: bool, num_layers: int, dropout: float, train: bool,
+                bidirectional: bool) -> tuple[Value, Value]:
+    output, (h_n,) = _packed(b, "RNN", _RNN_GATES, input, lengths, [hx], params, has_biases, num_layers, dropout,
+                             train, bidirectional, activations=[activation] * (2 if bidirectional else 1))
+    return output, h_n
+
+
+@translation(_packed_ops.packed_rnn_tanh._opoverload)
+def onnxsight_packed_rnn_tanh(b: GraphBuilder, input: Value, lengths: Value, hx: Value, params: Sequence[Value],
+                              has_biases: bool, num_layers: int, dropout: float, train: bool,
+                              bidirectional: bool) -> tuple[Value, Value]:
+    """packed_rnn_tanh(Tensor input, Tensor lengths, Tensor hx, Tensor[] params, bool has_biases,
+    int num_layers, float dropout, bool train, bool bidirectional) -> (Tensor, Tensor)"""
+    return _packed_rnn(b, "Tanh", input, lengths, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+
+
+@translation(_packed_ops.packed_rnn_relu._opoverload)
+def onnxsight_packed_rnn_relu(b: GraphBuilder, input: Value, lengths: Value, hx: Value, params: Sequence[Value],
+                              has_biases: bool, num_layers: int, dropout: float, train: bool,
+                              bidirectional: bool) -> tuple[Value, Value]:
+    """packed_rnn_relu(Tensor input, Tensor lengths, Tensor hx, Tensor[] params, bool has_biases,
+    int num_layers, float dropout, bool train, bool bidirectional) -> (Tensor, Tensor)"""
+    return _packed_rnn(b, "Relu", input, lengths, hx, params, has_biases, num_layers, dropout, train, bidirectional)

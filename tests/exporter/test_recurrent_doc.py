@@ -1,0 +1,22 @@
+"""docs/recurrent.md's runnable examples (blocks after a `<!-- readme-test -->` marker) must run."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs",
+                    "recurrent.md")
+BLOCKS = re.findall(r"<!-- readme-test -->\s*```python\n(.*?)```", open(PAGE, encoding="utf-8").read(), re.S)
+
+
+def test_the_page_has_examples() -> None:
+    assert len(BLOCKS) >= 2
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_recurrent_doc_example_runs(index: int, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    exec(compile(BLOCKS[index], f"docs/recurrent.md block {index}", "exec"), {"__name__": f"recurrent_doc_{index}"})
