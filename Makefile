@@ -11,7 +11,7 @@ TORCH  ?= torch==2.13.0
 LOCK   ?= requirements/lock.txt
 # The extras `make setup` installs; the lock pins everything they pull in (an extra added here goes into it
 # with `make lock`, or by hand: docs/environments.md).
-EXTRAS ?= dev,bench
+EXTRAS ?= dev,bench,docs
 
 
 .PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
@@ -175,7 +175,6 @@ sarif-validate: setup
 # regenerated, then `mkdocs build --strict` into site/ (a broken link or anchor, a page missing from
 # the nav, an API name that no longer exists fail). Offline: no fonts, scripts or data fetched.
 docs: setup
-	$(PIP) install -q -e ".[docs]"
 	$(PY) -m onnxsight.rules.docs docs/rules
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
