@@ -148,7 +148,6 @@ sarif-validate: setup
 # regenerated, then `mkdocs build --strict` into site/ (a broken link or anchor, a page missing from
 # the nav, an API name that no longer exists fail). Offline: no fonts, scripts or data fetched.
 docs: setup
-	$(PIP) install -q -e ".[docs]"
 	$(PY) -m onnxsight.rules.docs docs/rules
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
