@@ -7,6 +7,7 @@ missing from the navigation, or an API name (mkdocstrings) that no longer exists
 from __future__ import annotations
 
 import html.parser
+import json
 import importlib.util
 import os
 import subprocess
@@ -125,3 +126,40 @@ def test_the_api_reference_is_generated_from_docstrings(site: Path) -> None:
         assert f'id="onnxsight.{name}"' in api, name
     first_line = onnxsight.verify.__doc__.strip().splitlines()[0]
     assert html.escape(first_line.split("``")[0].strip(), quote=False)[:40] in api
+
+
+@pytest.mark.browser
+def test_every_page_opens_in_chromium_and_the_navigation_works(site: Path) -> None:
+    """Each page loads with no console error and no request outside the site; the nav's links lead to pages."""
+    from tests.reports.test_browser import Browser, chromium_binary, evaluate, open_page
+
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("chromium is not installed; run `make browser-deps` (apt-get install -y chromium)")
+    browser = Browser(binary)
+    try:
+        own = site.resolve().as_uri() + "/"
+        pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html" and p.parent.name != "rules"
+                       or p.name == "index.html")
+        for page in pages:
+            open_page(browser, page)
+            problems = []
+            for event in browser.events:
+                method, params = event.get("method"), event.get("params", {})
+                if method == "Runtime.exceptionThrown" or (
+                        method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error"):
+                    problems.append(json.dumps(params)[:1500])
+                elif method == "Network.requestWillBeSent" and not params["request"]["url"].startswith((own, "data:")):
+                    problems.append("request: " + params["request"]["url"])
+            assert not problems, (page.name, problems)
+        session = open_page(browser, site / "index.html")
+        links = evaluate(browser, session, "Array.from(document.querySelectorAll('nav.md-nav--primary a.md-nav__link'))"
+                                           ".map(a => a.getAttribute('href')).filter(h => h && !h.startsWith('#'))")
+        assert "export.html" in links and "api.html" in links and "rules/index.html" in links
+        evaluate(browser, session, "document.querySelector('nav.md-nav--primary a[href=\"verification.html\"]').click()")
+        browser.wait_for("Page.loadEventFired")
+        browser.pump(0.3)
+        assert evaluate(browser, session, "location.pathname.endsWith('/verification.html')") is True
+        assert "Verification" in evaluate(browser, session, "document.querySelector('h1').textContent")
+    finally:
+        browser.close()
