@@ -1,4 +1,5 @@
-"""The documentation site builds in strict mode, offline, and every link between its pages resolves.
+"""The documentation site builds in strict mode, offline, every link between its pages resolves, and every
+page opens in chromium.
 
 ``make docs`` runs the same build. Strict mode fails on a broken link or anchor, a page in docs/
 missing from the navigation, or an API name (mkdocstrings) that no longer exists.
@@ -163,3 +164,32 @@ def test_every_page_opens_in_chromium_and_the_navigation_works(site: Path) -> No
         assert "Verification" in evaluate(browser, session, "document.querySelector('h1').textContent")
     finally:
         browser.close()
+
+
+BROKEN = {
+    "a broken link": ("index.md", "See [the guide](no-such-page.md).\n", "no-such-page.md"),
+    "a page missing from the navigation": ("orphan.md", "# Orphan\n", "orphan.md"),
+    "an API name that no longer exists": ("index.md", "::: onnxsight.no_such_function\n", "no_such_function"),
+}
+
+
+@pytest.mark.parametrize("case", [*sorted(BROKEN), "nothing wrong"])
+def test_the_strict_build_fails_on(case: str, tmp_path: Path) -> None:
+    """The site's own settings (INHERITed from mkdocs.yml) turn each of these into a failed build; the same
+    project with nothing wrong builds."""
+    page, text, named = BROKEN.get(case, ("index.md", "::: onnxsight.verify\n", ""))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n")
+    (docs / page).write_text((docs / page).read_text() + text if (docs / page).exists() else text)
+    (tmp_path / "mkdocs.yml").write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: docs\nhooks: []\nextra_javascript: []\n"
+        "nav:\n  - Home: index.md\n")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    if not named:
+        assert run.returncode == 0, run.stdout + run.stderr
+        return
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert named in run.stdout + run.stderr
