@@ -12,8 +12,8 @@ The charts answer the questions their pages ask:
 
 - ``error_along_graph``: how far each compared value is from PyTorch, in graph order, against the
   tolerance (log scale; failures and root causes marked).
-- ``run_trend``: a figure per stored zoo run (pass rate, export time), on a value range that starts
-  at zero so noise is not drawn as a trend, with run dates on the x axis.
+- ``run_trend``: one number per stored zoo run (pass rate, export time), on a value range that
+  starts at zero so noise is not drawn as a trend, with run dates on the x axis.
 - ``difference_history``: one model's max abs difference over the stored runs, against its tolerance.
 - ``layer_error_bars``: per-layer quantization error (SQNR in dB, max error in quantization steps).
 """
@@ -21,6 +21,7 @@ The charts answer the questions their pages ask:
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import math
 import re
@@ -132,9 +133,7 @@ def _svg(figure: Any, title: str) -> str:
     for name in set(_ID.findall(text)):
         text = text.replace(f'id="{name}"', f'id="{prefix}{name}"').replace(f"#{name}\"", f"#{prefix}{name}\"") \
                    .replace(f"#{name})", f"#{prefix}{name})")
-    from xml.sax.saxutils import escape
-
-    return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{escape(title, {chr(34): "&quot;"})}" ', 1)
+    return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{html.escape(title)}" ', 1)
 
 
 def error_along_graph(nodes: Sequence[Mapping[str, Any]], *, width: float = 9.0,
@@ -290,7 +289,9 @@ def layer_error_bars(rows: Sequence[Mapping[str, Any]], *, width: float = 8.0) -
     with _figure(width, height) as figure:
         sqnr_axes, steps_axes = figure.subplots(1, 2, sharey=True)
         positions = list(range(len(table)))
-        sqnr = [row[1] if row[1] is not None and math.isfinite(row[1]) else 0.0 for row in table]
+        finite = [row[1] for row in table if row[1] is not None and math.isfinite(row[1])]
+        exact = max(max(finite, default=0.0) * 1.1, 1.0)  # an infinite SQNR (no error at all): the longest bar
+        sqnr = [0.0 if row[1] is None else row[1] if math.isfinite(row[1]) else exact for row in table]
         worst = min((i for i in positions if table[i][1] is not None), key=lambda i: sqnr[i], default=None)
         bars = sqnr_axes.barh(positions, sqnr, color=[RED if i == worst else BLUE for i in positions], height=0.7)
         sqnr_axes.set_xlabel("SQNR (dB, higher is better)")
@@ -298,6 +299,9 @@ def layer_error_bars(rows: Sequence[Mapping[str, Any]], *, width: float = 8.0) -
         for index, (sqnr_bar, steps_bar) in enumerate(zip(bars, steps)):
             sqnr_bar.set_gid(f"sqnr-{index}")
             steps_bar.set_gid(f"steps-{index}")
+            if table[index][1] is not None and math.isinf(table[index][1]):
+                sqnr_axes.annotate("exact", (sqnr[index], index), textcoords="offset points", xytext=(3, -3),
+                                   fontsize=7, color=GREEN)
         steps_axes.set_xlabel("max error (quantization steps)")
         for axes in (sqnr_axes, steps_axes):
             axes.grid(axis="y", visible=False)
