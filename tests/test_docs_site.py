@@ -1,4 +1,5 @@
-"""The documentation site builds in strict mode, offline, and every link between its pages resolves.
+"""The documentation site builds in strict mode, offline, every link between its pages resolves, and every
+page opens in chromium.
 
 ``make docs`` runs the same build. Strict mode fails on a broken link or anchor, a page in docs/
 missing from the navigation, or an API name (mkdocstrings) that no longer exists.
@@ -7,6 +8,7 @@ missing from the navigation, or an API name (mkdocstrings) that no longer exists
 from __future__ import annotations
 
 import html.parser
+import json
 import importlib.util
 import os
 import subprocess
@@ -125,3 +127,69 @@ def test_the_api_reference_is_generated_from_docstrings(site: Path) -> None:
         assert f'id="onnxsight.{name}"' in api, name
     first_line = onnxsight.verify.__doc__.strip().splitlines()[0]
     assert html.escape(first_line.split("``")[0].strip(), quote=False)[:40] in api
+
+
+@pytest.mark.browser
+def test_every_page_opens_in_chromium_and_the_navigation_works(site: Path) -> None:
+    """Each page loads with no console error and no request outside the site; the nav's links lead to pages."""
+    from tests.reports.test_browser import Browser, chromium_binary, evaluate, open_page
+
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("chromium is not installed; run `make browser-deps` (apt-get install -y chromium)")
+    browser = Browser(binary)
+    try:
+        own = site.resolve().as_uri() + "/"
+        pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html" and p.parent.name != "rules"
+                       or p.name == "index.html")
+        for page in pages:
+            open_page(browser, page)
+            problems = []
+            for event in browser.events:
+                method, params = event.get("method"), event.get("params", {})
+                if method == "Runtime.exceptionThrown" or (
+                        method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error"):
+                    problems.append(json.dumps(params)[:1500])
+                elif method == "Network.requestWillBeSent" and not params["request"]["url"].startswith((own, "data:")):
+                    problems.append("request: " + params["request"]["url"])
+            assert not problems, (page.name, problems)
+        session = open_page(browser, site / "index.html")
+        links = evaluate(browser, session, "Array.from(document.querySelectorAll('nav.md-nav--primary a.md-nav__link'))"
+                                           ".map(a => a.getAttribute('href')).filter(h => h && !h.startsWith('#'))")
+        assert "export.html" in links and "api.html" in links and "rules/index.html" in links
+        evaluate(browser, session, "document.querySelector('nav.md-nav--primary a[href=\"verification.html\"]').click()")
+        browser.wait_for("Page.loadEventFired")
+        browser.pump(0.3)
+        assert evaluate(browser, session, "location.pathname.endsWith('/verification.html')") is True
+        assert "Verification" in evaluate(browser, session, "document.querySelector('h1').textContent")
+    finally:
+        browser.close()
+
+
+BROKEN = {
+    "a broken link": ("index.md", "See [the guide](no-such-page.md).\n", "no-such-page.md"),
+    "a page missing from the navigation": ("orphan.md", "# Orphan\n", "orphan.md"),
+    "an API name that no longer exists": ("index.md", "::: onnxsight.no_such_function\n", "no_such_function"),
+}
+
+
+@pytest.mark.parametrize("case", [*sorted(BROKEN), "nothing wrong"])
+def test_the_strict_build_fails_on(case: str, tmp_path: Path) -> None:
+    """The site's own settings (INHERITed from mkdocs.yml) turn each of these into a failed build; the same
+    project with nothing wrong builds."""
+    page, text, named = BROKEN.get(case, ("index.md", "::: onnxsight.verify\n", ""))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n")
+    (docs / page).write_text((docs / page).read_text() + text if (docs / page).exists() else text)
+    (tmp_path / "mkdocs.yml").write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: docs\nhooks: []\nextra_javascript: []\n"
+        "nav:\n  - Home: index.md\n")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    if not named:
+        assert run.returncode == 0, run.stdout + run.stderr
+        return
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert named in run.stdout + run.stderr

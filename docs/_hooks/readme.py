@@ -1,8 +1,12 @@
-"""mkdocs hook: the repository's README.md is the site's front page (index.md).
+"""mkdocs hooks: the repository's README.md is the site's front page; the site opens from file://.
 
 The README links into docs/ as a reader on GitHub sees it (``docs/export.md``); on the site the
 same pages sit beside the front page (``export.md``). The README stays the one source of the front
 page, so it and the site's home cannot drift apart.
+
+Opened from file://, material's search script loads ``search/search_index.js`` (what material's
+``offline`` plugin writes; that plugin also loads a script from unpkg.com, so it is not used): the
+index is written here, so no page logs a missing file.
 """
 
 from __future__ import annotations
@@ -32,3 +36,13 @@ def on_files(files: Files, config) -> Files:
         content = front_page(handle.read())
     files.append(File.generated(config, "index.md", content=content))
     return files
+
+
+def on_post_build(config) -> None:
+    folder = os.path.join(config["site_dir"], "search")
+    source = os.path.join(folder, "search_index.json")
+    if os.path.exists(source):
+        with open(source, encoding="utf-8") as handle:
+            index = handle.read()
+        with open(os.path.join(folder, "search_index.js"), "w", encoding="utf-8") as handle:
+            handle.write(f"var __index = {index};\n")

@@ -12,8 +12,8 @@ The charts answer the questions their pages ask:
 
 - ``error_along_graph``: how far each compared value is from PyTorch, in graph order, against the
   tolerance (log scale; failures and root causes marked).
-- ``run_trend``: a figure per stored zoo run (pass rate, export time), on a value range that starts
-  at zero so noise is not drawn as a trend, with run dates on the x axis.
+- ``run_trend``: one number per stored zoo run (pass rate, export time), on a value range that
+  starts at zero so noise is not drawn as a trend, with run dates on the x axis.
 - ``difference_history``: one model's max abs difference over the stored runs, against its tolerance.
 - ``layer_error_bars``: per-layer quantization error (SQNR in dB, max error in quantization steps).
 """
@@ -21,6 +21,7 @@ The charts answer the questions their pages ask:
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import math
 import re
@@ -50,13 +51,23 @@ _RC = {
 
 
 @contextmanager
-def _figure(width: float, height: float) -> Iterator[Any]:
-    """A matplotlib Figure (no pyplot: no global figure state, no GUI backend)."""
+def _figure(width: float, height: float, *, margins: dict[str, float] | None = None) -> Iterator[Any]:
+    """A matplotlib Figure (no pyplot: no global figure state, no GUI backend).
+
+    Laid out by matplotlib's constrained layout, or with fixed ``margins`` (fractions of the figure, as
+    ``Figure.subplots_adjust`` takes them) for the small charts drawn once per model, where the layout
+    pass would be a third of the time.
+    """
     import matplotlib
     from matplotlib.figure import Figure
 
     with matplotlib.rc_context(_RC):
-        yield Figure(figsize=(width, height), layout="constrained")
+        if margins is None:
+            yield Figure(figsize=(width, height), layout="constrained")
+            return
+        figure = Figure(figsize=(width, height))
+        figure.subplots_adjust(**margins)
+        yield figure
 
 
 def _log_axis(axes: Any, bottom: float, top: float) -> None:
@@ -70,6 +81,19 @@ def _log_axis(axes: Any, bottom: float, top: float) -> None:
     axes.yaxis.set_major_locator(FixedLocator([10.0 ** e for e in range(low, high + 1, step)]))
     axes.yaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"1e{round(math.log10(v))}"))
+
+
+def _date_ticks(axes: Any, dates: Sequence[str]) -> None:
+    """Runs at x = 0, 1, ...; at most ``MAX_DATE_TICKS`` of their dates as labels, the last one always."""
+    positions = list(range(len(dates)))
+    step = max(1, math.ceil(len(dates) / MAX_DATE_TICKS))
+    ticks = positions[::step]
+    if ticks[-1] != positions[-1]:  # the latest run is always labelled, in place of a label too close to it
+        ticks = [*ticks[:-1], positions[-1]] if positions[-1] - ticks[-1] < step else [*ticks, positions[-1]]
+    axes.set_xticks(ticks)
+    tilted = len(ticks) > 3
+    axes.set_xticklabels([dates[i] for i in ticks], rotation=30 if tilted else 0, ha="right" if tilted else "center",
+                         fontsize=7)
 
 
 def _number(value: Any) -> float | None:
@@ -109,9 +133,7 @@ def _svg(figure: Any, title: str) -> str:
     for name in set(_ID.findall(text)):
         text = text.replace(f'id="{name}"', f'id="{prefix}{name}"').replace(f"#{name}\"", f"#{prefix}{name}\"") \
                    .replace(f"#{name})", f"#{prefix}{name})")
-    from xml.sax.saxutils import escape
-
-    return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{escape(title, {chr(34): "&quot;"})}" ', 1)
+    return text.replace("<svg ", f'<svg class="chart" role="img" aria-label="{html.escape(title)}" ', 1)
 
 
 def error_along_graph(nodes: Sequence[Mapping[str, Any]], *, width: float = 9.0,
@@ -210,11 +232,7 @@ def run_trend(runs: Sequence[Mapping[str, Any]], *, value: str, label: str, unit
         else:
             axes.set_ylim(0, max(ys) * 1.2 or 1.0)
             axes.axhline(ys[-1], color=GREY, linewidth=0.6, linestyle=":")
-        step = max(1, math.ceil(len(rows) / MAX_DATE_TICKS))
-        ticks = xs[::step] if xs[::step][-1] == xs[-1] else [*xs[::step], xs[-1]]
-        axes.set_xticks(ticks)
-        axes.set_xticklabels([rows[i][0] for i in ticks], rotation=30 if len(ticks) > 3 else 0,
-                             ha="right" if len(ticks) > 3 else "center", fontsize=7)
+        _date_ticks(axes, [date for date, _ in rows])
         axes.set_xlim(-0.4, len(rows) - 0.6)
         axes.set_ylabel(f"{label} ({unit})")
         axes.set_xlabel("run (start date)")
@@ -234,7 +252,7 @@ def difference_history(rows: Sequence[Mapping[str, Any]], *, width: float = 4.6,
     values = [abs(p[1]) for _, p in drawn if math.isfinite(p[1])] + [p[2] for _, p in drawn if p[2]]
     top = 10 ** math.ceil(math.log10(max(max(values, default=1.0), FLOOR * 10)))
     bottom = 10 ** math.floor(math.log10(max(min([*(max(v, FLOOR) for v in values), top / 100]), FLOOR)))
-    with _figure(width, height) as figure:
+    with _figure(width, height, margins={"left": 0.2, "right": 0.97, "top": 0.86, "bottom": 0.34}) as figure:
         axes = figure.add_subplot()
         xs = [i for i, _ in drawn]
         ys = [top if not math.isfinite(p[1]) else min(max(abs(p[1]), bottom), top) for _, p in drawn]
@@ -249,11 +267,10 @@ def difference_history(rows: Sequence[Mapping[str, Any]], *, width: float = 4.6,
             axes.plot(*zip(*failed), linestyle="none", marker="o", markersize=5, color=RED, label="not passed",
                       gid="not-passed")
         _log_axis(axes, bottom, top)
-        axes.set_xticks(xs)
-        axes.set_xticklabels([points[i][0] for i in xs], rotation=30 if len(xs) > 3 else 0,
-                             ha="right" if len(xs) > 3 else "center", fontsize=7)
+        _date_ticks(axes, [point[0] for point in points])
+        axes.set_xlim(-0.4, len(points) - 0.6)
         axes.set_ylabel("max abs difference")
-        figure.legend(loc="outside upper left", fontsize=7, frameon=False, ncols=3)
+        axes.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=7, frameon=False, ncols=3, borderaxespad=0.2)
         return _svg(figure, "max abs difference per stored run, with the tolerance")
 
 
@@ -272,7 +289,9 @@ def layer_error_bars(rows: Sequence[Mapping[str, Any]], *, width: float = 8.0) -
     with _figure(width, height) as figure:
         sqnr_axes, steps_axes = figure.subplots(1, 2, sharey=True)
         positions = list(range(len(table)))
-        sqnr = [row[1] if row[1] is not None and math.isfinite(row[1]) else 0.0 for row in table]
+        finite = [row[1] for row in table if row[1] is not None and math.isfinite(row[1])]
+        exact = max(max(finite, default=0.0) * 1.1, 1.0)  # an infinite SQNR (no error at all): the longest bar
+        sqnr = [0.0 if row[1] is None else row[1] if math.isfinite(row[1]) else exact for row in table]
         worst = min((i for i in positions if table[i][1] is not None), key=lambda i: sqnr[i], default=None)
         bars = sqnr_axes.barh(positions, sqnr, color=[RED if i == worst else BLUE for i in positions], height=0.7)
         sqnr_axes.set_xlabel("SQNR (dB, higher is better)")
@@ -280,6 +299,9 @@ def layer_error_bars(rows: Sequence[Mapping[str, Any]], *, width: float = 8.0) -
         for index, (sqnr_bar, steps_bar) in enumerate(zip(bars, steps)):
             sqnr_bar.set_gid(f"sqnr-{index}")
             steps_bar.set_gid(f"steps-{index}")
+            if table[index][1] is not None and math.isinf(table[index][1]):
+                sqnr_axes.annotate("exact", (sqnr[index], index), textcoords="offset points", xytext=(3, -3),
+                                   fontsize=7, color=GREEN)
         steps_axes.set_xlabel("max error (quantization steps)")
         for axes in (sqnr_axes, steps_axes):
             axes.grid(axis="y", visible=False)

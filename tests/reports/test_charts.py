@@ -156,6 +156,9 @@ def test_layer_error_bars_are_the_rows_numbers() -> None:
     assert _bar_width(svg, "steps-1") / _bar_width(svg, "steps-0") == pytest.approx(4.0, rel=0.01)
     assert 'fill="#b42318"' in _group(svg, "sqnr-1")                  # the worst layer in red
     assert charts.layer_error_bars([{"layer": "x"}]) is None
+    exact = charts.layer_error_bars([*rows, {"layer": "identity", "sqnr_db": float("inf"), "max_error_steps": 0}])
+    assert _bar_width(exact, "sqnr-3") > _bar_width(exact, "sqnr-0") and "exact" in _texts(exact)
+    assert 'fill="#b42318"' in _group(exact, "sqnr-1")                 # an exact layer is not the worst
 
 
 def test_charts_on_one_page_do_not_share_ids() -> None:
