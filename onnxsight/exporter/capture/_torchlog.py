@@ -18,6 +18,7 @@ errors do not carry in non-strict mode.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import linecache
@@ -190,11 +191,13 @@ def _location(path: str, line: int, function: str) -> Location:
 
 
 @contextmanager
-def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
+def recording(watched: frozenset[str] = frozenset(), *, echo: bool = False) -> Iterator[TorchLog]:
     """Route every torch logger's output, and what torch prints on stderr, to one :class:`TorchLog`.
 
     ``watched``: torch's source names of the dims asked dynamic; only their ShapeEnv decisions are
-    kept, and the ShapeEnv's INFO logging is switched on only when there are some.
+    kept, and the ShapeEnv's INFO logging is switched on only when there are some. ``echo`` (the
+    user asked for torch's logs: ``verbose=True``, ``TORCH_LOGS``): torch's handlers and stderr print
+    as usual as well.
     """
     recorder = TorchLog(watched)
     everyone = [logging.getLogger("torch")] + [
@@ -207,8 +210,8 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
     printed = io.StringIO()
     enabled: list[tuple[logging.Logger, bool]] = []
     try:
-        for logger, _ in saved:
-            logger.handlers = [recorder]
+        for logger, handlers in saved:
+            logger.handlers = handlers + [recorder] if echo else [recorder]
         if shapes not in loggers:
             shapes.propagate = False
             shapes.handlers = [recorder]
@@ -219,7 +222,7 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
             logger.isEnabledFor = functools.partial(_enabled_for, logger)  # type: ignore[method-assign]
         if watched and shapes.getEffectiveLevel() > logging.INFO:
             shapes.setLevel(logging.INFO)
-        with redirect_stderr(printed):
+        with contextlib.nullcontext() if echo else redirect_stderr(printed):
             yield recorder
     finally:
         recorder.add_stderr(printed.getvalue())

@@ -334,6 +334,7 @@ class ONNXProgram:
         key = tuple(providers)
         if key not in self._session_cache:
             options = ort.SessionOptions()
+            options.log_severity_level = 3  # ONNX Runtime's warnings (unused initializers ...) off the console
             if self.weights_size > EXTERNAL_DATA_THRESHOLD:
                 path = os.path.join(self._temporary_directory(), f"model-{len(self._session_cache)}.onnx")
                 self.save(path, external_data=True)
