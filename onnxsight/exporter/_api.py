@@ -16,7 +16,7 @@ from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
-from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
+from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
 from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
@@ -132,6 +132,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
                 stage.status = "failed"
                 _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
             record.exported_program = exported
+            materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
     finally:
         model.train(model_was_training)
     with record.stage("decompose") as stage:
