@@ -8,6 +8,10 @@ replaced by one recorder: records at WARNING and above become the attempt's
 :class:`ShapeEvent` values carrying the user's source line, which torch's own
 errors do not carry in non-strict mode.
 
+Versions: the ShapeEnv's record formats (``create_symbol`` with the source name as its third
+argument, ``[guard added]``, ``set_replacement``) are those of torch 2.13.0 (the lock) and 2.14.1
+(``make test-latest``); tests/exporter/test_library_versions.py fails by name when a release changes them.
+
 # NOTE: the process's logging configuration must not change what we learn. ``logging.disable`` (a
 # manager-wide threshold), and ``dictConfig``'s default of disabling every logger that already exists,
 # would stop those records before any handler sees them. For the attempt only, torch's loggers are
