@@ -66,8 +66,8 @@ def torch_logs_requested() -> bool:
 class DiagnosticContext:
     """Collects diagnostics; applies the minimum level and warnings-as-errors options.
 
-    ``verbose``: show torch's and ONNX Runtime's own log output on the console while the stages run
-    (None: only when ``TORCH_LOGS`` is set); otherwise the stages keep it for the run record.
+    ``verbose``: show torch's own log output on the console while the stages run (None: only when
+    ``TORCH_LOGS`` is set); otherwise the stages keep it for the run record.
     """
 
     def __init__(self, *, min_level: Level = Level.NOTE, warnings_as_errors: bool = False,
@@ -87,8 +87,11 @@ class DiagnosticContext:
             yield
         finally:
             held, self._held = self._held, outer
-            for diagnostic, count in repeats(held):
-                _log(diagnostic, count) if outer is None else outer.extend([diagnostic] * count)
+            if outer is not None:  # an enclosing block logs them
+                outer.extend(held)
+            else:
+                for diagnostic, count in repeats(held):
+                    _log(diagnostic, count)
 
     @property
     def diagnostics(self) -> list[Diagnostic]:

@@ -22,7 +22,6 @@ argument, ``[guard added]``, ``set_replacement``) are those of torch 2.13.0 (the
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import linecache
@@ -30,7 +29,7 @@ import logging
 import os
 import re
 import sys
-from contextlib import contextmanager, redirect_stderr
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -226,7 +225,7 @@ def recording(watched: frozenset[str] = frozenset(), *, echo: bool = False) -> I
             logger.isEnabledFor = functools.partial(_enabled_for, logger)  # type: ignore[method-assign]
         if watched and shapes.getEffectiveLevel() > logging.INFO:
             shapes.setLevel(logging.INFO)
-        with contextlib.nullcontext() if echo else redirect_stderr(printed):
+        with nullcontext() if echo else redirect_stderr(printed):
             yield recorder
     finally:
         recorder.add_stderr(printed.getvalue())

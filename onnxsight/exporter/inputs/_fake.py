@@ -110,7 +110,7 @@ def materialise_buffers(model: Any, constants: dict[str, Any]) -> list[str]:
             value = getattr(real, "_buffers", {}).get(name)
             fake = constants[fqn]
             if has_data(value) and value.dtype == fake.dtype and tuple(value.shape) == tuple(fake.shape):
-                constants[fqn] = value.to(fake.device) if fake.device.type != "meta" else value
+                constants[fqn] = value
                 done.append(fqn)
     return done
 
