@@ -43,6 +43,16 @@ test-latest:
 	@grep -E '^(torch|onnx|onnxruntime|transformers|numpy)==' $(LATEST_VENV)/resolved.txt
 	$(LATEST_VENV)/bin/python -m pytest -q -n $(JOBS) -m "not slow" $(CORE_TESTS)
 
+# The oldest versions pyproject.toml allows (each `>=X` installed at X), in a venv of their own, on the core suites.
+OLDEST_VENV ?= .venv-oldest
+test-oldest:
+	rm -rf $(OLDEST_VENV) && $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install -q packaging
+	$(OLDEST_VENV)/bin/python requirements/lock.py --extras $(EXTRAS) --floors > $(OLDEST_VENV)/floors.txt
+	$(OLDEST_VENV)/bin/python -m pip install -q -c $(OLDEST_VENV)/floors.txt -e ".[$(EXTRAS)]"
+	$(OLDEST_VENV)/bin/python requirements/lock.py --extras $(EXTRAS) --out $(OLDEST_VENV)/resolved.txt
+	$(OLDEST_VENV)/bin/python -m pytest -q -n $(JOBS) -m "not slow" $(CORE_TESTS)
+
 # Move the lock: resolve the newest releases (TORCH=torch for the newest torch too) in a fresh venv and pin
 # what it installed. Then `make test`, and the README's tested versions (docs/environments.md).
 lock:
@@ -195,4 +205,4 @@ screenshot: setup browser-deps
 	ONNXSIGHT_SCREENSHOT=docs/img/report.png $(PY) -m pytest -q -n 0 tests/reports/test_browser.py -k screenshot
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) .venv-lock demo-out artifacts .pytest_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(OLDEST_VENV) .venv-lock demo-out artifacts .pytest_cache

@@ -33,7 +33,7 @@ def _common() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     group = common.add_mutually_exclusive_group()
     group.add_argument("-q", "--quiet", action="store_true", help="print only results and errors")
-    group.add_argument("-v", "--verbose", action="store_true", help="also print notes and onnxsight's log")
+    group.add_argument("-v", "--verbose", action="store_true", help="also print notes, onnxsight's log and torch's own log output")
     common.add_argument("--no-color", action="store_true", help="never colour the output (also: NO_COLOR=1)")
     return common
 

@@ -66,13 +66,16 @@ class Console:
 
     def diagnostics(self, diagnostics: Sequence[Any]) -> None:
         """Errors and warnings (notes too with --verbose), one line each."""
-        for diagnostic in diagnostics:
+        from onnxsight.diagnostics import repeats
+
+        for diagnostic, count in repeats(diagnostics):
             level = diagnostic.level.value
             if self.quiet and level != "error" or level == "note" and not self.verbose:
                 continue
             where = f"{diagnostic.location}: " if diagnostic.location else ""
+            times = f" ({count} times)" if count > 1 else ""
             print(f"{where}{self.paint(level, level)} {diagnostic.rule.code} [{diagnostic.rule.name}] "
-                  f"{diagnostic.message}", file=self.err, flush=True)
+                  f"{diagnostic.message}{times}", file=self.err, flush=True)
 
 
 # -- commands --------------------------------------------------------------------------------------------
@@ -104,6 +107,8 @@ def _load(options: argparse.Namespace, console: Console) -> tuple[Any, tuple, di
             arguments["custom_translations"] = load_translations(options.translations)
         if options.module_functions:
             arguments["module_functions"] = True
+        if getattr(options, "verbose", False):
+            arguments["verbose"] = True  # torch's own log output too
     if options.dynamic:
         arguments["dynamic_axes"] = dynamic_axes(options.dynamic)
     elif options.dynamic_batch:

@@ -8,6 +8,7 @@ onnxsight's requirements with those extras, and theirs, through the installed me
 
     python requirements/lock.py --extras dev,bench --out requirements/lock.txt
     python requirements/lock.py --extras dev,bench --check requirements/lock.txt   # the installed set is locked
+    python requirements/lock.py --extras dev,bench --floors   # pyproject's lowest versions, for make test-oldest
 """
 
 from __future__ import annotations
@@ -67,12 +68,26 @@ def read_lock(path: str | Path) -> dict[str, str]:
     return pins
 
 
+def floors(extras: list[str]) -> list[str]:
+    """``name==X`` for each requirement of pyproject.toml declared ``>=X``: the oldest versions it allows."""
+    pins = {}
+    for req in requirements(extras):
+        lowest = [spec.version for spec in req.specifier if spec.operator == ">="]
+        if lowest:
+            pins[canonicalize_name(req.name)] = f"{canonicalize_name(req.name)}=={lowest[0]}"
+    return sorted(pins.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extras", default="dev,bench", help="onnxsight's extras `make test` installs")
     parser.add_argument("--out", help="write the lock here")
     parser.add_argument("--check", help="exit 1 unless every installed distribution is pinned at its version here")
+    parser.add_argument("--floors", action="store_true", help="print pyproject.toml's floors as pins and exit")
     args = parser.parse_args(argv)
+    if args.floors:
+        print("\n".join(floors([e for e in args.extras.split(",") if e])))
+        return 0
     pins = closure([e for e in args.extras.split(",") if e])
     lines = [f"{name}=={version.split('+')[0]}" for name, version in sorted(pins.items())]
     if args.check:

@@ -63,10 +63,11 @@ def test_this_environment_is_the_locked_one() -> None:
     assert not drift, f"installed (version, locked) differ: {drift}"
 
 
-@pytest.mark.parametrize("target, locked", [("setup", True), ("lock", False), ("test-latest", False)])
+@pytest.mark.parametrize("target, locked", [("setup", True), ("lock", False), ("test-latest", False),
+                                            ("test-oldest", False)])
 def test_which_targets_install_against_the_lock(tmp_path, target: str, locked: bool) -> None:
     """make setup (so make test, and .ci/run's fresh path) installs with -c the lock; lock and test-latest
-    resolve the newest releases."""
+    resolve the newest releases, test-oldest the floors."""
     out = subprocess.run(["make", "-n", "-C", ROOT, target, f"VENV={tmp_path / 'venv'}"],
                          capture_output=True, text=True, check=True).stdout
     installs = [line for line in out.splitlines() if "pip install" in line]

@@ -9,7 +9,8 @@ the location helpers find the user's source line. Light: no torch here.
 
 from __future__ import annotations
 
-from onnxsight.diagnostics._context import DiagnosticContext, as_location, module_path, node_location
+from onnxsight.diagnostics._context import (
+    DiagnosticContext, as_location, module_path, node_location, repeats, torch_logs_requested)
 from onnxsight.diagnostics._diagnostic import Diagnostic
 from onnxsight.diagnostics._location import (
     Location, caller_location, is_user_file, parse_stack_trace, traceback_frames, user_entry_point, user_frame)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from onnxsight.diagnostics._diagnostic import Diagnostic
 from onnxsight.diagnostics._location import Location, parse_stack_trace, user_frame
@@ -43,15 +44,54 @@ def as_location(value: Any) -> Location | None:
     return None
 
 
+def repeats(diagnostics: Iterable[Diagnostic]) -> list[tuple[Diagnostic, int]]:
+    """Each distinct diagnostic (same rule, level, message and line) once, in first-seen order, with its count.
+
+    The same finding made at one line for every layer of a model reads once on a console, with the count.
+    """
+    counts: dict[tuple[Any, ...], list[Any]] = {}
+    for diagnostic in diagnostics:
+        where = diagnostic.location
+        key = (diagnostic.rule.code, diagnostic.level, diagnostic.message,
+               (where.file, where.line) if where is not None else None)
+        counts.setdefault(key, [diagnostic, 0])[1] += 1
+    return [(diagnostic, count) for diagnostic, count in counts.values()]
+
+
+def torch_logs_requested() -> bool:
+    """The user asked for torch's own logs (``TORCH_LOGS``): shown as torch prints them."""
+    return bool(os.environ.get("TORCH_LOGS", "").strip())
+
+
 class DiagnosticContext:
-    """Collects diagnostics; applies the minimum level and warnings-as-errors options."""
+    """Collects diagnostics; applies the minimum level and warnings-as-errors options.
+
+    ``verbose``: show torch's own log output on the console while the stages run (None: only when
+    ``TORCH_LOGS`` is set); otherwise the stages keep it for the run record.
+    """
 
     def __init__(self, *, min_level: Level = Level.NOTE, warnings_as_errors: bool = False,
-                 fallback_location: Location | None = None) -> None:
+                 fallback_location: Location | None = None, verbose: bool | None = None) -> None:
         self.min_level = Level(min_level)
         self.warnings_as_errors = warnings_as_errors
         self.fallback_location = fallback_location
+        self.verbose = torch_logs_requested() if verbose is None else bool(verbose)
         self._diagnostics: list[Diagnostic] = []
+        self._held: list[Diagnostic] | None = None
+
+    @contextlib.contextmanager
+    def logging_once(self) -> Iterator[None]:
+        """Log the diagnostics found in the block when it ends, each distinct one once with its count."""
+        outer, self._held = self._held, []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, outer
+            if outer is not None:  # an enclosing block logs them
+                outer.extend(held)
+            else:
+                for diagnostic, count in repeats(held):
+                    _log(diagnostic, count)
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -96,5 +136,15 @@ class DiagnosticContext:
         if diagnostic.level.rank < self.min_level.rank:
             return None
         self._diagnostics.append(diagnostic)
-        logger.log(_LOG_LEVELS[diagnostic.level], "%s", diagnostic)
+        if self._held is not None:
+            self._held.append(diagnostic)
+        else:
+            _log(diagnostic, 1)
         return diagnostic
+
+
+def _log(diagnostic: Diagnostic, count: int) -> None:
+    if count > 1:
+        logger.log(_LOG_LEVELS[diagnostic.level], "%s (%d times)", diagnostic, count)
+    else:
+        logger.log(_LOG_LEVELS[diagnostic.level], "%s", diagnostic)

@@ -16,7 +16,7 @@ from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
-from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
+from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
 from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
                                         symbol_names)
@@ -36,7 +36,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
            module_functions: bool | Iterable[type] = False,
-           registry: Registry | None = None) -> ONNXProgram:
+           registry: Registry | None = None, verbose: bool | None = None) -> ONNXProgram:
     """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
 
     Users call :func:`onnxsight.export` (``onnxsight.pipeline``), which runs this
@@ -52,12 +52,16 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ``module_functions=True`` (or a set of nn.Module classes) makes each module call an
     ONNX local function named after its class, the call node named after the module path
     (``_functions.py``); ``program.save(path, inline_functions=True)`` writes it flat again.
+
+    ``verbose=True`` shows torch's own log output while capturing (None: only with ``TORCH_LOGS``);
+    it is kept in the record either way. Diagnostics are logged once each, with a count, when the
+    export ends.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
-    ctx = DiagnosticContext(fallback_location=caller_location())
+    ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
     try:
-        with library_pytrees(), real_mode():  # caches flattened (CAP012); constants real under fake_mode()
+        with ctx.logging_once(), library_pytrees(), real_mode():  # caches flattened (CAP012); constants real under fake_mode()
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
@@ -128,6 +132,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
                 stage.status = "failed"
                 _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
             record.exported_program = exported
+            materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
     finally:
         model.train(model_was_training)
     with record.stage("decompose") as stage:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from onnxsight.diagnostics import Diagnostic, Level
+from onnxsight.diagnostics import Diagnostic, Level, repeats
 
 
 class ExportError(Exception):
@@ -34,10 +34,10 @@ class ExportError(Exception):
 
     def __str__(self) -> str:
         lines = [self.summary]
-        for diagnostic in self.diagnostics:
-            if diagnostic.level is Level.ERROR:
-                where = f" ({diagnostic.location})" if diagnostic.location else ""
-                lines.append(f"  {diagnostic.rule.code} {diagnostic.message}{where}")
+        for diagnostic, count in repeats(d for d in self.diagnostics if d.level is Level.ERROR):
+            where = f" ({diagnostic.location})" if diagnostic.location else ""
+            times = f" ({count} times)" if count > 1 else ""
+            lines.append(f"  {diagnostic.rule.code} {diagnostic.message}{where}{times}")
         if self.report_paths:
             lines.append("reports: " + ", ".join(self.report_paths))
         return "\n".join(lines)

@@ -31,7 +31,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
            module_functions: bool | Iterable[type] = False,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
-           examples: Sequence[Any] | None = None) -> ONNXProgram:
+           examples: Sequence[Any] | None = None, verbose: bool | None = None) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
@@ -48,6 +48,9 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``module_functions=True`` (or a set of nn.Module classes: ``{nn.TransformerEncoderLayer}``) keeps the
     module hierarchy: each module call is an ONNX local function named after its class, its call node
     named after the module path; ``program.save(path, inline_functions=True)`` writes the flat graph.
+
+    ``verbose=True`` shows torch's own log output on the console (None: only when ``TORCH_LOGS`` is set);
+    without it, torch's output is kept in the run record, off the console.
     """
     inputs = (model, args, kwargs)
     if report:
@@ -61,7 +64,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
-                              module_functions=module_functions)
+                              module_functions=module_functions, verbose=verbose)
     except ExportError as exc:
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)
@@ -98,8 +101,9 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
         ctx = DiagnosticContext()
-        for outcome in (result, *examples):
-            ctx.extend(outcome.diagnostics)
+        with ctx.logging_once():
+            for outcome in (result, *examples):
+                ctx.extend(outcome.diagnostics)
         program.diagnostics = [*program.diagnostics, *ctx.diagnostics]
         failed = [str(n) for n, r in enumerate(examples, start=1) if not r.passed]
         if not result.passed or failed:

@@ -12,9 +12,11 @@ FAKE_WEIGHTS_USED = define(
     "and hold no data: {weights}",
     "Save with the real weights, prog.save(\"model.onnx\", weights=state_dict or checkpoint path), and run or "
     "verify that file; or export a model built outside fake mode.",
-    what="Checks, before a program is run (`prog(x)`), verified, saved or turned into a `ModelProto`, that "
-         "its weights have data: a model built under `onnxsight.fake_mode()` (or torch's "
-         "`FakeTensorMode`, or on the meta device) exports with shapes and dtypes only.",
+    what="Checks, before a program is run (`prog(x)`), verified or saved with its weights, that its "
+         "weights have data: a model built under `onnxsight.fake_mode()` (or torch's `FakeTensorMode`, or "
+         "on the meta device) exports with shapes and dtypes only. Its graph can still be inspected "
+         "(`prog.model_proto` describes the weights without data) and saved without weights "
+         "(`save(path, include_initializers=False)`).",
     why="A fake tensor has no bytes to write or compute with. Without this check the failure comes from "
         "deep inside torch or NumPy (`.numpy() is not supported for tensor subclasses`), after the work, "
         "and names neither the weight nor the way out.",
@@ -42,7 +44,10 @@ CHECKPOINT_MISSING_WEIGHTS = define(
     "tensors to the weights= dict, or strip a prefix the checkpoint's keys carry (\"module.\", \"model.\").",
     what="Checks that `prog.save(path, weights=...)` finds a tensor for every weight of the program, by "
          "its `state_dict` name (a weight tied to another, like a language model's head and embedding, is "
-         "found under either name). A non-persistent buffer is never in a `state_dict`: it is named as such.",
+         "found under either name). A non-persistent buffer is never in a `state_dict`: a model built under "
+         "`onnxsight.fake_mode()` has it computed again by the export (its module rebuilt for real from the "
+         "same arguments, when that module's own parameters are small); one that could not be (a model "
+         "built under torch's `FakeTensorMode`) is named as such.",
     why="A weight without a value would be written as zeros or garbage: the model would load and run, and "
         "compute something else.",
     example="""

@@ -109,7 +109,7 @@ def _from_program(prog: Any) -> tuple[onnx.ModelProto, Weights]:
     if check is not None:
         check()                      # VAL006: the program's tensors must still be the exported ones
     if getattr(prog, "fake_weights", None):
-        prog.model_proto             # VAL007: exported in fake mode, its weights have no data to run
+        prog.session()               # VAL007: exported in fake mode, its weights have no data to run
     structure = getattr(prog, "model_structure", None)
     model = structure() if structure is not None else prog.model_proto
     tensors = dict(prog.initializers)

@@ -187,3 +187,22 @@ def test_the_deprecated_spelling_exports_with_the_same_names(exported: Any) -> N
         onnxsight.export(model, (), kwargs=inputs, dynamic_shapes=shapes)
     assert "pass them by the name forward() declares (transformers 5.24 calls the KV cache `cache`)" in \
         str(failure.value)
+
+
+@pytest.mark.parametrize("spelling", ["past_key_values", "cache"])
+def test_either_spelling_of_the_argument_names_the_inputs_past_key_values(exported: Any, spelling: str) -> None:
+    """Whatever transformers is installed: a forward() taking the cache as ``past_key_values`` (4.x) or
+    ``cache`` (5.24) exports the same ONNX inputs."""
+    model, _ = exported
+    namespace: dict[str, Any] = {}
+    exec(f"def forward(self, input_ids, attention_mask, {spelling}):\n"
+         f"    return self.inner(input_ids=input_ids, attention_mask=attention_mask, **{{CACHE: {spelling}}})\n",
+         dict(globals()), namespace)
+    wrapper = type("Decoder", (torch.nn.Module,), {"forward": namespace["forward"]})()
+    wrapper.inner = model
+    inputs = _inputs(1, 3)
+    program = onnxsight.export(wrapper, (), kwargs={"input_ids": inputs["input_ids"],
+                                                    "attention_mask": inputs["attention_mask"],
+                                                    spelling: inputs[CACHE]})
+    assert program.input_names[2:] == [f"past_key_values.{layer}.{kind}" for layer in range(LAYERS)
+                                       for kind in ("key", "value")]

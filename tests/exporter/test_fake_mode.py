@@ -91,7 +91,6 @@ def test_fake_export_with_report(tmp_path) -> None:
 _USES = {
     "save": lambda prog, x, tmp: prog.save(tmp / "m.onnx"),
     "save_external": lambda prog, x, tmp: prog.save(tmp / "m.onnx", external_data=True),
-    "model_proto": lambda prog, x, tmp: prog.model_proto,
     "call": lambda prog, x, tmp: prog(x),
     "session": lambda prog, x, tmp: prog.session(),
     "verify": lambda prog, x, tmp: onnxsight.verify(prog, (x,)),

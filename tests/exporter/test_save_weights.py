@@ -23,6 +23,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from safetensors.torch import save_file
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import onnxsight
 
@@ -246,11 +247,29 @@ _WITH_BUFFER = {
 }
 
 
-@pytest.mark.parametrize("weights", sorted(_WITH_BUFFER))
-def test_non_persistent_buffer_missing_from_a_checkpoint_is_named_as_such(weights: str, tmp_path) -> None:
+def test_a_non_persistent_buffer_is_computed_again_under_onnxsights_fake_mode(tmp_path) -> None:
+    """Built from the module's own arguments, for real: the state_dict alone is enough to save."""
     torch.manual_seed(0)
     real = _WithNonPersistent().eval()
     with onnxsight.fake_mode():
+        model = _WithNonPersistent()
+    x = torch.randn(2, 4)
+    prog = onnxsight.exporter.export(model, (x,))
+    assert prog.fake_weights == ["fc.weight", "fc.bias"]
+    assert isinstance(model.inv_freq, FakeTensor)   # the user's model is left as it was
+    path = str(tmp_path / "m.onnx")
+    prog.save(path, weights=real.state_dict())
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0],
+                               real(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("weights", sorted(_WITH_BUFFER))
+def test_non_persistent_buffer_missing_from_a_checkpoint_is_named_as_such(weights: str, tmp_path) -> None:
+    """torch's own FakeTensorMode leaves no way to compute the buffer again: VAL008 names it, a dict adds it."""
+    torch.manual_seed(0)
+    real = _WithNonPersistent().eval()
+    with FakeTensorMode(allow_non_fake_inputs=True):
         model = _WithNonPersistent()
     x = torch.randn(2, 4)
     prog = onnxsight.exporter.export(model, (x,))
@@ -366,7 +385,8 @@ def test_save_streams_one_tensor_at_a_time(suffix: str, tmp_path) -> None:
 
 
 def test_tiny_llama_fake_export_saved_from_safetensors_matches_eager(tmp_path) -> None:
-    """The issue's flow on a transformers LLaMA: fake build, export, save from safetensors + the rotary buffer."""
+    """The issue's flow on a transformers LLaMA: fake build, export, save from safetensors alone (the rotary
+    embedding's non-persistent inv_freq is computed again by the export)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -378,10 +398,9 @@ def test_tiny_llama_fake_export_saved_from_safetensors_matches_eager(tmp_path) -
         model = LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 100, (1, 8))
     prog = onnxsight.exporter.export(model, (ids,), kwargs={"use_cache": False})
-    buffers = {name: b for name, b in real.named_buffers() if name in prog.fake_weights}
-    assert set(buffers) == {"model.rotary_emb.inv_freq"}   # non-persistent: in no checkpoint
+    assert "model.rotary_emb.inv_freq" not in prog.fake_weights   # in no checkpoint, computed again
     path = str(tmp_path / "llama.onnx")
-    prog.save(path, weights=[tmp_path / "model.safetensors", buffers])
+    prog.save(path, weights=tmp_path / "model.safetensors")
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     logits = session.run(None, {session.get_inputs()[0].name: ids.numpy()})[0]
     with torch.no_grad():

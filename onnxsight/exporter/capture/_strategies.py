@@ -91,12 +91,12 @@ class _Try:
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
-         oblivious: bool, watched: frozenset[str]) -> _Try:
-    """One torch.export call with torch's logging recorded instead of printed."""
+         oblivious: bool, watched: frozenset[str], echo: bool = False) -> _Try:
+    """One torch.export call with torch's logging recorded instead of printed (and printed too: ``echo``)."""
     from torch.fx.experimental import _config as shapes_config
 
     start = time.perf_counter()
-    with recording(watched) as log, warnings.catch_warnings(record=True) as caught, \
+    with recording(watched, echo=echo) as log, warnings.catch_warnings(record=True) as caught, \
             shapes_config.patch(backed_size_oblivious=oblivious):
         # Every warning is recorded whatever the process's filters say ("ignore" would hide torch's from
         # the report, "error" would turn one into a capture failure); the user's own are re-issued after.
@@ -167,7 +167,7 @@ class _Session:
             args, kwargs = audit.grown(self.args, self.kwargs, self.dims) if mode == GROWN else (self.args,
                                                                                                 self.kwargs)
             attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
-                           frozenset(s for d in self.dims for s in d.sources))
+                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose)
             label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:
@@ -320,7 +320,7 @@ class _Session:
         frames = traceback_frames(exc)
         self.ctx.emit(rules.CAPTURE_STRATEGY_FAILED, location=user_frame(frames), stack=frames,
                       strategy=self.strategy, seconds=f"{attempt.seconds:.2f}", error_type=type(exc).__name__,
-                      error=_short(exc, 300))
+                      error=_short(exc, 300).splitlines()[0])  # the rest (torch's advice) is in the attempt
 
     def _violation(self, attempt: _Try, exc: BaseException) -> None:
         """CAP004: constraints torch.export offers no applicable fix for."""

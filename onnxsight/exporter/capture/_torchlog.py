@@ -8,6 +8,10 @@ replaced by one recorder: records at WARNING and above become the attempt's
 :class:`ShapeEvent` values carrying the user's source line, which torch's own
 errors do not carry in non-strict mode.
 
+Versions: the ShapeEnv's record formats (``create_symbol`` with the source name as its third
+argument, ``[guard added]``, ``set_replacement``) are those of torch 2.13.0 (the lock) and 2.14.1
+(``make test-latest``); tests/exporter/test_library_versions.py fails by name when a release changes them.
+
 # NOTE: the process's logging configuration must not change what we learn. ``logging.disable`` (a
 # manager-wide threshold), and ``dictConfig``'s default of disabling every logger that already exists,
 # would stop those records before any handler sees them. For the attempt only, torch's loggers are
@@ -25,7 +29,7 @@ import logging
 import os
 import re
 import sys
-from contextlib import contextmanager, redirect_stderr
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -190,11 +194,13 @@ def _location(path: str, line: int, function: str) -> Location:
 
 
 @contextmanager
-def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
+def recording(watched: frozenset[str] = frozenset(), *, echo: bool = False) -> Iterator[TorchLog]:
     """Route every torch logger's output, and what torch prints on stderr, to one :class:`TorchLog`.
 
     ``watched``: torch's source names of the dims asked dynamic; only their ShapeEnv decisions are
-    kept, and the ShapeEnv's INFO logging is switched on only when there are some.
+    kept, and the ShapeEnv's INFO logging is switched on only when there are some. ``echo`` (the
+    user asked for torch's logs: ``verbose=True``, ``TORCH_LOGS``): torch's handlers and stderr print
+    as usual as well.
     """
     recorder = TorchLog(watched)
     everyone = [logging.getLogger("torch")] + [
@@ -207,8 +213,8 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
     printed = io.StringIO()
     enabled: list[tuple[logging.Logger, bool]] = []
     try:
-        for logger, _ in saved:
-            logger.handlers = [recorder]
+        for logger, handlers in saved:
+            logger.handlers = handlers + [recorder] if echo else [recorder]
         if shapes not in loggers:
             shapes.propagate = False
             shapes.handlers = [recorder]
@@ -219,7 +225,7 @@ def recording(watched: frozenset[str] = frozenset()) -> Iterator[TorchLog]:
             logger.isEnabledFor = functools.partial(_enabled_for, logger)  # type: ignore[method-assign]
         if watched and shapes.getEffectiveLevel() > logging.INFO:
             shapes.setLevel(logging.INFO)
-        with redirect_stderr(printed):
+        with nullcontext() if echo else redirect_stderr(printed):
             yield recorder
     finally:
         recorder.add_stderr(printed.getvalue())

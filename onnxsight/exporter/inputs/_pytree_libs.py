@@ -13,6 +13,11 @@ inputs of decoders are laid out by optimum and ONNX Runtime GenAI), and the grap
 inputs/outputs are named ``past_key_values.{layer}.key`` / ``present.{layer}.value``, whichever
 way forward() spells the argument: transformers 4.x and early 5.x ``past_key_values``, 5.24 ``cache``
 (tests/exporter/test_dynamic_cache.py runs with the installed one).
+
+Versions: the cache is read through ``Cache.layers`` of ``DynamicLayer`` / ``DynamicSlidingWindowLayer``
+(transformers 4.56 and later; tested on 5.24.0, the lock, by tests/exporter/test_library_versions.py);
+the removable registration uses torch's private ``_private_register_pytree_node`` (torch 2.13.0 and
+2.14.1 tested, same test file).
 """
 
 from __future__ import annotations

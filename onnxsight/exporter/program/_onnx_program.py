@@ -22,8 +22,9 @@ from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter.translate._complex_io import from_pairs, to_pairs
 from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
+from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.translate._inline import inline_functions
-from onnxsight.exporter.inputs._fake import dataless, fake_weights_error
+from onnxsight.exporter.inputs._fake import dataless, fake_weights_error, has_data
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter.program._stream import embedded_size, write_embedded
 from onnxsight.exporter.translate._graph import TranslatedGraph
@@ -155,12 +156,27 @@ class ONNXProgram:
     def model_proto(self) -> onnx.ModelProto:
         """The ONNX model with weights embedded (built on first access).
 
-        Raises :class:`WeightsChangedError` (VAL006) when a weight was changed in place since export,
-        and :class:`onnxsight.WeightsError` (VAL007) when the program was exported in fake mode.
+        A program exported in fake mode has no weight data to embed: its model is the whole graph with
+        the weights that hold no data described (name, dtype, shape) in ``graph.value_info`` instead of
+        embedded, for inspection (as torch.onnx's fake mode did); ``save(path, weights=checkpoint)``
+        attaches them, and running or verifying needs that file. Raises :class:`WeightsChangedError`
+        (VAL006) when a weight was changed in place since export.
         """
         self.check_weights()
-        self._require_data("prog.model_proto (running, verifying or embedding the weights)")
+        if self.fake_weights:
+            return self._without_data(keep_real=True)
         return self._embedded()
+
+    def _without_data(self, *, keep_real: bool) -> onnx.ModelProto:
+        """The graph, each weight described in value_info (``keep_real``: embedded when it holds data)."""
+        model = assemble(self._translated, with_data=False)
+        for name, tensor in self._translated.initializers.items():
+            if keep_real and has_data(tensor):
+                model.graph.initializer.append(_initializer(self._translated, name, tensor, data=True))
+            else:
+                model.graph.value_info.append(helper.make_tensor_value_info(name, to_onnx(tensor.dtype),
+                                                                            list(tensor.shape)))
+        return model
 
     def _embedded(self) -> onnx.ModelProto:
         if self._model_proto is None:
@@ -234,7 +250,8 @@ class ONNXProgram:
         return tensor_bytes(self._translated.initializers)
 
     def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None,
-             inline_functions: bool = False, weights: Any = None, strict: bool = True) -> list[str]:
+             inline_functions: bool = False, weights: Any = None, strict: bool = True,
+             include_initializers: bool = True) -> list[str]:
         """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written.
 
         ``inline_functions=True`` writes a program exported with ``module_functions=`` as one flat
@@ -252,8 +269,22 @@ class ONNXProgram:
         exported in fake mode (else VAL007). A checkpoint that does not fit raises
         :class:`onnxsight.WeightsError` before anything is written: missing weights (VAL008), keys the
         model lacks (VAL009, ignored with ``strict=False``), another shape or dtype (VAL010).
+
+        ``include_initializers=False`` (torch.onnx's name) writes the graph alone, each weight described
+        in ``graph.value_info``: the structure of any program, fake-mode ones included, for inspection.
         """
         self.check_weights()
+        if not include_initializers:
+            if weights is not None:
+                raise ValueError("save(weights=...) writes the weights: it cannot be combined with "
+                                 "include_initializers=False")
+            model = _inlined(self._without_data(keep_real=False), inline_functions)
+            if callable(getattr(path, "write", None)):
+                path.write(model.SerializeToString())
+                return []
+            with open(os.fspath(path), "wb") as handle:
+                handle.write(model.SerializeToString())
+            return [os.fspath(path)]
         if weights is not None:
             return save_with_weights(self._translated, self.exported_program, path, weights, strict=strict,
                                      external_data=external_data,
@@ -334,6 +365,7 @@ class ONNXProgram:
         key = tuple(providers)
         if key not in self._session_cache:
             options = ort.SessionOptions()
+            options.log_severity_level = 3  # ONNX Runtime's warnings (unused initializers ...) off the console
             if self.weights_size > EXTERNAL_DATA_THRESHOLD:
                 path = os.path.join(self._temporary_directory(), f"model-{len(self._session_cache)}.onnx")
                 self.save(path, external_data=True)

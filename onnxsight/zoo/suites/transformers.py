@@ -141,7 +141,7 @@ class DecodeStep(nn.Module):
             cache.update(key, value, layer)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
                          **{cache_argument(self.model): cache})
-        layers = out[1].layers  # the returned cache: .past_key_values before transformers 5.24, .cache from it
+        layers = (out.cache if "cache" in out else out.past_key_values).layers  # 5.24 renamed it
         return out.logits, tuple(entry.keys for entry in layers), tuple(entry.values for entry in layers)
 
 
