@@ -236,6 +236,18 @@ def run_case(case: Case, exporter: str = "onnxsight") -> Outcome:
     return Outcome(case.id, exporter, "passed", "", seconds)
 
 
+def _isolated(case: Case, exporter: str) -> Outcome:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tests.exporter.rnn_matrix", "--child", exporter, case.id],
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
+    if not lines:
+        return Outcome(case.id, exporter, "crash", (done.stderr or done.stdout)[-300:])
+    return Outcome(**json.loads(lines[-1][len("OUTCOME "):]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="write every outcome and the totals as JSON")
@@ -243,7 +255,14 @@ def main() -> None:
                         help="';'-separated: onnxsight, torch.onnx, 'torch.onnx, keys cleaned'")
     parser.add_argument("--filter", default="", help="only cases whose id contains this")
     parser.add_argument("--append", action="store_true", help="add to the outcomes already in --out")
+    parser.add_argument("--isolate", action="store_true",
+                        help="each case in a process of its own (torch keeps state between torch.onnx exports)")
+    parser.add_argument("--child", nargs=2, metavar=("EXPORTER", "CASE"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.child:
+        exporter, case_id = options.child
+        print("OUTCOME " + json.dumps(asdict(run_case(next(c for c in CASES if c.id == case_id), exporter))))
+        return
     outcomes: list[Outcome] = []
     if options.append and options.out:
         with open(options.out, encoding="utf-8") as handle:
@@ -252,7 +271,7 @@ def main() -> None:
         for case in CASES:
             if options.filter in case.id:
                 try:
-                    outcomes.append(run_case(case, exporter))
+                    outcomes.append(_isolated(case, exporter) if options.isolate else run_case(case, exporter))
                 except Exception:  # noqa: BLE001
                     outcomes.append(Outcome(case.id, exporter, "crash", traceback.format_exc()[-300:]))
                 print(f"{exporter:10} {outcomes[-1].status:8} {case.id}", flush=True)
