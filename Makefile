@@ -151,6 +151,12 @@ bench: setup
 bench-rnn: setup
 	$(PY) bench/rnn.py
 
+# PyTorch's recurrent export matrix (192 test_rnn_* cases) with onnxsight and torch.onnx, packed sequences
+# included: docs/rnn-matrix.json (docs/recurrent.md quotes it). The onnxsight half runs in `make test-zoo` (slow).
+.PHONY: test-rnn-matrix
+test-rnn-matrix: setup
+	$(PY) -m tests.exporter.rnn_matrix --out docs/rnn-matrix.json
+
 # How long the command line takes to start (whole processes; `import onnxsight` must not load torch).
 bench-startup: setup
 	$(PY) bench/startup.py

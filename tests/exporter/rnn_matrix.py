@@ -11,6 +11,9 @@ again with a batch of 8 (another longest length), compared with ``rtol=1e-3, ato
 tests compare. The models are this module's own: the same layers and wrappers, not torch's code.
 
     .venv/bin/python -m tests.exporter.rnn_matrix --out docs/rnn-matrix.json   # both exporters
+
+``torch.onnx, keys cleaned`` is torch.onnx given only the ``dynamic_axes`` keys that name an input
+(it refuses a table with ``seq_lengths`` for a model without lengths, which onnxsight warns about).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -186,8 +190,15 @@ def _export_torch_onnx(model: torch.nn.Module, args: tuple, names: list[str], ax
     return run
 
 
+def _export_torch_onnx_clean(model: torch.nn.Module, args: tuple, names: list[str],
+                             axes: dict) -> Callable[..., list]:
+    """torch.onnx given only the dynamic_axes keys that name an input (it refuses the others)."""
+    return _export_torch_onnx(model, args, names, {k: v for k, v in axes.items() if k in names})
+
+
 EXPORTERS: dict[str, Callable[..., Callable[..., list]]] = {
-    "onnxsight": _export_onnxsight, "torch.onnx": _export_torch_onnx}
+    "onnxsight": _export_onnxsight, "torch.onnx": _export_torch_onnx,
+    "torch.onnx, keys cleaned": _export_torch_onnx_clean}
 
 
 def run_case(case: Case, exporter: str = "onnxsight") -> Outcome:
@@ -201,7 +212,8 @@ def run_case(case: Case, exporter: str = "onnxsight") -> Outcome:
     try:
         run = EXPORTERS[exporter](model, args, names, dynamic_axes(case))
     except Exception as exc:  # noqa: BLE001 - a refused export is an outcome
-        return Outcome(case.id, exporter, "export", f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+        first = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()[0][:300]
+        return Outcome(case.id, exporter, "export", f"{type(exc).__name__}: {first}",
                        time.perf_counter() - start)
     seconds = time.perf_counter() - start
     for inputs in (args, other):
@@ -224,27 +236,51 @@ def run_case(case: Case, exporter: str = "onnxsight") -> Outcome:
     return Outcome(case.id, exporter, "passed", "", seconds)
 
 
+def _isolated(case: Case, exporter: str) -> Outcome:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tests.exporter.rnn_matrix", "--child", exporter, case.id],
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("OUTCOME ")]
+    if not lines:
+        return Outcome(case.id, exporter, "crash", (done.stderr or done.stdout)[-300:])
+    return Outcome(**json.loads(lines[-1][len("OUTCOME "):]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="write every outcome and the totals as JSON")
-    parser.add_argument("--exporters", default="onnxsight,torch.onnx")
+    parser.add_argument("--exporters", default="onnxsight;torch.onnx;torch.onnx, keys cleaned",
+                        help="';'-separated: onnxsight, torch.onnx, 'torch.onnx, keys cleaned'")
     parser.add_argument("--filter", default="", help="only cases whose id contains this")
+    parser.add_argument("--append", action="store_true", help="add to the outcomes already in --out")
+    parser.add_argument("--isolate", action="store_true",
+                        help="each case in a process of its own (torch keeps state between torch.onnx exports)")
+    parser.add_argument("--child", nargs=2, metavar=("EXPORTER", "CASE"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.child:
+        exporter, case_id = options.child
+        print("OUTCOME " + json.dumps(asdict(run_case(next(c for c in CASES if c.id == case_id), exporter))))
+        return
     outcomes: list[Outcome] = []
-    for exporter in options.exporters.split(","):
+    if options.append and options.out:
+        with open(options.out, encoding="utf-8") as handle:
+            outcomes = [Outcome(**o) for o in json.load(handle)["outcomes"]]
+    for exporter in options.exporters.split(";"):
         for case in CASES:
             if options.filter in case.id:
                 try:
-                    outcomes.append(run_case(case, exporter))
+                    outcomes.append(_isolated(case, exporter) if options.isolate else run_case(case, exporter))
                 except Exception:  # noqa: BLE001
                     outcomes.append(Outcome(case.id, exporter, "crash", traceback.format_exc()[-300:]))
                 print(f"{exporter:10} {outcomes[-1].status:8} {case.id}", flush=True)
     totals = {e: {s: sum(1 for o in outcomes if o.exporter == e and o.status == s)
-                  for s in sorted({o.status for o in outcomes})} for e in options.exporters.split(",")}
+                  for s in sorted({o.status for o in outcomes})} for e in dict.fromkeys(o.exporter for o in outcomes)}
     print(json.dumps(totals, indent=1))
     if options.out:
         with open(options.out, "w", encoding="utf-8") as handle:
-            json.dump({"how": "python -m tests.exporter.rnn_matrix --out docs/rnn-matrix.json",
+            json.dump({"how": "python -m tests.exporter.rnn_matrix --out docs/rnn-matrix.json (make test-rnn-matrix)",
                        "torch": torch.__version__, "cases": len([c for c in CASES if options.filter in c.id]),
                        "totals": totals, "outcomes": [asdict(o) for o in outcomes]}, handle, indent=1)
 

@@ -159,10 +159,21 @@ class Projected(torch.nn.Module):
         return self.rnn(pack_padded_sequence(x, lengths))[1][0]  # CAP014 here
 
 
+class PackedInput(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.GRU(INPUT, HIDDEN)
+
+    def forward(self, packed: PackedSequence) -> torch.Tensor:
+        return self.rnn(packed)[1]  # CAP014 here
+
+
 @pytest.mark.parametrize("model, args, words", [
     (HandBuilt, (torch.randn(7, INPUT), torch.tensor([3, 2, 2])), ("GRU.forward", "not made by pack_padded_sequence")),
     (Projected, (torch.randn(4, 2, INPUT), torch.tensor([4, 3])), ("proj_size=2", "no output projection")),
-], ids=["built-by-hand", "lstm-proj-size"])
+    (PackedInput, (pack_padded_sequence(torch.randn(5, 2, INPUT), torch.tensor([5, 3])),),
+     ("GRU.forward", "passed in as an input")),
+], ids=["built-by-hand", "lstm-proj-size", "packed-input"])
 def test_refused_forms_name_the_rule_and_the_line(model: type, args: tuple, words: tuple[str, ...]) -> None:
     with pytest.raises(CaptureError) as info:
         onnxsight.export(model(), args)

@@ -1,6 +1,7 @@
 """The tricky suite: small hand-written modules that stress the exporter.
 
-Recurrent layers, attention, ``torch.cond``, in-place ``index_put``, ``cumsum``
+Recurrent layers (also on packed variable-length batches), a VGG-style head
+(adaptive pooling to 7x7 at any resolution), attention, ``torch.cond``, in-place ``index_put``, ``cumsum``
 over masks, ``topk``/``sort``, ``einsum``, ``stft``, dict inputs and outputs and
 Python scalar arguments: each one a pattern exporters are known to get wrong.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from onnxsight.zoo._spec import ModelSpec
 
@@ -22,6 +24,38 @@ class Recurrent(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple:
         return self.rnn(x)
+
+
+class PackedSpeech(nn.Module):
+    """Speech-style encoder: a conv front-end over the frames, a packed bidirectional LSTM over each
+    utterance's valid frames (lengths unsorted), a per-frame classifier (CTC-style log-probabilities)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(20, 16, 3, padding=1)
+        self.rnn = nn.LSTM(16, 12, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(24, 10)
+
+    def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv(feats.transpose(1, 2))).transpose(1, 2)
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=feats.shape[1])
+        return F.log_softmax(self.head(out), dim=-1)
+
+
+class VggHead(nn.Module):
+    """VGG/AlexNet-style classifier: features, AdaptiveAvgPool2d((7, 7)), flatten, linear; any resolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.pool = nn.AdaptiveAvgPool2d((7, 7))
+        self.classifier = nn.Sequential(nn.Linear(8 * 49, 32), nn.ReLU(), nn.Linear(32, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
 
 class Attention(nn.Module):
@@ -120,6 +154,14 @@ def _gru() -> tuple:
     return Recurrent("gru"), (torch.randn(2, 5, 8),)
 
 
+def _packed_speech() -> tuple:
+    return PackedSpeech(), (torch.randn(3, 9, 20), torch.tensor([5, 9, 7]))
+
+
+def _vgg_head() -> tuple:
+    return VggHead(), (torch.randn(2, 3, 63, 79),)  # +1 (the zoo's second size) changes the 7x7 pool's input
+
+
 def _attention() -> tuple:
     return Attention(), (torch.randn(2, 6, 16),)
 
@@ -173,6 +215,10 @@ def suite() -> list[ModelSpec]:
     return [
         ModelSpec("lstm", _seeded(_lstm), tags=("rnn",), dynamic={"x": SEQUENCE}),
         ModelSpec("gru_bidirectional", _seeded(_gru), tags=("rnn",), dynamic={"x": SEQUENCE}),
+        ModelSpec("packed_speech_lstm", _seeded(_packed_speech), tags=("rnn", "audio", "packed"),
+                  dynamic={"feats": {0: "batch", 1: "frames"}, "lengths": {0: "batch"}}),
+        ModelSpec("vgg_head", _seeded(_vgg_head), tags=("vision", "adaptive-pool"),
+                  dynamic={"x": {0: "batch", 2: "height", 3: "width"}}),
         ModelSpec("attention", _seeded(_attention), tags=("attention",), dynamic={"x": SEQUENCE}),
         ModelSpec("cond", _seeded(_cond), tags=("control-flow",), dynamic={"x": BATCH}),
         # the module hierarchy as ONNX functions (module_functions=True), verified inside the functions
