@@ -116,3 +116,33 @@ MODELS: dict[str, Callable[[], tuple]] = {
 def other_size(args: tuple) -> tuple:
     """The example inputs at another batch size (3 instead of the example's)."""
     return tuple(torch.randn(3, *a.shape[1:]) for a in args)
+
+
+def quantized_integers(program: Any, args: tuple) -> dict[str, tuple[Any, Any]]:
+    """Every quantize node's integers, (PyTorch, ONNX Runtime), by FX node name = ONNX value name."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    captured: dict[str, torch.Tensor] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            result = super().run_node(node)
+            if node.op == "call_function" and str(node.target).startswith("quantized_decomposed.quantize_"):
+                captured[node.name] = result
+            return result
+
+    module = program.exported_program.module()
+    with torch.no_grad():
+        Recorder(module).run(*args)
+    model = onnx.ModelProto()
+    model.CopyFrom(program.model_proto)
+    produced = {o for n in model.graph.node for o in n.output}
+    names = [name for name in captured if name in produced]
+    for name in names:
+        model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    results = session.run(names, feeds)
+    return {name: (captured[name].numpy(), np.asarray(r)) for name, r in zip(names, results)}
