@@ -89,7 +89,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
         out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
                                         used, device=torch_device))
-    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline)
+    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline,
+                     rounding=out.rounding)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
     sizes_checked, skipped, rounding = [named(sizes, names)], [], []

@@ -24,10 +24,11 @@ def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
                      ctx: DiagnosticContext, *, reference: str = "PyTorch",
-                     borderline: Mapping[str, str] | None = None) -> None:
+                     borderline: Mapping[str, str] | None = None, rounding: Mapping[str, str] | None = None) -> None:
     """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None);
-    ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided."""
-    borderline = borderline or {}
+    ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided;
+    ``rounding``: quantize value -> its elements one step apart (ACC012)."""
+    borderline, rounding = borderline or {}, rounding or {}
     counts: dict[str, int] = {}
     for row in rows:
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
@@ -43,6 +44,9 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
             ctx.emit(rules.BORDERLINE_DECISION, node=node, properties={**props, "value": row["value"]},
                      value=row["value"], target=row["target"], reference=reference,
                      detail=borderline[row["value"]], count=counts.get(row["value"], 0))
+        if row["value"] in rounding:
+            ctx.emit(rules.QUANTIZE_ROUNDING, node=node, properties={**props, "value": row["value"]},
+                     value=row["value"], target=row["target"], reference=reference, detail=rounding[row["value"]])
         if not row["root_cause"]:
             continue
         ctx.emit(rules.NODE_DIVERGENCE, node=node, properties=props, value=row["value"], target=row["target"],

@@ -18,6 +18,7 @@ NODE_COLUMNS = (
     "max_abs_diff", "max_rel_diff", "mean_abs_diff", "mismatch_fraction", "cosine",
     "nan_inf_mismatch", "nonfinite_introduced", "shape_mismatch", "dtype_mismatch", "numel",
     "atol", "rtol", "passed", "root_cause", "borderline", "propagated_from", "file", "line",
+    "max_diff_steps",   # in quantization steps, where the value has one (_quantization.py); else NaN
 )
 
 
