@@ -280,7 +280,7 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         metrics = config.reference.judge(pair.node, pair.index, expected, actual, bounds, metrics,
                                          expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     verdict = tracker.add(pair.value, metrics.passed, pair.upstream)
-    rounded = quant.rounding(pair.node, expected, actual) if verdict.root_cause and rejudge is not None else None
+    rounded = quant.rounding(pair.node, expected, actual) if verdict.root_cause else None
     if rounded is not None:  # one step at a half step: ONNX Runtime goes on from PyTorch's integers
         out.rounding[pair.value] = rounded
         if pair.value in executor.env:

@@ -65,6 +65,14 @@ class VerificationResult:
         return self.nodes[self.nodes["root_cause"].astype(bool)].reset_index(drop=True)
 
     @property
+    def quantization_layers(self) -> pd.DataFrame:
+        """Per layer, the quantized ONNX model against the float model (``verify(..., float_model=)``),
+        worst SQNR first; empty without a float model."""
+        from onnxsight.verification._float_model import LAYER_FIELDS
+
+        return pd.DataFrame(self.info.get("quantization_layers") or [], columns=list(LAYER_FIELDS))
+
+    @property
     def passed(self) -> bool:
         """True when every compared value matched, with its dtype, every graph output was compared,
         and nothing failed to run. A value that is not a graph output and differs only because of a

@@ -113,7 +113,7 @@ def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, ops
         calls = f"{len(nodes)} call{'s' if len(nodes) > 1 else ''}"
         related = tuple(loc for loc in (node_location(n)[0] for n in nodes[1:]) if loc is not None)
         ctx.emit(rules.UNSUPPORTED_CUSTOM_OP, node=nodes[0], related=related, op=op_display(nodes[0].target),
-                 op_name=key.rsplit(".", 1)[0], calls=calls)
+                 op_name=key.rsplit(".", 1)[0], calls=calls, count=len(nodes))
     return count
 
 
