@@ -8,7 +8,7 @@ E, W, N = Level.ERROR, Level.WARNING, Level.NOTE
 
 EAGER_QUANTIZED_MODULE = define(
     "QNT001", "eager-quantized-module", E,
-    "{submodule} ({kind}) is an eager-mode quantized module: {detail}",
+    "{submodule} ({kind}) is eager-mode quantization: {detail}",
     "Quantize the float model with PT2E instead (pip install onnxsight[quant]): "
     "m = torch.export.export(model, args).module(); m = prepare_pt2e(m, X86InductorQuantizer()); "
     "calibrate; m = convert_pt2e(m); onnxsight.export(m, args).",
