@@ -1,0 +1,194 @@
+"""Quantized-model benchmark: PT2E int8 models, onnxsight vs torch.onnx.export(dynamo=True), same run.
+
+Per model (torchao's X86InductorQuantizer, static activations unless the name says dynamic):
+- export wall time of the quantized module, onnxsight vs torch.onnx at the same opset, in this
+  process after one untimed export of each (warm: imports excluded);
+- ONNX Runtime CPU latency (1 thread) of the int8 model onnxsight writes against the float model
+  it came from (exported by onnxsight too), the reason people quantize;
+- the largest output difference of the int8 ONNX model from the quantized eager model.
+
+Median and spread (min..max) of ``--runs`` timed runs after an untimed warm-up.
+
+    python bench/quantized.py [--models cnn,mlp,attention,mlp-dynamic] [--runs 5] [--opset 18]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import statistics
+import sys
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+
+
+class ResidualCNN(torch.nn.Module):
+    """A ResNet-like stack: conv-bn-relu stem, three residual blocks, pooled linear head."""
+
+    def __init__(self, width: int = 64, blocks: int = 3) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1), torch.nn.BatchNorm2d(width),
+                                        torch.nn.ReLU())
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.BatchNorm2d(width),
+                                torch.nn.ReLU(), torch.nn.Conv2d(width, width, 3, padding=1),
+                                torch.nn.BatchNorm2d(width)) for _ in range(blocks))
+        self.head = torch.nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = torch.relu(x + block(x))
+        return self.head(x.mean((2, 3)))
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, width: int = 1024) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(torch.nn.Linear(512, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                                          torch.nn.ReLU(), torch.nn.Linear(width, 512))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, dim: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+        self.ff = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.out(y)
+        return x + self.ff(x)
+
+
+MODELS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], tuple], bool]] = {
+    "cnn": (ResidualCNN, lambda: (torch.randn(8, 3, 56, 56),), False),
+    "mlp": (MLP, lambda: (torch.randn(64, 512),), False),
+    "attention": (Attention, lambda: (torch.randn(8, 64, 256),), False),
+    "mlp-dynamic": (MLP, lambda: (torch.randn(64, 512),), True),
+}
+
+
+def quantize(model: torch.nn.Module, args: tuple, dynamic: bool) -> torch.nn.Module:
+    with contextlib.redirect_stderr(io.StringIO()):  # torchao reports its optional CUDA kernels on import
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_dynamic=dynamic))
+    prepared = prepare_pt2e(torch.export.export(model, args).module(), quantizer)
+    for _ in range(4):
+        prepared(*(torch.randn_like(a) for a in args))
+    return convert_pt2e(prepared)
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def _timed(fn: Callable[[], Any], runs: int) -> tuple[dict[str, float], Any]:
+    result = fn()  # untimed warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return _stats(times), result
+
+
+def _export(tool: str, module: torch.nn.Module, args: tuple, opset: int) -> bytes:
+    if tool == "onnxsight":
+        import onnxsight
+
+        return onnxsight.export(module, args, opset_version=opset).model_proto.SerializeToString()
+    program = torch.onnx.export(module, args, dynamo=True, verbose=False, opset_version=opset)
+    return program.model_proto.SerializeToString()
+
+
+def _latency(model: bytes, args: tuple, runs: int) -> tuple[dict[str, float], Any]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    for _ in range(3):
+        session.run(None, feeds)
+    stats, outputs = _timed(lambda: session.run(None, feeds), runs)
+    return {k: v * 1000 if k != "n" else v for k, v in stats.items()}, outputs
+
+
+def measure(name: str, runs: int, opset: int) -> dict[str, Any]:
+    build, inputs, dynamic = MODELS[name]
+    torch.manual_seed(0)
+    model, args = build().eval(), inputs()
+    quantized = quantize(model, args, dynamic)
+    row: dict[str, Any] = {"model": name}
+    for tool in ("onnxsight", "torch.onnx"):
+        try:
+            row[f"export_s[{tool}]"], proto = _timed(lambda: _export(tool, quantized, args, opset), runs)
+            if tool == "onnxsight":
+                int8 = proto
+        except Exception as exc:  # noqa: BLE001 - a failed export is a result of the benchmark
+            row[f"export_s[{tool}]"] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    if "error" in row["export_s[onnxsight]"]:
+        return row
+    import onnxsight
+
+    float_proto = onnxsight.export(model, args, opset_version=opset).model_proto.SerializeToString()
+    row["ort_ms[int8]"], outputs = _latency(int8, args, runs)
+    row["ort_ms[float]"], _ = _latency(float_proto, args, runs)
+    with torch.no_grad():
+        expected = quantized(*args)
+    row["max_abs_diff_vs_quantized_eager"] = float((torch.as_tensor(outputs[0]) - expected).abs().max())
+    return row
+
+
+def _cell(stats: dict[str, float], digits: int = 2) -> str:
+    if "error" in stats:
+        return f"failed: {stats['error']}"
+    return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}..{stats['max']:.{digits}f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--runs", type=int, default=5, help="timed runs after an untimed warm-up")
+    parser.add_argument("--opset", type=int, default=18)
+    parser.add_argument("--json", help="also write the rows to this file")
+    options = parser.parse_args()
+    warnings.simplefilter("ignore")
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    rows = [measure(name, options.runs, options.opset) for name in options.models.split(",")]
+    if options.json:
+        with open(options.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=1)
+    print(f"opset {options.opset}; median (min..max) of {options.runs} runs after an untimed warm-up; "
+          f"ONNX Runtime {__import__('onnxruntime').__version__} CPU, 1 thread; torch {torch.__version__}")
+    print("| model | export s: onnxsight | export s: torch.onnx | ORT ms: int8 | ORT ms: float | "
+          "speed-up | max abs diff vs quantized eager |")
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        speedup = (f"{row['ort_ms[float]']['median'] / row['ort_ms[int8]']['median']:.2f}x"
+                   if "ort_ms[int8]" in row else "")
+        print(f"| {row['model']} | {_cell(row['export_s[onnxsight]'])} | {_cell(row['export_s[torch.onnx]'])} | "
+              f"{_cell(row['ort_ms[int8]']) if 'ort_ms[int8]' in row else ''} | "
+              f"{_cell(row['ort_ms[float]']) if 'ort_ms[float]' in row else ''} | {speedup} | "
+              f"{row.get('max_abs_diff_vs_quantized_eager', float('nan')):.3g} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
