@@ -9,14 +9,12 @@ Per model (torchao's X86InductorQuantizer, static activations unless the name sa
 
 Median and spread (min..max) of ``--runs`` timed runs after an untimed warm-up.
 
-    python bench/quantized.py [--models cnn,mlp,attention,mlp-dynamic] [--runs 5] [--opset 18]
+    python bench/quantized.py [--models cnn,mlp,transformer,mlp-dynamic] [--runs 5] [--opset 18]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import logging
 import statistics
@@ -28,70 +26,14 @@ from typing import Any, Callable
 import torch
 
 
-class ResidualCNN(torch.nn.Module):
-    """A ResNet-like stack: conv-bn-relu stem, three residual blocks, pooled linear head."""
-
-    def __init__(self, width: int = 64, blocks: int = 3) -> None:
-        super().__init__()
-        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, width, 3, padding=1), torch.nn.BatchNorm2d(width),
-                                        torch.nn.ReLU())
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.BatchNorm2d(width),
-                                torch.nn.ReLU(), torch.nn.Conv2d(width, width, 3, padding=1),
-                                torch.nn.BatchNorm2d(width)) for _ in range(blocks))
-        self.head = torch.nn.Linear(width, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.stem(x)
-        for block in self.blocks:
-            x = torch.relu(x + block(x))
-        return self.head(x.mean((2, 3)))
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, width: int = 1024) -> None:
-        super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(512, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                          torch.nn.ReLU(), torch.nn.Linear(width, 512))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
-
-
-class Attention(torch.nn.Module):
-    def __init__(self, dim: int = 256, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.out = torch.nn.Linear(dim, dim)
-        self.ff = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.out(y)
-        return x + self.ff(x)
-
+from onnxsight.zoo.suites.quantized import MLP, ResidualCNN, TransformerBlock, quantize  # the zoo suite's models
 
 MODELS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], tuple], bool]] = {
-    "cnn": (ResidualCNN, lambda: (torch.randn(8, 3, 56, 56),), False),
-    "mlp": (MLP, lambda: (torch.randn(64, 512),), False),
-    "attention": (Attention, lambda: (torch.randn(8, 64, 256),), False),
-    "mlp-dynamic": (MLP, lambda: (torch.randn(64, 512),), True),
+    "cnn": (lambda: ResidualCNN(width=64, blocks=3), lambda: (torch.randn(8, 3, 56, 56),), False),
+    "mlp": (lambda: MLP(features=512, width=1024), lambda: (torch.randn(64, 512),), False),
+    "transformer": (lambda: TransformerBlock(dim=256, heads=4), lambda: (torch.randn(8, 64, 256),), False),
+    "mlp-dynamic": (lambda: MLP(features=512, width=1024), lambda: (torch.randn(64, 512),), True),
 }
-
-
-def quantize(model: torch.nn.Module, args: tuple, dynamic: bool) -> torch.nn.Module:
-    with contextlib.redirect_stderr(io.StringIO()):  # torchao reports its optional CUDA kernels on import
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-        from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
-    quantizer = xiq.X86InductorQuantizer()
-    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_dynamic=dynamic))
-    prepared = prepare_pt2e(torch.export.export(model, args).module(), quantizer)
-    for _ in range(4):
-        prepared(*(torch.randn_like(a) for a in args))
-    return convert_pt2e(prepared)
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -134,7 +76,7 @@ def measure(name: str, runs: int, opset: int) -> dict[str, Any]:
     build, inputs, dynamic = MODELS[name]
     torch.manual_seed(0)
     model, args = build().eval(), inputs()
-    quantized = quantize(model, args, dynamic)
+    quantized = quantize(model, args, dynamic=dynamic, dynamic_batch=False)
     row: dict[str, Any] = {"model": name}
     for tool in ("onnxsight", "torch.onnx"):
         try:
