@@ -44,10 +44,11 @@ class HalfStep(torch.nn.Module):
         return torch.ops.quantized_decomposed.dequantize_per_tensor(q, 0.1, 0, -128, 127, torch.int8) * 2
 
 
-def test_one_step_at_a_half_step_is_rounding() -> None:
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_one_step_at_a_half_step_is_rounding(mode: str) -> None:
     x = torch.tensor([1.55, 0.3, -0.72, 2.0])
     program = export(HalfStep(), (x,))
-    result = onnxsight.verify(program, (x,))
+    result = onnxsight.verify(program, (x,), mode=mode)
     assert result.passed, [d.message for d in result.diagnostics]
     assert result.root_causes.empty
     notes = [d for d in result.diagnostics if d.code == "ACC012"]
