@@ -79,6 +79,9 @@ def test_weight_quantize_folded_at_export() -> None:
     assert _ops(program)["QuantizeLinear"] == 3  # activations only
     assert not any(v.dtype == torch.float32 and v.dim() == 2 for v in program.initializers.values())
     assert sum(v.dtype == torch.int8 and v.dim() == 2 for v in program.initializers.values()) == 3
+    readers = {n.op_type for n in program.model_proto.graph.node for name in n.input
+               if name in program.initializers and program.initializers[name].dtype == torch.int8}
+    assert readers == {"DequantizeLinear"}   # the folded integers feed DequantizeLinear directly
     _assert_within_one_step(program, module, args)
 
 
@@ -111,3 +114,32 @@ def test_dynamic_quantization_parameters_are_not_a_float64_computation() -> None
     _, module, args, dynamic_shapes = models.mlp_dynamic_activations()
     program = export(module, args, dynamic_shapes=dynamic_shapes)
     assert not [d.message for d in program.diagnostics if d.code == "DTY004"]
+
+
+class GroupWise(torch.nn.Module):
+    """A weight quantized in groups of 4 columns (torchao's per-channel-group primitives): blocked Q/DQ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = torch.nn.Parameter(torch.randn(6, 8))
+        self.register_buffer("scales", self.weight.detach().abs().reshape(6, 2, 4).amax(-1) / 7)
+        self.register_buffer("zeros", torch.zeros(6, 2, dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        q = ops.quantize_per_channel_group(self.weight, self.scales, self.zeros, -8, 7, torch.int8, 4)
+        w = ops.dequantize_per_channel_group(q, self.scales, self.zeros, -8, 7, torch.int8, 4, torch.float32)
+        return x @ w.t()
+
+
+def test_per_channel_group_is_blocked_from_opset_21() -> None:
+    x = torch.randn(3, 8)
+    program = export(GroupWise(), (x,), opset_version=21)
+    dequantize = next(n for n in program.model_proto.graph.node if n.op_type == "DequantizeLinear")
+    assert {a.name: a.i for a in dequantize.attribute} == {"axis": 1, "block_size": 4}
+    assert program.initializers[dequantize.input[0]].dtype == torch.int8   # the weight's quantize folded
+    torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), GroupWise()(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception) as info:
+        export(GroupWise(), (x,), opset_version=20)
+    assert any(d.code == "OPS003" for d in info.value.diagnostics)

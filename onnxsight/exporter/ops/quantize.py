@@ -115,7 +115,13 @@ def _folded(b: GraphBuilder, overload: str, x: Value, args: tuple) -> Value | No
     if any(v is None for v in values[:3]):
         return None
     name, _, variant = overload.partition(".")
-    return _store(b, getattr(getattr(torch.ops.quantized_decomposed, name), variant)(*values), f"{x.name}_quantized")
+    tensor = getattr(getattr(torch.ops.quantized_decomposed, name), variant)(*values)
+    # NOTE: named after the FX node (the translator keeps such an initializer's name): the integers feed
+    # the DequantizeLinear directly, with no Identity between them that would hide the QDQ pattern.
+    if b.node.name not in b.initializers:
+        b.initializers[b.node.name] = tensor
+        return Value(b.node.name, tensor.dtype, tuple(tensor.shape))
+    return _store(b, tensor, f"{x.name}_quantized")
 
 
 def _quantize(b: GraphBuilder, x: Value, scale: Value, zero_point: Value, dtype: torch.dtype,
@@ -273,3 +279,48 @@ def choose_qparams_symmetric(b: GraphBuilder, input: Value, quant_min: int, quan
     scale = b.op("Max", scale, b.const(float(eps), torch.float32))
     zero_point = b.const(128 if dtype == torch.uint8 else 0, torch.int64)
     return _qparams_outputs(b, scale, zero_point)
+
+
+# -- blocked (per channel group, along the last axis of a 2-D weight): opset 21 ---------------------------
+def _grouped(b: GraphBuilder, param: Value | None, input: Value, group_size: int, dtype: torch.dtype) -> Value | None:
+    """A group's scale or zero point shaped [rows, columns / group_size], as blocked Q/DQ wants it."""
+    if param is None:
+        return None
+    if input.shape is None or not all(isinstance(d, int) for d in input.shape) or input.rank != 2:
+        raise UnsupportedVariant("input", f"shape {input.shape}", "a 2-D weight of static shape")
+    rows, columns = input.shape
+    converted = _converted(b, param, dtype)
+    tensor = _constant(b, converted)
+    shape = (rows, columns // group_size)
+    if tensor is not None:
+        return _store(b, tensor.reshape(shape), f"{converted.name}_blocks")
+    return b.op("Reshape", converted, b.const(list(shape), torch.int64), shape=shape)
+
+
+@translation(_NS + "quantize_per_channel_group.default", since=21)
+def quantize_per_channel_group(b: GraphBuilder, input: Value, scales: Value, zero_points: Value, quant_min: int,
+                               quant_max: int, dtype: torch.dtype, group_size: int) -> Value:
+    """quantize_per_channel_group(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
+    int quant_max, ScalarType dtype, int group_size) -> Tensor"""
+    _check_dtype(b, dtype)
+    folded = _folded(b, "quantize_per_channel_group.default", input,
+                     (scales, zero_points, quant_min, quant_max, dtype, group_size))
+    if folded is not None:
+        return folded
+    q = b.op("QuantizeLinear", _float_input(b, input), _grouped(b, scales, input, group_size, torch.float32),
+             _grouped(b, zero_points, input, group_size, dtype), axis=1, block_size=group_size, dtype=dtype,
+             shape=input.shape)
+    return _clamped(b, q, dtype, quant_min, quant_max)
+
+
+@translation(_NS + "dequantize_per_channel_group.default", since=21)
+def dequantize_per_channel_group(b: GraphBuilder, input: Value, scales: Value, zero_points: Value | None,
+                                 quant_min: int, quant_max: int, dtype: torch.dtype, group_size: int,
+                                 output_dtype: torch.dtype = torch.float32) -> Value:
+    """dequantize_per_channel_group(Tensor input, Tensor scales, Tensor? zero_points, int quant_min,
+    int quant_max, ScalarType dtype, int group_size, ScalarType output_dtype) -> Tensor"""
+    _check_dtype(b, dtype)
+    y = b.op("DequantizeLinear", input, _grouped(b, scales, input, group_size, torch.float32),
+             _grouped(b, zero_points, input, group_size, dtype), axis=1, block_size=group_size,
+             dtype=torch.float32, shape=input.shape)
+    return b.cast(y, output_dtype or torch.float32)

@@ -276,6 +276,8 @@ class Translator:
         name is an Identity of it, so no name anything refers to ever changes.
         """
         b = self.builder
+        if value.name == name and name in b.initializers:  # a weight computed at export under the FX name
+            return
         producer = None
         if value.name not in named and value.name not in read and not b.is_shared(value):
             producer = next((n for n in new_nodes if value.name in n.output), None)
