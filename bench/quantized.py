@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
 import sys
 import time
@@ -24,7 +25,6 @@ import warnings
 from typing import Any, Callable
 
 import torch
-
 
 from onnxsight.zoo.suites.quantized import MLP, ResidualCNN, TransformerBlock, quantize  # the zoo suite's models
 
@@ -84,7 +84,8 @@ def measure(name: str, runs: int, opset: int) -> dict[str, Any]:
             if tool == "onnxsight":
                 int8 = proto
         except Exception as exc:  # noqa: BLE001 - a failed export is a result of the benchmark
-            row[f"export_s[{tool}]"] = {"error": f"{type(exc).__name__}: {str(exc)[:160]}"}
+            first = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()[0][:120]
+            row[f"export_s[{tool}]"] = {"error": f"{type(exc).__name__}: {first}"}
     if "error" in row["export_s[onnxsight]"]:
         return row
     import onnxsight
