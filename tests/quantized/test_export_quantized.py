@@ -143,3 +143,28 @@ def test_per_channel_group_is_blocked_from_opset_21() -> None:
     with pytest.raises(Exception) as info:
         export(GroupWise(), (x,), opset_version=20)
     assert any(d.code == "OPS003" for d in info.value.diagnostics)
+
+
+class TensorQParams(torch.nn.Module):
+    """The .tensor overloads with the scale and zero point held as [1] buffers (float64, int64)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([0.02], dtype=torch.float64))
+        self.register_buffer("zero_point", torch.tensor([3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        q = ops.quantize_per_tensor.tensor(x, self.scale, self.zero_point, 0, 255, torch.uint8)
+        return ops.dequantize_per_tensor.tensor(q, self.scale, self.zero_point, 0, 255, torch.uint8)
+
+
+def test_constant_tensor_qparams_become_scalar_initializers() -> None:
+    x = torch.linspace(-1, 4, 40)
+    program = export(TensorQParams(), (x,))
+    assert set(_ops(program)) == {"QuantizeLinear", "DequantizeLinear"}   # no Cast/Reshape of the qparams
+    quantize = next(n for n in program.model_proto.graph.node if n.op_type == "QuantizeLinear")
+    scale, zero_point = (program.initializers[name] for name in quantize.input[1:])
+    assert scale.shape == () and scale.dtype == torch.float32
+    assert zero_point.shape == () and zero_point.dtype == torch.uint8
+    torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), TensorQParams()(x))

@@ -55,10 +55,7 @@ def _scale(b: GraphBuilder, scale: float | Value, *, per_tensor: bool = True) ->
     """A float32 scale: a 0-d one for per-tensor quantization (scale tensors are [1] in PyTorch)."""
     if not isinstance(scale, Value):
         return b.const(float(scale), torch.float32)
-    scale = _converted(b, scale, torch.float32)
-    if per_tensor and scale.rank != 0:
-        scale = b.op("Reshape", scale, b.const([], torch.int64), shape=())
-    return scale
+    return _converted(b, scale, torch.float32, scalar=per_tensor)
 
 
 def _zero_point(b: GraphBuilder, zero_point: int | Value | None, dtype: torch.dtype, *,
@@ -68,10 +65,7 @@ def _zero_point(b: GraphBuilder, zero_point: int | Value | None, dtype: torch.dt
         return None
     if not isinstance(zero_point, Value):
         return b.const(int(zero_point), dtype)
-    zero_point = _converted(b, zero_point, dtype)
-    if per_tensor and zero_point.rank != 0:
-        zero_point = b.op("Reshape", zero_point, b.const([], torch.int64), shape=())
-    return zero_point
+    return _converted(b, zero_point, dtype, scalar=per_tensor)
 
 
 def _clamped(b: GraphBuilder, q: Value, dtype: torch.dtype, quant_min: int | Value, quant_max: int | Value) -> Value:
@@ -100,13 +94,17 @@ def _store(b: GraphBuilder, tensor: torch.Tensor, name: str) -> Value:
     return Value(name, tensor.dtype, tuple(tensor.shape))
 
 
-def _converted(b: GraphBuilder, value: Value, dtype: torch.dtype) -> Value:
-    """``value`` in ``dtype``: a weight's scale or zero point converted now (ONNX Runtime fuses QDQ only
-    around constant initializers: PT2E keeps zero points as int64 buffers), a runtime value by a Cast."""
+def _converted(b: GraphBuilder, value: Value, dtype: torch.dtype, *, scalar: bool = False) -> Value:
+    """``value`` in ``dtype`` (0-d when ``scalar``): a weight's scale or zero point converted now (ONNX
+    Runtime fuses QDQ only around constant initializers: PT2E keeps zero points as int64 buffers, per-tensor
+    ones as [1]), a runtime value by Cast and Reshape."""
     tensor = _constant(b, value)
-    if tensor is None or value.dtype == dtype:
-        return b.cast(value, dtype)
-    return _store(b, tensor.to(dtype), f"{value.name}_{str(dtype).replace('torch.', '')}")
+    reshape = scalar and value.rank != 0
+    if tensor is not None and (value.dtype != dtype or reshape):
+        tensor = tensor.to(dtype).reshape(()) if reshape else tensor.to(dtype)
+        return _store(b, tensor, f"{value.name}_{str(dtype).replace('torch.', '')}{'_scalar' if reshape else ''}")
+    value = b.cast(value, dtype)
+    return b.op("Reshape", value, b.const([], torch.int64), shape=()) if reshape else value
 
 
 def _folded(b: GraphBuilder, overload: str, x: Value, args: tuple) -> Value | None:
