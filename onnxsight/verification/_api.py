@@ -109,7 +109,9 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
             "sizes_skipped": skipped, "sizes_within_noise_floor": rounding,
             "seconds": time.perf_counter() - start}
     if float_model is not None:
-        info["quantization_layers"] = layer_errors(prog, float_model, user_inputs, index,
+        call = (tuple(user_inputs), {}) if args is None and not kwargs or random_inputs else (
+            tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+        info["quantization_layers"] = layer_errors(prog, float_model, call, index,
                                                    feeds_for(prog, index, user_inputs), used)
     result = VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
                                 graph_name=model.graph.name, coverage=coverage, sizes_checked=sizes_checked)

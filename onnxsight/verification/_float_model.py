@@ -42,13 +42,16 @@ class _Layer:
     value: str       # its ONNX value
 
 
-def layer_errors(prog: Any, float_model: Any, user_inputs: Sequence[Any], index: GraphIndex,
+def layer_errors(prog: Any, float_model: Any, call: tuple[tuple, dict], index: GraphIndex,
                  feeds: dict[str, np.ndarray], providers: Sequence[str]) -> list[dict[str, Any]]:
-    """One record per layer (fields: :data:`LAYER_FIELDS`), worst SQNR first."""
+    """One record per layer (fields: :data:`LAYER_FIELDS`), worst SQNR first.
+
+    ``call``: the (args, kwargs) the float model is called with, the same inputs as ``feeds``.
+    """
     layers = _layers(prog, index)
     if not layers:
         return []
-    float_outputs = _float_outputs(float_model, user_inputs, {layer.path for layer in layers})
+    float_outputs = _float_outputs(float_model, call, {layer.path for layer in layers})
     steps = {layer.path: _step_source(layer.node) for layer in layers}
     wanted = [layer.value for layer in layers if layer.path in float_outputs]
     wanted += [prog.value_names[s.name] for s in steps.values() if hasattr(s, "name") and s.name in prog.value_names]
@@ -103,7 +106,7 @@ def _layers(prog: Any, index: GraphIndex) -> list[_Layer]:
     return found
 
 
-def _float_outputs(model: Any, user_inputs: Sequence[Any], paths: set[str]) -> dict[str, Any]:
+def _float_outputs(model: Any, call: tuple[tuple, dict], paths: set[str]) -> dict[str, Any]:
     """Each wanted module's output in the float model (a BatchNorm right after it: the BatchNorm's)."""
     import torch
 
@@ -121,7 +124,7 @@ def _float_outputs(model: Any, user_inputs: Sequence[Any], paths: set[str]) -> d
     handles = [module.register_forward_hook(hook(path)) for path, module in modules.items() if path]
     try:
         with torch.no_grad():
-            model(*user_inputs)
+            model(*call[0], **call[1])
     finally:
         for handle in handles:
             handle.remove()
