@@ -18,8 +18,9 @@ def _fmt(x: Any) -> str:
 
 def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("max_abs_diff", "max_rel_diff", "mismatch_fraction", "cosine", "dtype", "onnx_dtype")
+    steps = row.get("max_diff_steps")  # a quantized value's difference in quantization steps
     return {"onnx_value": row["value"], "onnx_node": row.get("onnx_op"), "shape": list(row["shape"]),
-            **{k: row.get(k) for k in keys}}
+            **{k: row.get(k) for k in keys}, **({"max_diff_steps": steps} if steps is not None else {})}
 
 
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],

@@ -86,6 +86,8 @@ def test_wrong_weight_qparams_are_the_root_cause(which: str) -> None:
     assert not result.passed
     assert list(result.root_causes["value"]) == [value]
     assert result.root_causes.iloc[0]["max_diff_steps"] > 1
+    [divergence] = [d for d in result.diagnostics if d.code == "ACC002"]
+    assert divergence.properties["max_diff_steps"] > 1   # in the SARIF result's properties too
 
 
 def test_wrong_activation_scale_is_the_root_cause() -> None:
