@@ -14,6 +14,8 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
+from onnxsight.exporter.capture._modes import eval_semantics
+from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
@@ -123,18 +125,16 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if ctx.errors:
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
-    model_was_training = model.training
-    model.eval()
-    try:
-        with record.stage("capture") as stage:
-            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
-            if exported is None:
-                stage.status = "failed"
-                _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
-            record.exported_program = exported
-            materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
-    finally:
-        model.train(model_was_training)
+    with eval_semantics(model), record.stage("capture") as stage:  # the user's modes are restored exactly
+        if refuse_eager_quantized(ctx, model, input_leaves(model, args, kwargs)):  # QNT001: torch.export traces none of it
+            stage.status = "failed"
+            _fail(errors.CaptureError, f"{type(model).__name__} uses eager-mode quantization", ctx, record)
+        exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
+        if exported is None:
+            stage.status = "failed"
+            _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
+        record.exported_program = exported
+        materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
     with record.stage("decompose") as stage:
         rewritten = functionalize_inplace(exported, registry, opset)
         reason = needs_decomposition(exported, registry, opset)

@@ -45,6 +45,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.rnn",
     "onnxsight.exporter.ops.vision",
     "onnxsight.exporter.ops.moe",
+    "onnxsight.exporter.ops.quantize",
 )
 
 _ATTR = "__onnxsight_translations__"

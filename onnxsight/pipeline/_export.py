@@ -31,7 +31,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
            module_functions: bool | Iterable[type] = False,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
-           examples: Sequence[Any] | None = None, verbose: bool | None = None) -> ONNXProgram:
+           examples: Sequence[Any] | None = None, verbose: bool | None = None,
+           float_model: Any = None) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
@@ -51,8 +52,13 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
 
     ``verbose=True`` shows torch's own log output on the console (None: only when ``TORCH_LOGS`` is set);
     without it, torch's output is kept in the run record, off the console.
+
+    ``float_model``: for a quantized model, the float model it was quantized from: implies
+    ``verify=True``, and the verification (and the reports) also rank every layer by the error
+    quantization adds against it (``program.verification.quantization_layers``).
     """
     inputs = (model, args, kwargs)
+    verify = verify or float_model is not None
     if report:
         require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last
     calls: list[tuple[tuple, dict]] = []
@@ -72,7 +78,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     program.sarif_writer = write_sarif
     if verify:
         try:
-            _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None)
+            _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None,
+                    float_model=float_model)
         except Exception as exc:
             wrapped = exc if isinstance(exc, ExportError) else _internal_error(exc, program)  # an example it refuses
             if report:
@@ -87,7 +94,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
 
 
 def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = (), *,
-            repro_dir: str | None = None) -> None:
+            repro_dir: str | None = None, float_model: Any = None) -> None:
     """verify=True: run the verification engine as the export's "accuracy" stage; keep its result on the program.
 
     With examples, each is verified too (``program.example_verifications``); the stage fails if any does.
@@ -97,7 +104,7 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
 
     with program.record.stage("accuracy") as stage:
         result = run_verify(program, args if isinstance(args, (tuple, list)) else (args,), kwargs, other_sizes=True,
-                            repro_dir=repro_dir)
+                            repro_dir=repro_dir, float_model=float_model)
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
         ctx = DiagnosticContext()

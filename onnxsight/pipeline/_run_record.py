@@ -111,7 +111,7 @@ def unsupported_table(diagnostics: Iterable[Mapping[str, Any]]) -> list[dict[str
             continue
         op = str(diagnostic.get("fields", {}).get("op", "?"))
         row = rows.setdefault(op, {"op": op, "count": 0, "rule": diagnostic["rule"], "first_location": None})
-        row["count"] += 1
+        row["count"] += int(diagnostic.get("fields", {}).get("count") or 1)  # OPS001: once per op, with its calls
         location = diagnostic.get("location")
         if row["first_location"] is None and location:
             row["first_location"] = {"file": location.get("file"), "line": location.get("line"),
@@ -142,6 +142,9 @@ def verification_summary(result: Any) -> dict[str, Any] | None:
         "nodes": _downsample(nodes),
         "coverage": {"summary": dict(getattr(result, "coverage_summary", None) or {}),
                      "sizes_checked": list(getattr(result, "sizes_checked", None) or [])},
+        # verify(float_model=): per layer, the quantized ONNX model against the float model, worst first
+        # (layer, module_type, location "file:line", file, line, sqnr_db, sqnr_drop_db, max_error_steps, ...)
+        "quantization_layers": list(info.get("quantization_layers") or []),
     }
     return jsonable(summary)
 

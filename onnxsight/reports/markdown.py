@@ -181,7 +181,13 @@ def _verification(run: RunRecord) -> str:
     if v.get("worst_nodes"):
         out += ["Worst values:", "", _rows_table(v["worst_nodes"], ["value", "target", "onnx_op", *fmt.METRIC_COLUMNS,
                                                                    "root_cause"]), ""]
+    if v.get("quantization_layers"):
+        out += [QUANTIZATION_TITLE + ":", "", _rows_table(v["quantization_layers"], list(QUANTIZATION_COLUMNS)), ""]
     return "\n".join(out).rstrip()
+
+
+QUANTIZATION_TITLE = "Error quantization adds, per layer (against the float model, worst SQNR first)"
+QUANTIZATION_COLUMNS = ("layer", "module_type", "source", "sqnr_db", "sqnr_drop_db", "max_error_steps")
 
 
 def _rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -193,6 +199,8 @@ def _rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> st
         value = row.get(column)
         if column == "shape":
             return escape(fmt.shape(value))
+        if isinstance(value, float):
+            return escape(fmt.number(value))
         return escape(fmt.number(value)) if column in fmt.METRIC_COLUMNS or isinstance(value, bool) else escape(value)
     return table(list(columns), ([cell(row, c) for c in columns] for row in rows))
 

@@ -9,10 +9,11 @@ E, W, N = Level.ERROR, Level.WARNING, Level.NOTE
 # -- OPS: operator translation ------------------------------------------------------------------
 UNSUPPORTED_CUSTOM_OP = define(
     "OPS001", "custom-op-without-translation", E,
-    "custom operator {op} has no ONNX translation",
+    "custom operator {op} has no ONNX translation ({calls})",
     "Pass custom_translations={'namespace::op': fn} to export(), where fn builds the ONNX nodes.",
-    what="Reports each call to a custom operator (`torch.library`, a C++ extension) that has no "
-         "translation. Every unsupported call in the graph is reported, not only the first.",
+    what="Reports each custom operator (`torch.library`, a C++ extension) that has no "
+         "translation, once, at its first call, with the number of calls and the other calls' "
+         "lines as related locations. Every such operator in the graph is reported, not only the first.",
     why="onnxsight cannot know what a custom operator computes; without a translation the model "
         "cannot be expressed in ONNX.",
     example="""

@@ -13,6 +13,7 @@ from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
 from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
 from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
+from onnxsight.verification._float_model import feeds_for, layer_errors
 from onnxsight.verification._engine import EngineConfig, EngineOutput, Plan, plan_values, run_engine
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._inputs import bind_sizes, flat_user_inputs
@@ -40,7 +41,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
            memory_budget: int = DEFAULT_MEMORY_BUDGET, provider_fallback: bool = False,
            torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS,
            reference: str | None = None, repro_dir: str | os.PathLike | None = None,
-           other_sizes: bool = False) -> VerificationResult:
+           other_sizes: bool = False, float_model: Any = None) -> VerificationResult:
     """Compare ``prog`` (an :class:`onnxsight.ONNXProgram`) with PyTorch, value by value.
 
     ``args``/``kwargs`` default to the example inputs; ``random_inputs=True`` draws seeded
@@ -66,6 +67,10 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     ``memory_budget`` (or they pass 2 GB), all chunk sessions are fed one copy, the program's own
     tensors or an ``onnx_model`` file's external data mapped in place (VER016/VER017 when that
     file is missing or short), so a model above 2 GB verifies in about its own size of memory.
+
+    ``float_model``: for a quantized program, the float model it was quantized from; every layer's
+    output in the ONNX model is also compared with the float model's (``_float_model.py``), worst
+    SQNR first, in ``result.quantization_layers`` (and ``result.info["quantization_layers"]``).
     """
     start = time.perf_counter()
     check_program(prog)
@@ -89,7 +94,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
         out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
                                         used, device=torch_device))
-    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline)
+    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline,
+                     rounding=out.rounding)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
     sizes_checked, skipped, rounding = [named(sizes, names)], [], []
@@ -102,6 +108,11 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
             "tolerance": tolerance.to_dict(), "coverage": summary(coverage), "sizes_checked": sizes_checked,
             "sizes_skipped": skipped, "sizes_within_noise_floor": rounding,
             "seconds": time.perf_counter() - start}
+    if float_model is not None:
+        call = (tuple(user_inputs), {}) if args is None and not kwargs or random_inputs else (
+            tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+        info["quantization_layers"] = layer_errors(prog, float_model, call, index,
+                                                   feeds_for(prog, index, user_inputs), used)
     result = VerificationResult(out.rows, index.graph_outputs, ctx.diagnostics, repros=out.repros, info=info,
                                 graph_name=model.graph.name, coverage=coverage, sizes_checked=sizes_checked)
     if repro_dir is not None and result.repros and not result.passed:

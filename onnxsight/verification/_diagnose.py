@@ -18,16 +18,18 @@ def _fmt(x: Any) -> str:
 
 def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("max_abs_diff", "max_rel_diff", "mismatch_fraction", "cosine", "dtype", "onnx_dtype")
+    steps = row.get("max_diff_steps")  # a quantized value's difference in quantization steps
     return {"onnx_value": row["value"], "onnx_node": row.get("onnx_op"), "shape": list(row["shape"]),
-            **{k: row.get(k) for k in keys}}
+            **{k: row.get(k) for k in keys}, **({"max_diff_steps": steps} if steps is not None else {})}
 
 
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
                      ctx: DiagnosticContext, *, reference: str = "PyTorch",
-                     borderline: Mapping[str, str] | None = None) -> None:
+                     borderline: Mapping[str, str] | None = None, rounding: Mapping[str, str] | None = None) -> None:
     """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None);
-    ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided."""
-    borderline = borderline or {}
+    ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided;
+    ``rounding``: quantize value -> its elements one step apart (ACC012)."""
+    borderline, rounding = borderline or {}, rounding or {}
     counts: dict[str, int] = {}
     for row in rows:
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
@@ -43,6 +45,9 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
             ctx.emit(rules.BORDERLINE_DECISION, node=node, properties={**props, "value": row["value"]},
                      value=row["value"], target=row["target"], reference=reference,
                      detail=borderline[row["value"]], count=counts.get(row["value"], 0))
+        if row["value"] in rounding:
+            ctx.emit(rules.QUANTIZE_ROUNDING, node=node, properties={**props, "value": row["value"]},
+                     value=row["value"], target=row["target"], reference=reference, detail=rounding[row["value"]])
         if not row["root_cause"]:
             continue
         ctx.emit(rules.NODE_DIVERGENCE, node=node, properties=props, value=row["value"], target=row["target"],

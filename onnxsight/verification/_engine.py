@@ -32,6 +32,7 @@ from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPAR
 from onnxsight.verification._decisions import decision
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, onnx_layout, real_view, to_numpy
+from onnxsight.verification import _quantization as quant
 from onnxsight.verification._root_cause import RootCauseTracker
 from onnxsight.verification._runners import OrtRunner, TorchRunner
 from onnxsight.verification._tolerance import Tolerance, dtype_name
@@ -59,6 +60,7 @@ class EngineOutput:
     error: str | None = None
     outputs: frozenset[str] = frozenset()  # graph outputs: compared end to end, never excused
     borderline: dict[str, str] = field(default_factory=dict)  # value -> what its borderline decision was
+    rounding: dict[str, str] = field(default_factory=dict)  # quantize value -> its elements one step apart
 
 
 @dataclass
@@ -210,7 +212,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
                     _compare_pair(pair, torch_value(pair), results.get(pair.value), executor, tracker, config,
                                   out, reference_values=lambda name: _reference_value(name, paired, torch_runner,
                                                                                       feeds),
-                                  rejudge=None if isolated else on_pytorch_inputs)
+                                  rejudge=None if isolated else on_pytorch_inputs,
+                                  value_of=torch_runner.env.get)
         done = set(executed)
         for node in list(torch_runner.env):
             if node.op != "placeholder" and all(user in done for user in node.users if user.op != "output"):
@@ -224,7 +227,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
         for pair in by_node.get(node, ()):
             pending.append(pair)
             pending_bytes += _nbytes(torch_value(pair))
-        if pending_bytes >= config.memory_budget:
+        # a quantize node ends a chunk: when it only rounded differently, later chunks read PyTorch's integers
+        if pending_bytes >= config.memory_budget or (not isolated and quant.kind(node) == "quantize"):
             flush()
     flush()
     out.sessions = executor.sessions
@@ -263,7 +267,7 @@ def _nbytes(value: Any) -> int:
 
 def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, executor: ChunkExecutor,
                   tracker: RootCauseTracker, config: EngineConfig, out: EngineOutput, *,
-                  reference_values: Any, rejudge: Any = None) -> None:
+                  reference_values: Any, rejudge: Any = None, value_of: Any = None) -> None:
     if actual is None:
         return
     expected = to_numpy(expected_value)
@@ -276,14 +280,20 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         metrics = config.reference.judge(pair.node, pair.index, expected, actual, bounds, metrics,
                                          expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     verdict = tracker.add(pair.value, metrics.passed, pair.upstream)
-    if verdict.root_cause and rejudge is not None:
+    rounded = quant.rounding(pair.node, expected, actual) if verdict.root_cause else None
+    if rounded is not None:  # one step at a half step: ONNX Runtime goes on from PyTorch's integers
+        out.rounding[pair.value] = rounded
+        if pair.value in executor.env:
+            executor.env[pair.value] = expected.astype(np.asarray(actual).dtype)
+    elif verdict.root_cause and rejudge is not None:
         detail = _borderline(pair, expected, actual, bounds, rejudge, expected_dtype, actual_dtype)
         if detail is not None:
             out.borderline[pair.value] = detail
-    root_cause = verdict.root_cause and pair.value not in out.borderline
+    excused = set(out.borderline) | set(out.rounding)
+    root_cause = verdict.root_cause and pair.value not in excused
     # differs only because of borderline decisions (itself, or every root cause behind it)
-    borderline = pair.value in out.borderline or (
-        bool(verdict.propagated_from) and set(verdict.propagated_from) <= set(out.borderline))
+    borderline = pair.value in excused or (
+        bool(verdict.propagated_from) and set(verdict.propagated_from) <= excused)
     location, _ = node_location(pair.node)
     row = {
         "value": pair.value, "fx_node": pair.node.name, "target": _target(pair.node),
@@ -291,6 +301,7 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         "shape": tuple(expected.shape), "onnx_shape": tuple(np.shape(actual)),
         **{k: v for k, v in metrics.to_dict().items() if k != "passed"},
         "atol": bounds.atol, "rtol": bounds.rtol, "passed": metrics.passed, "root_cause": root_cause,
+        "max_diff_steps": quant.steps_apart(pair.node, expected, actual, value_of or (lambda _: None)),
         "borderline": borderline, "propagated_from": ", ".join(verdict.propagated_from),
         "file": location.file if location else None, "line": location.line if location else None,
         "upstream": pair.upstream,

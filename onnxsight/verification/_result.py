@@ -18,6 +18,7 @@ NODE_COLUMNS = (
     "max_abs_diff", "max_rel_diff", "mean_abs_diff", "mismatch_fraction", "cosine",
     "nan_inf_mismatch", "nonfinite_introduced", "shape_mismatch", "dtype_mismatch", "numel",
     "atol", "rtol", "passed", "root_cause", "borderline", "propagated_from", "file", "line",
+    "max_diff_steps",   # in quantization steps, where the value has one (_quantization.py); else NaN
 )
 
 
@@ -62,6 +63,14 @@ class VerificationResult:
     def root_causes(self) -> pd.DataFrame:
         """The rows of :attr:`nodes` that are first divergences, in topological order."""
         return self.nodes[self.nodes["root_cause"].astype(bool)].reset_index(drop=True)
+
+    @property
+    def quantization_layers(self) -> pd.DataFrame:
+        """Per layer, the quantized ONNX model against the float model (``verify(..., float_model=)``),
+        worst SQNR first; empty without a float model."""
+        from onnxsight.verification._float_model import LAYER_FIELDS
+
+        return pd.DataFrame(self.info.get("quantization_layers") or [], columns=list(LAYER_FIELDS))
 
     @property
     def passed(self) -> bool:

@@ -25,6 +25,7 @@ BUILTIN_SUITES: dict[str, str] = {
     "transformers": "onnxsight.zoo.suites.transformers",
     "torchvision": "onnxsight.zoo.suites.torchvision",
     "timm": "onnxsight.zoo.suites.timm",
+    "quantized": "onnxsight.zoo.suites.quantized",
 }
 
 

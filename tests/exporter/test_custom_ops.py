@@ -40,10 +40,27 @@ def test_missing_translation_names_the_op_and_the_fix() -> None:
     with pytest.raises(onnxsight.ExportError) as info:
         onnxsight.export(UsesCustomOp(), (torch.randn(2, 4),))
     text = str(info.value)
-    assert "OPS001 custom operator onnxsight_test.scale_add.default has no ONNX translation" in text
+    assert "OPS001 custom operator onnxsight_test.scale_add.default has no ONNX translation (1 call)" in text
     diagnostic = info.value.diagnostics[-1]
     assert diagnostic.rule.fix.startswith("Pass custom_translations")
     assert diagnostic.location.file == __file__
+
+
+class CallsItThrice(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.ops.onnxsight_test.scale_add(x, 2.0)
+        y = torch.ops.onnxsight_test.scale_add(y, 3.0)
+        return torch.ops.onnxsight_test.scale_add(y, 4.0)
+
+
+def test_missing_translation_reported_once_per_op_with_its_calls() -> None:
+    with pytest.raises(onnxsight.ExportError) as info:
+        onnxsight.export(CallsItThrice(), (torch.randn(2, 4),))
+    found = [d for d in info.value.diagnostics if d.code == "OPS001"]
+    assert len(found) == 1 and found[0].message.endswith("(3 calls)"), [d.message for d in found]
+    first = CallsItThrice.forward.__code__.co_firstlineno + 1
+    assert found[0].location.line == first
+    assert [loc.line for loc in found[0].related] == [first + 1, first + 2]
 
 
 @pytest.mark.parametrize("key", ["onnxsight_test::scale_add", "onnxsight_test::scale_add.default",

@@ -253,7 +253,7 @@ PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", 
 
 @pytest.mark.parametrize(("function", "expected"), [
     # DESIGN.md's public contract, plus examples= (dynamic_shapes="auto": dims inferred from real calls)
-    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples"]),
+    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples", "float_model"]),
     (onnxsight.exporter.export, [p for p in PUBLIC_EXPORT if p not in ("report", "verify", "artifacts_dir")]
      + ["registry"]),                            # the core: no reports, no verification; registry= as extension
 ])

@@ -67,8 +67,8 @@ def test_two_custom_ops_and_baked_float_fail_with_both_ops_and_a_valid_sarif(tmp
         onnxsight.export(TwoCustomOps(), (torch.randn(4), 0.5))  # @export-call
     message = str(info.value)
     first, second = _line("# @first-op"), _line("# @second-op")
-    assert f"OPS001 custom operator onnxsight_sarif.first.default has no ONNX translation ({HERE}:{first})" in message
-    assert f"OPS001 custom operator onnxsight_sarif.second.default has no ONNX translation ({HERE}:{second})" in message
+    assert f"OPS001 custom operator onnxsight_sarif.first.default has no ONNX translation (1 call) ({HERE}:{first})" in message
+    assert f"OPS001 custom operator onnxsight_sarif.second.default has no ONNX translation (1 call) ({HERE}:{second})" in message
     path = write_sarif(info.value.diagnostics, os.path.join(str(tmp_path), "done.sarif"), record=info.value.record)
     log = check_sarif_file(path, "done_when_two_custom_ops")
     results = log["runs"][0]["results"]

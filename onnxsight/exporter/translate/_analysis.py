@@ -20,6 +20,7 @@ Checks (rule codes in the catalog):
 from __future__ import annotations
 
 import linecache
+import operator
 import re
 from typing import Any, Callable, Iterator, Sequence
 
@@ -159,13 +160,19 @@ def _dtype_checks(node: torch.fx.Node, op: str, emit: Callable[..., None], *, al
         except TypeError:
             emit(rules.DTYPE_NOT_REPRESENTABLE, node, op=op, value=node.name,
                  dtype=str(val.dtype).replace("torch.", ""))
-    if allow_float64 or not any(v.dtype is torch.float64 for v in outputs):
+    if allow_float64 or not any(v.dtype is torch.float64 for v in outputs) or _quantization_parameters(node):
         return
     inputs = [v for n in node.all_input_nodes for v in _vals(n) if isinstance(v, torch.Tensor)]
     others = sorted({str(v.dtype).replace("torch.", "") for v in inputs if v.dtype is not torch.float64})
     if others or not inputs:
         emit(rules.FLOAT64_COMPUTATION, node, op=op, value=node.name,
              from_dtype=", ".join(others) if others else "Python values")
+
+
+def _quantization_parameters(node: torch.fx.Node) -> bool:
+    """A quantization op's float64 scale (``choose_qparams``, torch.ao's convention): no float64 computation."""
+    source = node.args[0] if node.target is operator.getitem and node.args else node
+    return isinstance(source, torch.fx.Node) and str(source.target).startswith("quantized_decomposed.")
 
 
 def _edge_case(base: str, overload: str, node: torch.fx.Node) -> str | None:

@@ -16,7 +16,7 @@ import onnx
 import torch
 
 from onnxsight import rules
-from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.exporter._builder import GraphBuilder, NodeInfo, Value, symbolic_shape
 from onnxsight.exporter.inputs._dim_names import readable_dim, rename_symbols
 from onnxsight.exporter.translate._functions import module_calls
@@ -101,13 +101,30 @@ def node_metadata(node: torch.fx.Node) -> dict[str, str]:
 
 def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, opset: int,
                      ctx: DiagnosticContext) -> int:
-    """Emit one diagnostic per unsupported call (every one, in every subgraph); return the count."""
+    """Emit a diagnostic per unsupported call (every one, in every subgraph); return the count.
+
+    A custom operator without a translation is reported once, at its first call, with the number
+    of calls and the other calls' lines as related locations (a quantized model calls each
+    ``quantized_decomposed`` op dozens of times: one message each said the same thing).
+    """
+    custom: dict[str, list[torch.fx.Node]] = {}
+    count = _find_unsupported(graph_module, registry, opset, ctx, custom)
+    for key, nodes in custom.items():
+        calls = f"{len(nodes)} call{'s' if len(nodes) > 1 else ''}"
+        related = tuple(loc for loc in (node_location(n)[0] for n in nodes[1:]) if loc is not None)
+        ctx.emit(rules.UNSUPPORTED_CUSTOM_OP, node=nodes[0], related=related, op=op_display(nodes[0].target),
+                 op_name=key.rsplit(".", 1)[0], calls=calls, count=len(nodes))
+    return count
+
+
+def _find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, opset: int,
+                      ctx: DiagnosticContext, custom: dict[str, list[torch.fx.Node]]) -> int:
     count = 0
     for node in graph_module.graph.nodes:
         if node.op == "get_attr":
             sub = getattr(graph_module, node.target, None)
             if isinstance(sub, torch.fx.GraphModule):
-                count += find_unsupported(sub, registry, opset, ctx)
+                count += _find_unsupported(sub, registry, opset, ctx, custom)
         if node.op != "call_function" or node.target is operator.getitem:
             continue
         if registry.lookup(node.target, opset, complex=None) is not None:
@@ -120,7 +137,7 @@ def find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, ops
         elif target_key(node.target).startswith("torchvision::"):
             _vision_op_unsupported(node, registry, op, ctx)
         elif _is_custom(node.target):
-            ctx.emit(rules.UNSUPPORTED_CUSTOM_OP, node=node, op=op, op_name=target_key(node.target).rsplit(".", 1)[0])
+            custom.setdefault(target_key(node.target), []).append(node)
         else:
             ctx.emit(rules.UNSUPPORTED_OP, node=node, op=op)
     return count
@@ -259,6 +276,8 @@ class Translator:
         name is an Identity of it, so no name anything refers to ever changes.
         """
         b = self.builder
+        if value.name == name and name in b.initializers:  # a weight computed at export under the FX name
+            return
         producer = None
         if value.name not in named and value.name not in read and not b.is_shared(value):
             producer = next((n for n in new_nodes if value.name in n.output), None)

@@ -1,0 +1,49 @@
+"""Capture in eval semantics without changing the user's module.
+
+``model.eval()`` then ``model.train(was_training)`` is not a no-op: ``train()``
+sets every submodule to the top module's mode, so a BatchNorm the user froze
+with ``bn.eval()`` inside a training model came back training. And a graph
+module from torch.export / PT2E (``torch.export.export(...).module()``,
+``convert_pt2e``) forbids both calls, while its graph has the modes baked in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+
+def is_exported_graph(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is a graph module of ATen ops (torch.export's ``.module()``, PT2E's prepare/convert).
+
+    Its behaviour no longer depends on ``training``: the mode it was captured in is in the graph.
+    A ``torch.fx.symbolic_trace`` module calls submodules and torch functions instead, and its
+    submodules' modes still matter.
+    """
+    if not isinstance(model, torch.fx.GraphModule):
+        return False
+    return any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+               for node in model.graph.nodes)
+
+
+@contextlib.contextmanager
+def eval_semantics(model: torch.nn.Module) -> Iterator[None]:
+    """Every submodule's ``training`` is False inside; each submodule's own flag comes back after.
+
+    NOTE: the attribute is set directly, never through ``train()``/``eval()``: ``train()``
+    recurses (it would overwrite submodules' own modes when restoring), a module may
+    override it, and PT2E's graph modules raise from it. An exported graph is left alone.
+    """
+    if is_exported_graph(model):
+        yield
+        return
+    saved = [(module, module.training) for module in model.modules()]
+    try:
+        for module, _ in saved:
+            module.training = False
+        yield
+    finally:
+        for module, flag in saved:
+            module.training = flag

@@ -1,0 +1,77 @@
+"""Quantization-aware comparison: quantize nodes as rounding decisions, differences in quantization steps.
+
+A quantize node rounds to an integer grid. PyTorch computes ``round(x * (1 / scale))``, ONNX's
+QuantizeLinear ``round(x / scale)``: where ``x / scale`` lies within float32 rounding of a half
+step, the two land one step apart although their inputs agree. Such a node (its inputs matching,
+every element within one step) is rounding (ACC012), not a root cause, and in a propagated run ONNX
+Runtime goes on from PyTorch's integers, so the values after it show translation errors only. A
+wrong scale, zero point, axis or dtype moves many elements by more than a step: a root cause.
+
+The step of a value is 1 for a quantize node's integers and the scale (per channel along the
+axis) for a dequantize node's floats; differences are also reported in those units.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+_PREFIX = "quantized_decomposed."
+
+
+def kind(node: Any) -> str | None:
+    """``"quantize"`` or ``"dequantize"`` for PT2E's quantization primitives, else None."""
+    target = str(getattr(node, "target", ""))
+    if getattr(node, "op", None) != "call_function" or not target.startswith(_PREFIX):
+        return None
+    name = target[len(_PREFIX):]
+    if name.startswith("quantize_per_"):
+        return "quantize"
+    if name.startswith("dequantize_per_"):
+        return "dequantize"
+    return None
+
+
+def step(node: Any, value_of: Callable[[Any], Any]) -> Any:
+    """The size of one quantization step of ``node``'s output (broadcastable array or float); None without one."""
+    what = kind(node)
+    if what == "quantize":
+        return 1.0
+    if what != "dequantize":
+        return None
+    scale = node.args[1]
+    if hasattr(scale, "op"):  # a tensor argument: the scale PyTorch computed or holds
+        scale = value_of(scale)
+        if scale is None:
+            return None
+        scale = np.asarray(scale.detach().cpu().double().numpy() if hasattr(scale, "detach") else scale)
+    if "per_channel" in str(node.target):
+        meta = node.meta.get("val")
+        rank = len(getattr(meta, "shape", ())) or 1
+        axis = int(node.args[3]) % rank
+        shape = [1] * rank
+        shape[axis] = -1
+        return np.asarray(scale, dtype=np.float64).reshape(shape)
+    return float(np.asarray(scale, dtype=np.float64).reshape(-1)[0])
+
+
+def steps_apart(node: Any, expected: np.ndarray, actual: np.ndarray, value_of: Callable[[Any], Any]) -> float | None:
+    """The largest difference in quantization steps of ``node``'s output; None where no step exists."""
+    size = step(node, value_of)
+    if size is None or np.shape(expected) != np.shape(actual) or not np.size(expected):
+        return None
+    diff = np.abs(np.asarray(expected, dtype=np.float64) - np.asarray(actual, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.max(diff / size))
+
+
+def rounding(node: Any, expected: np.ndarray, actual: np.ndarray) -> str | None:
+    """For a quantize node whose inputs match: what its rounding did, when every element is within one step."""
+    if kind(node) != "quantize" or np.shape(expected) != np.shape(actual):
+        return None
+    diff = np.abs(np.asarray(expected, dtype=np.int64) - np.asarray(actual, dtype=np.int64))
+    if diff.max(initial=0) > 1:
+        return None
+    apart = int(np.count_nonzero(diff))
+    return f"{apart} of {diff.size} element{'s' if diff.size != 1 else ''} one step apart"

@@ -1,0 +1,29 @@
+"""The quantized zoo suite: PT2E int8 models exported and verified per node at other batch sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxsight.zoo import load_suite
+from onnxsight.zoo._worker import run_model
+
+pytest.importorskip("tests.quantized.models", reason="torchao is not installed: pip install onnxsight[quant]")
+
+
+def test_suite_lists_static_and_dynamic_quantization() -> None:
+    suite = load_suite("quantized")
+    assert suite.skipped is None
+    names = {spec.name for spec in suite.specs}
+    assert {"int8_residual_cnn", "int8_mlp", "int8_transformer_block", "int8_dynamic_mlp",
+            "int8_dynamic_transformer_block"} <= names
+    assert all(spec.dynamic == {"x": {0: "batch"}} for spec in suite.specs)
+
+
+@pytest.mark.parametrize("model", ["int8_residual_cnn", "int8_dynamic_mlp"])
+def test_worker_exports_and_verifies_per_node(model: str, tmp_path) -> None:
+    result = run_model({"model": model, "suite": "quantized", "model_dir": str(tmp_path),
+                        "providers": ["CPUExecutionProvider"], "per_node": True, "opset": None, "source": {}})
+    assert result.status == "passed", result.error
+    assert len(result.verification["sizes_checked"]) >= 2
+    ops = {n.op_type for n in __import__("onnx").load(str(tmp_path / "model.onnx")).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
