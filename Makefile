@@ -11,7 +11,7 @@ TORCH  ?= torch==2.13.0
 LOCK   ?= requirements/lock.txt
 # The extras `make setup` installs; the lock pins everything they pull in (an extra added here goes into it
 # with `make lock`, or by hand: docs/environments.md).
-EXTRAS ?= dev,bench,docs
+EXTRAS ?= dev,bench,docs,quant
 
 
 .PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
