@@ -14,6 +14,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
+from onnxsight.exporter.capture._export_flag import onnx_exporting
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
@@ -57,7 +58,8 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ctx = DiagnosticContext(fallback_location=caller_location())
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
     try:
-        with library_pytrees(), real_mode():  # caches flattened (CAP012); constants real under fake_mode()
+        # caches flattened (CAP012); constants real under fake_mode(); torch.onnx.is_in_onnx_export() True
+        with library_pytrees(), real_mode(), onnx_exporting():
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,

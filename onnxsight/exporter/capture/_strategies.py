@@ -9,6 +9,7 @@ every requested dim is kept in ``facts["dynamic_dims"]`` (see ``_audit``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from onnxsight.exporter.capture._fixes import (RequestedDim, derive_range_fixes,
 from onnxsight.exporter.capture._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter.capture._torchlog import TorchLog, recording
+from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
@@ -100,7 +102,8 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
         program: torch.export.ExportedProgram | None = None
         error: BaseException | None = None
         try:
-            with rnn_shape_kernels():  # RNN ops keep a dynamic sequence length (capture/_rnn_kernels.py)
+            # RNN ops keep a dynamic sequence length (capture/_rnn_kernels.py); dynamo folds is_in_onnx_export()
+            with rnn_shape_kernels(), dynamo_sees_onnx_export() if strict else contextlib.nullcontext():
                 program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
                                               strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
