@@ -17,6 +17,7 @@ from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._export_flag import onnx_exporting
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
+from onnxsight.exporter.inputs._dim_strings import dims_from_names
 from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
 from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
@@ -93,6 +94,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
             module_functions: Any = False) -> ONNXProgram:
     with record.stage("arguments") as stage:
+        dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
@@ -151,7 +153,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
                                        output_names=output_names or library_outputs,
-                                       dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs),
+                                       dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs,
+                                                              spelled),
                                        module_functions=module_functions)
         if translated is None:
             stage.status = "failed"

@@ -184,6 +184,8 @@ class _Session:
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and self.deferred is not None:
                 self._refuse(*self.deferred)  # the grown example failed too: the size-1 specialisation is why
                 return None
+            if rule is rules.BAD_DYNAMIC_SHAPES:  # the spec, not the strategy: every strategy refuses it alike
+                return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
                 self._strategy_failed(attempt, exc)
                 return None
@@ -360,6 +362,8 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
             return None
         assert session.error is not None
         failures.append((strategy, session.error))
+        if classify(session.error) is rules.BAD_DYNAMIC_SHAPES:
+            break  # ARG003 once, without a CAP001 per strategy repeating torch's message
     # Every strategy failed: report the first (most informative, non-strict) failure as the error.
     strategy, exc = failures[0]
     frames = traceback_frames(exc)
