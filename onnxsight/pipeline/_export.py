@@ -9,6 +9,7 @@ export succeeds or fails.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from onnxsight.exporter import export as export_core
 from onnxsight.exporter import require_artifacts_dir
 from onnxsight.pipeline._examples import resolve_dynamic_shapes, verify_examples
 from onnxsight.pipeline._run_record import build_run_record
+from onnxsight.pipeline._torch_onnx import TorchOnnxOptions, show_torch_log, torch_onnx_options
 from onnxsight.reports import write_reports, write_sarif
 
 
@@ -31,7 +33,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
            module_functions: bool | Iterable[type] = False,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
-           examples: Sequence[Any] | None = None) -> ONNXProgram:
+           examples: Sequence[Any] | None = None, **torch_onnx: Any) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
@@ -48,12 +50,20 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``module_functions=True`` (or a set of nn.Module classes: ``{nn.TransformerEncoderLayer}``) keeps the
     module hierarchy: each module call is an ONNX local function named after its class, its call node
     named after the module path; ``program.save(path, inline_functions=True)`` writes the flat graph.
+
+    ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``verbose=``, ``training=``,
+    ...), so that a call written for it works here: each is accepted where it means the same, noted
+    (ARG017) where it cannot change the result, refused (ARG016) otherwise (``pipeline/_torch_onnx.py``).
     """
     inputs = (model, args, kwargs)
     if report:
         require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last
     calls: list[tuple[tuple, dict]] = []
+    options = TorchOnnxOptions()
     try:
+        if torch_onnx:
+            options = torch_onnx_options(model, torch_onnx, inspect.signature(export).parameters)
+            module_functions = options.core.get("module_functions", module_functions)
         if examples is not None or isinstance(dynamic_shapes, str):
             dynamic_shapes, calls = resolve_dynamic_shapes(model, args, kwargs, dynamic_shapes, dynamic_axes,
                                                            examples)
@@ -63,10 +73,16 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
                               external_data=external_data, custom_translations=custom_translations,
                               module_functions=module_functions)
     except ExportError as exc:
+        exc.diagnostics = [*options.notes, *exc.diagnostics]
+        if options.verbose:
+            show_torch_log(exc.record)
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)
         raise
     program.sarif_writer = write_sarif
+    program.diagnostics = [*options.notes, *program.diagnostics]
+    if options.verbose:
+        show_torch_log(program.record)
     if verify:
         try:
             _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None)

@@ -130,3 +130,85 @@ def test_an_invalid_dynamic_shapes_entry_is_one_arg003_without_capture_warnings(
                          dynamic_shapes={"x": {0: 2.5}, "y": None})
     codes = [d.code for d in info.value.diagnostics]
     assert codes == ["ARG003"], codes
+
+
+# --- torch.onnx.export's other keyword arguments -------------------------------------------------------------
+
+class Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(torch.relu(self.fc(x)))
+
+
+def test_torch_onnx_keywords_that_mean_the_same_are_accepted(tmp_path) -> None:
+    model, x = Small().eval(), torch.randn(2, 4)
+    program = onnxsight.export(model, (x,), str(tmp_path / "m.onnx"), dynamo=True, optimize=True, verbose=False,
+                               export_params=True, do_constant_folding=True, keep_initializers_as_inputs=False,
+                               training=torch.onnx.TrainingMode.EVAL, fallback=False, autograd_inlining=True,
+                               operator_export_type=torch.onnx.OperatorExportTypes.ONNX, custom_opsets=None,
+                               custom_translation_table=None, profile=False, dump_exported_program=False,
+                               input_names=["x"], output_names=["y"], verify=True)
+    assert program.verification.passed
+    (out,) = program(x)
+    torch.testing.assert_close(out, model(x))
+    notes = {d.fields["argument"]: d.message for d in program.diagnostics if d.code == "ARG017"}
+    assert sorted(notes) == ["autograd_inlining", "do_constant_folding", "dynamo", "fallback", "optimize"]
+    assert "always captures with torch.export" in notes["dynamo"]
+    assert all(d.level.value == "note" for d in program.diagnostics if d.code == "ARG017")
+
+
+@pytest.mark.parametrize(("argument", "value", "instead"), [
+    ("custom_translation_table", {torch.ops.aten.relu.default: lambda x: x}, "custom_translations="),
+    ("dynamo", False, "drop dynamo=False"),
+    ("fallback", True, "drop fallback=True"),
+    ("export_params", False, "external_data=True"),
+    ("keep_initializers_as_inputs", True, "argument of forward()"),
+    ("training", torch.onnx.TrainingMode.TRAINING, "model.eval()"),
+    ("operator_export_type", torch.onnx.OperatorExportTypes.ONNX_ATEN_FALLBACK, "custom_translations="),
+    ("custom_opsets", {"mydomain": 2}, "custom_translations="),
+    ("profile", True, "report=True"),
+    ("dump_exported_program", True, "torch.export.save(program.exported_program"),
+])
+def test_torch_onnx_keywords_onnxsight_cannot_honour_are_refused_by_name(argument: str, value: object,
+                                                                          instead: str) -> None:
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError) as info:
+        onnxsight.export(Small().eval(), (torch.randn(2, 4),), **{argument: value})
+    (diagnostic,) = info.value.diagnostics
+    assert diagnostic.code == "ARG016"
+    assert f"{argument}=" in diagnostic.message and instead in diagnostic.message
+
+
+def test_training_eval_of_a_model_in_training_mode_is_refused_and_the_mode_kept() -> None:
+    model = Small().train()
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError, match=r"Small is in training mode.*model\.eval\(\)"):
+        onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.EVAL)
+    assert model.training
+
+
+def test_export_modules_as_functions_is_module_functions() -> None:
+    model, x = Small().eval(), torch.randn(2, 4)
+    program = onnxsight.export(model, (x,), export_modules_as_functions={torch.nn.Linear})
+    assert [f.name for f in program.model_proto.functions] == ["Linear"]
+    (out,) = program(x)
+    torch.testing.assert_close(out, model(x))
+
+
+def test_a_keyword_neither_exporter_takes_is_arg005_with_the_closest_names() -> None:
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError, match="did you mean dynamic_shapes"):
+        onnxsight.export(Small().eval(), (torch.randn(2, 4),), dynamic_shape={"x": {0: "batch"}})
+
+
+def test_verbose_shows_torchs_log_of_the_capture(capsys: pytest.CaptureFixture[str]) -> None:
+    class Branchy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.sum() > 0 else x  # non-strict fails; torch logs why
+
+    for verbose in (False, True):
+        with pytest.raises(ExportError):
+            onnxsight.export(Branchy(), (torch.randn(2, 4),), verbose=verbose, dynamic_shapes={"x": {0: "batch"}})
+        err = capsys.readouterr().err
+        assert ("torch's log during" in err) is verbose

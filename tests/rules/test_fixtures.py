@@ -241,6 +241,8 @@ CASES: tuple[Case, ...] = (
     Case("ARG012", TwoArgs, args=X4 * 2, marker="export"),
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("ARG015", Sin, marker="export", options={"module_functions": "Sin"}),
+    Case("ARG016", Sin, marker="export", options={"dynamo": False}),
+    Case("ARG017", Sin, marker="export", options={"dynamo": True}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
