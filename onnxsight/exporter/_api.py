@@ -15,6 +15,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._export_flag import onnx_exporting
+from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter.inputs._dim_strings import dims_from_names
@@ -93,7 +94,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
             module_functions: Any = False) -> ONNXProgram:
+    captured = None
     with record.stage("arguments") as stage:
+        if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
+            captured, model, args, kwargs = adopt_program(ctx, model, args, kwargs, dynamic_shapes, dynamic_axes)
         dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
@@ -124,16 +128,21 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
     model_was_training = model.training
-    model.eval()
+    if captured is None:  # program.module() refuses eval()/train(): the program is captured as it is
+        model.eval()
     try:
         with record.stage("capture") as stage:
-            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
+            if captured is not None:
+                exported, stage.status, stage.detail = captured, "skipped", "the model is an ExportedProgram"
+            else:
+                exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
             if exported is None:
                 stage.status = "failed"
                 _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
             record.exported_program = exported
     finally:
-        model.train(model_was_training)
+        if captured is None:
+            model.train(model_was_training)
     with record.stage("decompose") as stage:
         rewritten = functionalize_inplace(exported, registry, opset)
         reason = needs_decomposition(exported, registry, opset)

@@ -55,6 +55,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
     (ARG017) where it cannot change the result, refused (ARG016) otherwise (``pipeline/_torch_onnx.py``).
     """
+    if (args is None or args == ()) and not kwargs and getattr(model, "example_inputs", None) is not None:
+        args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with
     inputs = (model, args, kwargs)
     if report:
         require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last

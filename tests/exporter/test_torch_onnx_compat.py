@@ -212,3 +212,59 @@ def test_verbose_shows_torchs_log_of_the_capture(capsys: pytest.CaptureFixture[s
             onnxsight.export(Branchy(), (torch.randn(2, 4),), verbose=verbose, dynamic_shapes={"x": {0: "batch"}})
         err = capsys.readouterr().err
         assert ("torch's log during" in err) is verbose
+
+
+# --- an ExportedProgram as the model -------------------------------------------------------------------------
+
+class InPlace(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.register_buffer("scale", torch.tensor(0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        y.relu_()
+        return y * self.scale
+
+
+def test_an_exported_program_is_exported_without_a_second_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.export import Dim
+
+    x = torch.randn(2, 4)
+    program = torch.export.export(InPlace().eval(), (x,), dynamic_shapes={"x": {0: Dim("batch")}})
+    before = program.graph_module.code
+
+    def no_capture(*args: object, **kwargs: object) -> None:
+        raise AssertionError("captured again")
+
+    monkeypatch.setattr(torch.export, "export", no_capture)
+    onnx_program = onnxsight.export(program, (x,), verify=True)
+    assert onnx_program.verification.passed
+    assert program.graph_module.code == before  # the user's program is not rewritten (relu_ -> relu)
+    assert _dims(onnx_program) == {"x": ["batch", 4]}
+    other = torch.randn(5, 4)
+    (out,) = onnx_program(other)
+    torch.testing.assert_close(out, program.module()(other))
+    capture = next(s for s in onnx_program.record.stages if s.name == "capture")
+    assert capture.status == "skipped"
+
+
+def test_an_exported_program_without_args_uses_its_example_inputs() -> None:
+    x = torch.randn(3, 4)
+    program = torch.export.export(InPlace().eval(), (x,))
+    onnx_program = onnxsight.export(program)
+    (out,) = onnx_program(x)
+    torch.testing.assert_close(out, program.module()(x))
+
+
+def test_an_exported_program_with_dynamic_shapes_is_refused_naming_where_they_belong() -> None:
+    program = torch.export.export(InPlace().eval(), (torch.randn(3, 4),))
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError, match="torch.export.export"):
+        onnxsight.export(program, dynamic_shapes={"x": {0: "batch"}})
+
+
+def test_an_exported_program_keeps_its_input_names() -> None:
+    model, x = torch.nn.Linear(3, 2), torch.randn(2, 3)  # forward(input): a name that shadows a builtin
+    onnx_program = onnxsight.export(torch.export.export(model, (x,)), verify=True)
+    assert onnx_program.verification.passed and onnx_program.input_names == ["input"]
