@@ -268,3 +268,43 @@ def test_an_exported_program_keeps_its_input_names() -> None:
     model, x = torch.nn.Linear(3, 2), torch.randn(2, 3)  # forward(input): a name that shadows a builtin
     onnx_program = onnxsight.export(torch.export.export(model, (x,)), verify=True)
     assert onnx_program.verification.passed and onnx_program.input_names == ["input"]
+
+
+# --- dynamic_axes naming the leaves of nested inputs ---------------------------------------------------------
+
+class DictInput(torch.nn.Module):
+    def forward(self, a: torch.Tensor, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        return a + b["x"] * b["y"]
+
+
+def test_dynamic_axes_name_the_leaves_of_a_dict_input_through_input_names() -> None:
+    model = DictInput()
+    a, b = torch.randn(2, 3), {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}
+    program = onnxsight.export(model, (a, b), input_names=["a", "x", "y"], verify=True,
+                               dynamic_axes={"a": {0: "batch"}, "x": {0: "batch"}, "y": {0: "batch"}})
+    assert program.verification.passed
+    assert _dims(program) == {"a": ["batch", 3], "x": ["batch", 3], "y": ["batch", 3]}
+    other = (torch.randn(5, 3), {"x": torch.randn(5, 3), "y": torch.randn(5, 3)})
+    (out,) = program(*other)
+    torch.testing.assert_close(out, model(*other))
+
+
+def test_dynamic_axes_name_the_leaves_of_a_list_input() -> None:
+    class ListInput(torch.nn.Module):
+        def forward(self, xs: list[torch.Tensor]) -> torch.Tensor:
+            return xs[0].sum(1) + xs[1].sum(1)
+
+    model, xs = ListInput(), [torch.randn(2, 4), torch.randn(2, 6)]
+    program = onnxsight.export(model, (xs,), input_names=["first", "second"],
+                               dynamic_axes={"first": [0, 1], "second": {0: "batch", 1: "width"}})
+    dims = _dims(program)
+    assert dims["second"] == ["batch", "width"] and dims["first"][1] == "first_dim_1"
+    other = [torch.randn(3, 5), torch.randn(3, 7)]
+    (out,) = program(other)
+    torch.testing.assert_close(out, model(other))
+
+
+def test_a_dynamic_axes_key_naming_a_nested_input_lists_its_leaves() -> None:
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError, match=r"b\['x'\].*b\['y'\]"):
+        onnxsight.export(DictInput(), (torch.randn(2, 3), {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}),
+                         dynamic_axes={"b": {0: "batch"}})

@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter.inputs._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
+from onnxsight.exporter.inputs._nested_axes import leaves_text, nested_spec, resolve_leaf
 
 SUPPORTED_OPSETS = range(17, 24)
 DEFAULT_OPSET = 18
@@ -316,17 +317,23 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
                  error=f"dynamic_axes must be a dict {{input: {{axis: name}}}}, got {type(dynamic_axes).__name__}")
         return
     names = list(bound)
-    alias = dict(zip(input_names, names)) if isinstance(input_names, (list, tuple)) else {}
+    given_names = list(input_names) if isinstance(input_names, (list, tuple)) else []
     outputs = set(output_names) if isinstance(output_names, (list, tuple)) else set()
     for key, axes in dynamic_axes.items():
-        arg = alias.get(key, key)
-        if arg not in bound:
-            if key not in outputs:
-                given = f"; input_names are {list(alias)}" if alias else ""
+        leaf = resolve_leaf(key, bound, given_names)  # input_names name the flattened tensors (torch.onnx)
+        if leaf is None:
+            if key in bound and key not in given_names:
+                ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                         error=f"input {key} is a {type(bound[key]).__name__}, not a tensor: name the tensors in "
+                               f"it ({leaves_text(bound, key)}) in input_names, one name per tensor input in "
+                               "order, as torch.onnx reads them, and key dynamic_axes by those names")
+            elif key not in outputs:
+                given = f"; input_names are {given_names}" if given_names else ""
                 ctx.emit(rules.BAD_DYNAMIC_SHAPES,
                          error=f"dynamic_axes names {key!r}, which is not an input: forward()'s arguments are "
                                f"{names}{given}" + (f", output_names are {sorted(outputs)}" if outputs else ""))
             continue
+        arg = leaf.path
         where = arg if arg == key else f"{arg} (input_names: {key!r})"
         if isinstance(axes, Mapping):
             listed = list(axes)
@@ -335,12 +342,7 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
         else:
             ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"dynamic_axes[{key!r}] must be a dict or a list of axes")
             continue
-        if not isinstance(bound[arg], torch.Tensor):
-            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
-                     error=f"input {where} is a {type(bound[arg]).__name__}, not a tensor: dynamic_axes applies "
-                           "to tensor inputs (use dynamic_shapes for nested inputs)")
-            continue
-        _check_axes(ctx, where, bound[arg], listed)
+        _check_axes(ctx, where, leaf.value, listed)
 
 
 def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict,
@@ -348,26 +350,33 @@ def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: t
                          ) -> tuple[dict[str, Any] | None, dict[tuple[str, int], str]]:
     """torch.onnx's ``{input: {axis: name}}`` -> torch.export dynamic_shapes, plus the dim names wanted.
 
-    Input names may be forward()'s argument names or the ``input_names`` given.
-    Output axes are ignored (ONNX output shapes follow from the inputs).
+    Input names may be forward()'s argument names or the ``input_names`` given (which name the
+    flattened tensor inputs, a dict's or list's tensors included: ``_nested_axes``). Output axes are ignored (ONNX output shapes follow from the inputs).
     """
-    bound = list(inspect.signature(model.forward).bind(*args, **kwargs).arguments)
-    alias = dict(zip(input_names or [], bound))
+    arguments = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    bound = list(arguments)
     shapes: dict[str, Any] = {}
+    nested: dict[str, dict[tuple[Any, ...], Any]] = {}
     names: dict[tuple[str, int], str] = {}
     for key, axes in dynamic_axes.items():
-        arg = alias.get(key, key)
-        if arg not in bound:
+        leaf = resolve_leaf(key, arguments, input_names)
+        if leaf is None:
             continue  # an output name, or an unknown name (reported below if it names nothing)
+        arg = leaf.argument
         if isinstance(axes, Mapping):
             items = {int(a): str(n) for a, n in axes.items()}
-        elif isinstance(axes, (list, tuple)):
-            items = {int(a): f"{key}_dim_{int(a)}" for a in axes}
+        elif isinstance(axes, (list, tuple)):  # named after their input unless a named axis is the same dim
+            items = {int(a): "" for a in axes}
         else:
             ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"dynamic_axes[{key!r}] must be a dict or a list of axes")
             continue
-        shapes[arg] = {axis: torch.export.Dim.DYNAMIC for axis in items}
-        names.update({(arg, axis): name for axis, name in items.items()})
+        spec = {axis: torch.export.Dim.DYNAMIC for axis in items}
+        if leaf.keys:  # a tensor inside a dict/list argument: named by its input_names entry (the ONNX name)
+            nested.setdefault(arg, {})[leaf.keys] = spec
+        else:
+            shapes[arg] = spec
+        names.update({(key if leaf.keys else arg, axis): name for axis, name in items.items() if name})
+    shapes.update({arg: nested_spec(arguments[arg], specs) for arg, specs in nested.items()})
     if not shapes:
         return None, names
     return {name: shapes.get(name) for name in bound}, names

@@ -37,7 +37,7 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
     names: dict[str, str] = {}
     taken: set[str] = set()
     for placeholder, axis, node in axes:  # names the user chose first, wherever the symbol appears first
-        name = wanted.get((placeholder, axis)) or _debug_name(node)
+        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or _debug_name(node)
         symbol = str(node.expr)
         if name and symbol not in names:
             names[symbol] = _unique(name, taken)
