@@ -20,9 +20,10 @@ from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter.inputs._dim_strings import dims_from_names
 from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
+from onnxsight.exporter.translate._downgrade import convert_opset
 from onnxsight.exporter.translate._functions import invalid_selection
-from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
-                                        symbol_names)
+from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
+                                                  convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
@@ -127,6 +128,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if ctx.errors:
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
+    target, opset = opset, max(opset, TRANSLATED_OPSETS.start)  # 15, 16: translated at 17, then converted
     model_was_training = model.training
     if captured is None:  # program.module() refuses eval()/train(): the program is captured as it is
         model.eval()
@@ -165,6 +167,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
                                        dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs,
                                                               spelled),
                                        module_functions=module_functions)
+        if translated is not None and target < opset:
+            translated = convert_opset(translated, target, decomposed, ctx)
         if translated is None:
             stage.status = "failed"
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)

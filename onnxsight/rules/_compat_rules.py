@@ -53,3 +53,26 @@ TORCH_ONNX_ARGUMENT_IGNORED = define(
         ```
     """,
     tags=("arguments", "torch.onnx"))
+
+OPSET_CONVERSION_FAILED = define(
+    "ONX007", "opset-conversion-failed", E,
+    "the model translated at opset {source} could not be converted to opset {target}: {error}; "
+    "the model's operators defined anew after opset {target}: {changed}",
+    "Export with a newer opset_version (the lowest onnxsight translates at is named in the message).",
+    what="onnxsight translates at opset 17 and newer; a lower `opset_version` (15, 16) is reached by "
+         "converting the translated model with ONNX's version converter, whose result is checked and "
+         "verified like any export. This rule reports a conversion the converter cannot make.",
+    why="Older runtimes and hardware toolchains ask for opset 15 or 16. A conversion that fails "
+        "half-way would leave a model that mixes opsets; it is refused instead, naming the converter's "
+        "reason. An operator that does not exist at the requested opset is OPS003, naming the op.",
+    example="""
+        onnxsight.export(model, (x,), opset_version=15)
+        # ONX007: ... could not be converted to opset 15: ... Attribute reduction must have value none ...;
+        # the model's operators defined anew after opset 15: ScatterElements (changed in opset 16)
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), opset_version=17)
+        ```
+    """,
+    tags=("opset", "torch.onnx"))

@@ -308,3 +308,53 @@ def test_a_dynamic_axes_key_naming_a_nested_input_lists_its_leaves() -> None:
     with pytest.raises(onnxsight.exporter.InvalidArgumentError, match=r"b\['x'\].*b\['y'\]"):
         onnxsight.export(DictInput(), (torch.randn(2, 3), {"x": torch.randn(2, 3), "y": torch.randn(2, 3)}),
                          dynamic_axes={"b": {0: "batch"}})
+
+
+# --- opset_version below 17 ----------------------------------------------------------------------------------
+
+class ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(x)))
+        first, second = y.split(4, dim=1)
+        return torch.nn.functional.gelu(first).mean((2, 3)) + second.amax((2, 3))
+
+
+@pytest.mark.parametrize("opset", [16, 15])
+def test_a_lower_opset_is_converted_and_verified(opset: int) -> None:
+    model, x = ConvNet().eval(), torch.randn(2, 3, 8, 8)
+    program = onnxsight.export(model, (x,), opset_version=opset, dynamic_shapes={"x": {0: "batch"}}, verify=True)
+    assert program.verification.passed
+    assert [o.version for o in program.model_proto.opset_import if o.domain == ""] == [opset]
+    other = torch.randn(3, 3, 8, 8)
+    (out,) = program(other)
+    torch.testing.assert_close(out, model(other), atol=1e-5, rtol=1e-5)
+    conv = next(n for n in program.model_proto.graph.node if n.op_type == "Conv")
+    assert any(p.key == "pkg.torch.onnx.stack_trace" and __file__ in p.value for p in conv.metadata_props)
+
+
+def test_an_op_a_lower_opset_lacks_is_refused_naming_it_and_the_opset_that_has_it() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    with pytest.raises(ExportError) as info:
+        onnxsight.export(model, (torch.randn(2, 8),), opset_version=16)
+    (error,) = [d for d in info.value.diagnostics if d.level.value == "error"]
+    assert error.code == "OPS003"
+    assert "LayerNormalization" in error.message and "opset 17" in error.message and "opset 16" in error.message
+
+
+def test_a_conversion_the_converter_cannot_make_names_the_ops_defined_anew() -> None:
+    class ScatterAdd(torch.nn.Module):
+        def forward(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(3, 4).scatter_add(0, index, x)  # ScatterElements(reduction="add"): opset 16
+
+    with pytest.raises(ExportError) as info:
+        onnxsight.export(ScatterAdd(), (torch.randn(2, 4), torch.randint(0, 3, (2, 4))), opset_version=15)
+    (error,) = [d for d in info.value.diagnostics if d.level.value == "error"]
+    assert error.code == "ONX007" and "ScatterElements (changed in opset 16)" in error.message
+    program = onnxsight.export(ScatterAdd(), (torch.randn(2, 4), torch.randint(0, 3, (2, 4))), opset_version=16,
+                               verify=True)
+    assert program.verification.passed

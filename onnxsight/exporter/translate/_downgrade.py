@@ -1,0 +1,107 @@
+"""``opset_version`` below the lowest opset onnxsight translates at (15, 16): ONNX's version converter.
+
+Older runtimes and hardware toolchains ask for opset 15 or 16, and torch.onnx exports them. The
+translations here target opset 17 and newer; rather than a second set of translations, the model
+translated at 17 is converted down with ``onnx.version_converter`` and then checked and verified
+like any other export (the check stage and ``verify=`` see the converted graph).
+
+Before converting, every ONNX operator is looked up at the requested opset: one that does not exist
+there (``LayerNormalization`` before 17) is OPS003 at the user's line, naming the op and the lowest
+opset that has it, instead of the converter's message about an adapter. The converter drops node
+metadata (the user's line, the FX node): it is copied back by output name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+import torch
+
+from onnxsight import rules
+from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.exporter._builder import Value, value_info
+from onnxsight.exporter.translate._graph import TranslatedGraph
+from onnxsight.exporter.translate._nodes import op_display
+
+FX_NODE_KEY = "pkg.torch.onnx.fx_node"
+
+
+def convert_opset(translated: TranslatedGraph, target: int, program: torch.export.ExportedProgram,
+                  ctx: DiagnosticContext) -> TranslatedGraph | None:
+    """``translated`` at opset ``target``; None when an op or the conversion is refused (OPS003/ONX007)."""
+    source = translated.opset_imports.get("", target)
+    if _refuse_missing_ops(translated.graph, target, program, ctx):
+        return None
+    model = onnx.helper.make_model(translated.graph, opset_imports=[
+        onnx.helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()])
+    for name, tensor in translated.initializers.items():  # typed inputs: the converter needs no weight bytes
+        model.graph.input.append(value_info(Value(name, tensor.dtype, tuple(tensor.shape))))
+    try:
+        converted = onnx.version_converter.convert_version(model, target)
+    except Exception as exc:  # noqa: BLE001 - the converter's reason is the message
+        ctx.emit(rules.OPSET_CONVERSION_FAILED, source=source, target=target, error=str(exc).strip()[:500],
+                 changed=_changed_ops(translated.graph, source, target))
+        return None
+    graph = onnx.GraphProto()
+    graph.CopyFrom(converted.graph)
+    del graph.input[len(translated.graph.input):]  # the weights go back to being initializers
+    metadata = {node.output[0]: node.metadata_props for node in translated.graph.node if node.output}
+    for node in graph.node:
+        if node.output and not node.metadata_props and node.output[0] in metadata:
+            node.metadata_props.extend(metadata[node.output[0]])
+    return dataclasses.replace(translated, graph=graph, opset_imports={**translated.opset_imports, "": target})
+
+
+def _changed_ops(graph: onnx.GraphProto, source: int, target: int) -> str:
+    """``ScatterElements (changed in opset 16)``: the model's ops defined anew between target and source."""
+    changed = {}
+    for node in _nodes(graph):
+        if node.domain in ("", "ai.onnx") and node.op_type not in changed:
+            try:
+                since = onnx.defs.get_schema(node.op_type, source).since_version
+            except onnx.defs.SchemaError:
+                continue
+            if since > target:
+                changed[node.op_type] = since
+    return ", ".join(f"{op} (changed in opset {since})" for op, since in sorted(changed.items())) or "none"
+
+
+def first_opset(op_type: str) -> int | None:
+    """The lowest opset of the default domain that has ``op_type``; None when none has it."""
+    versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type
+                and s.domain in ("", "ai.onnx")]
+    return min(versions, default=None)
+
+
+def _refuse_missing_ops(graph: onnx.GraphProto, target: int, program: torch.export.ExportedProgram,
+                        ctx: DiagnosticContext) -> bool:
+    """OPS003 for each default-domain op that opset ``target`` does not have, at the FX node it came from."""
+    fx_nodes = {node.name: node for node in program.graph_module.graph.nodes}
+    seen: set[tuple[str, str]] = set()
+    for node in _nodes(graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        required = first_opset(node.op_type)
+        if required is None or required <= target:
+            continue
+        origin = next((p.value for p in node.metadata_props if p.key == FX_NODE_KEY), "")  # "%name : ... = ..."
+        fx_node = fx_nodes.get(origin.split(" ", 1)[0].lstrip("%")) if origin else None
+        target_op = f" (the translation of {op_display(fx_node.target)})" if fx_node is not None and \
+            fx_node.op == "call_function" else ""
+        if (node.op_type, target_op) in seen:
+            continue  # one error per op and ATen op: twelve LayerNormalizations are one problem
+        seen.add((node.op_type, target_op))
+        ctx.emit(rules.OP_NEEDS_NEWER_OPSET, node=fx_node, op=f"ONNX {node.op_type}{target_op}", required=required,
+                 opset=target)
+    return bool(seen)
+
+
+def _nodes(graph: onnx.GraphProto):  # noqa: ANN202 - an iterator of NodeProto, subgraphs included
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _nodes(subgraph)
