@@ -21,6 +21,7 @@ from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inp
 from onnxsight.exporter.inputs._dim_strings import dims_from_names
 from onnxsight.exporter.inputs._fake import real_mode, refuse_fake_file
 from onnxsight.exporter.translate._downgrade import convert_opset
+from onnxsight.exporter.translate._dtype_opsets import choose_opset
 from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
                                                   convert_dynamic_axes, named_dims, symbol_names)
@@ -66,7 +67,8 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
-                              external_data=external_data, module_functions=module_functions)
+                              external_data=external_data, module_functions=module_functions,
+                              opset_chosen=opset_version is not None)
             if f is not None:
                 with record.stage("save"):
                     files = program.save(f, external_data=external_data)
@@ -94,7 +96,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
-            module_functions: Any = False) -> ONNXProgram:
+            module_functions: Any = False, opset_chosen: bool = True) -> ONNXProgram:
     captured = None
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
@@ -145,6 +147,12 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     finally:
         if captured is None:
             model.train(model_was_training)
+    needed = choose_opset(exported, target, ctx, chosen=opset_chosen, default=DEFAULT_OPSET)  # float8: 19
+    if needed is None:
+        _fail(errors.TranslationError, f"{type(model).__name__} computes with a dtype opset {target} lacks", ctx,
+              record)
+    target = record.opset = needed
+    opset = max(target, TRANSLATED_OPSETS.start)
     with record.stage("decompose") as stage:
         rewritten = functionalize_inplace(exported, registry, opset)
         reason = needs_decomposition(exported, registry, opset)

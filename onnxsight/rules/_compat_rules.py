@@ -76,3 +76,46 @@ OPSET_CONVERSION_FAILED = define(
         ```
     """,
     tags=("opset", "torch.onnx"))
+
+DTYPE_NEEDS_NEWER_OPSET = define(
+    "DTY005", "dtype-needs-newer-opset", E,
+    "{dtype} (at {op}) exists in ONNX from opset {required}; the export targets opset {opset}",
+    "Export with opset_version set to the opset the message names, or leave opset_version out.",
+    what="Checks, before translation, that every dtype the captured program computes with exists in "
+         "the ONNX opset asked for: float8 types from opset 19.",
+    why="Translated anyway, the model would fail ONNX's checker on a Cast node the user never wrote "
+        "(ONX004), and the message would not say that the opset is the problem.",
+    example="""
+        class F8(torch.nn.Module):
+            def forward(self, x):
+                return x.to(torch.float8_e4m3fn).to(torch.float32)
+
+        onnxsight.export(F8(), (x,), opset_version=18)
+        # DTY005: float8_e4m3fn (at aten.to.dtype) exists in ONNX from opset 19; the export targets opset 18
+    """,
+    how="""
+        ```python
+        onnxsight.export(F8(), (x,), opset_version=19)
+        onnxsight.export(F8(), (x,))   # without opset_version: the export chooses opset 19 (DTY006)
+        ```
+    """,
+    tags=("dtype", "opset", "torch.onnx"))
+
+OPSET_RAISED_FOR_DTYPE = define(
+    "DTY006", "opset-raised-for-dtype", N,
+    "the export targets opset {required} instead of the default {default}: {dtype} (at {op}) exists in "
+    "ONNX from opset {required}",
+    "Pass opset_version explicitly to choose the opset yourself.",
+    what="Notes that `opset_version` was left out and the default opset lacks a dtype the model "
+         "computes with (float8 before 19), so the export targets the lowest opset that has it.",
+    why="torch.onnx users pass float8 models without choosing an opset; the default opset cannot hold "
+        "them, and the choice of a newer one is said, not made silently.",
+    example="""
+        onnxsight.export(F8(), (x,))   # DTY006: targets opset 19 instead of the default 18
+    """,
+    how="""
+        ```python
+        onnxsight.export(F8(), (x,), opset_version=19)
+        ```
+    """,
+    tags=("dtype", "opset", "torch.onnx"))

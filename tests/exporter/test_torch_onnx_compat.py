@@ -358,3 +358,35 @@ def test_a_conversion_the_converter_cannot_make_names_the_ops_defined_anew() -> 
     program = onnxsight.export(ScatterAdd(), (torch.randn(2, 4), torch.randint(0, 3, (2, 4))), opset_version=16,
                                verify=True)
     assert program.verification.passed
+
+
+# --- float8 at the default opset -----------------------------------------------------------------------------
+
+class Float8RoundTrip(torch.nn.Module):
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.dtype).to(torch.float32) * 2  # @float8
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_float8_without_an_opset_targets_the_opset_that_has_it(dtype: torch.dtype) -> None:
+    model, x = Float8RoundTrip(dtype), torch.randn(16) * 10
+    program = onnxsight.export(model, (x,), verify=True)
+    assert program.verification.passed
+    assert [o.version for o in program.model_proto.opset_import if o.domain == ""] == [19]
+    (note,) = [d for d in program.diagnostics if d.code == "DTY006"]
+    assert "opset 19" in note.message and str(dtype).removeprefix("torch.") in note.message
+    (out,) = program(x)
+    torch.testing.assert_close(out, model(x))
+
+
+def test_float8_at_a_chosen_opset_that_lacks_it_is_refused_at_the_users_line() -> None:
+    with pytest.raises(ExportError) as info:
+        onnxsight.export(Float8RoundTrip(torch.float8_e4m3fn), (torch.randn(4),), opset_version=18)
+    (error,) = [d for d in info.value.diagnostics if d.level.value == "error"]
+    assert error.code == "DTY005" and "float8_e4m3fn" in error.message and "opset 19" in error.message
+    assert error.location is not None and error.location.file == __file__
+    assert "@float8" in (error.location.code or "")
