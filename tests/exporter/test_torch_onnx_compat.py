@@ -390,3 +390,41 @@ def test_float8_at_a_chosen_opset_that_lacks_it_is_refused_at_the_users_line() -
     assert error.code == "DTY005" and "float8_e4m3fn" in error.message and "opset 19" in error.message
     assert error.location is not None and error.location.file == __file__
     assert "@float8" in (error.location.code or "")
+
+
+# --- export gaps torch.onnx handles --------------------------------------------------------------------------
+
+def test_sym_sum_of_sizes() -> None:
+    class Stack(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            rows = torch.sym_sum([x.shape[0], y.shape[0], 1])
+            return torch.cat([x, y, x[:1]]).reshape(rows, -1) * rows
+
+    model = Stack()
+    program = onnxsight.export(model, (torch.randn(2, 3), torch.randn(4, 3)), verify=True,
+                               dynamic_shapes={"x": {0: "a"}, "y": {0: "b"}})
+    assert program.verification.passed
+    other = (torch.randn(5, 3), torch.randn(3, 3))
+    (out,) = program(*other)
+    torch.testing.assert_close(out, model(*other))
+
+
+class ComplexArithmetic(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("phase", torch.randn(3, dtype=torch.complex64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.view_as_complex(x)
+        constant = torch.tensor([1 + 2j, 3j, 1], dtype=torch.complex64)
+        mixed = z * self.phase + constant - z * (0.5 - 1j) + 2.0
+        mixed = torch.sub(mixed, self.phase, alpha=2) + (1 - 1j)
+        return torch.view_as_real(mixed + x[:, 0])
+
+
+def test_complex_buffers_and_constants_in_arithmetic() -> None:
+    model, x = ComplexArithmetic(), torch.randn(3, 2)
+    program = onnxsight.export(model, (x,), verify=True)
+    assert program.verification.passed
+    (out,) = program(x)
+    torch.testing.assert_close(out, model(x))
