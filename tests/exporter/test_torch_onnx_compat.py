@@ -428,3 +428,26 @@ def test_complex_buffers_and_constants_in_arithmetic() -> None:
     assert program.verification.passed
     (out,) = program(x)
     torch.testing.assert_close(out, model(x))
+
+
+def test_while_loop_with_an_int_carry() -> None:
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Doubling(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            def cond(steps: int, value: torch.Tensor) -> torch.Tensor:
+                return value.sum() < 100
+
+            def body(steps: int, value: torch.Tensor) -> tuple[int, torch.Tensor]:
+                return steps + 1, value * 2
+
+            steps, value = while_loop(cond, body, (0, x))
+            return value, steps
+
+    model, x = Doubling(), torch.ones(3)
+    program = onnxsight.export(model, (x,), verify=True)
+    assert program.verification.passed
+    value, steps = program(torch.full((3,), 0.5))
+    expected_value, expected_steps = model(torch.full((3,), 0.5))
+    torch.testing.assert_close(value, expected_value)
+    assert int(steps) == int(expected_steps)
