@@ -337,13 +337,30 @@ def test_a_lower_opset_is_converted_and_verified(opset: int) -> None:
     assert any(p.key == "pkg.torch.onnx.stack_trace" and __file__ in p.value for p in conv.metadata_props)
 
 
+@pytest.mark.parametrize("opset", [16, 15])
+def test_an_op_new_in_17_with_an_onnx_function_body_is_expanded(opset: int) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8),
+                                torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)).eval()
+    program = onnxsight.export(model, (torch.randn(2, 5, 8),), opset_version=opset, verify=True,
+                               dynamic_shapes={"input": {0: "batch", 1: "sequence"}})
+    assert program.verification.passed
+    assert "LayerNormalization" not in {n.op_type for n in program.model_proto.graph.node}
+    other = torch.randn(3, 7, 8)
+    (out,) = program(other)
+    torch.testing.assert_close(out, model(other), atol=1e-5, rtol=1e-5)
+
+
 def test_an_op_a_lower_opset_lacks_is_refused_naming_it_and_the_opset_that_has_it() -> None:
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    class Sample(torch.nn.Module):
+        def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
     with pytest.raises(ExportError) as info:
-        onnxsight.export(model, (torch.randn(2, 8),), opset_version=16)
+        onnxsight.export(Sample(), (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1), opset_version=15)
     (error,) = [d for d in info.value.diagnostics if d.level.value == "error"]
     assert error.code == "OPS003"
-    assert "LayerNormalization" in error.message and "opset 17" in error.message and "opset 16" in error.message
+    assert "GridSample" in error.message and "opset 16" in error.message and "opset 15" in error.message
+    assert "grid_sampler" in error.message
 
 
 def test_a_conversion_the_converter_cannot_make_names_the_ops_defined_anew() -> None:

@@ -6,8 +6,9 @@ translated at 17 is converted down with ``onnx.version_converter`` and then chec
 like any other export (the check stage and ``verify=`` see the converted graph).
 
 Before converting, every ONNX operator is looked up at the requested opset: one that does not exist
-there (``LayerNormalization`` before 17) is OPS003 at the user's line, naming the op and the lowest
-opset that has it, instead of the converter's message about an adapter. The converter drops node
+there is replaced by its ONNX function body where it has one (``LayerNormalization``, new in 17, is
+ReduceMean, Sub, Sqrt, ... before), and otherwise is OPS003 at the user's line, naming the op and
+the lowest opset that has it, instead of the converter's message about an adapter. The converter drops node
 metadata (the user's line, the FX node): it is copied back by output name.
 """
 
@@ -25,18 +26,20 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 from onnxsight.exporter.translate._nodes import op_display
 
 FX_NODE_KEY = "pkg.torch.onnx.fx_node"
+IDENTITY_ADAPTED = 16  # the converter cannot take Identity below its opset-16 version (optional types)
 
 
 def convert_opset(translated: TranslatedGraph, target: int, program: torch.export.ExportedProgram,
                   ctx: DiagnosticContext) -> TranslatedGraph | None:
     """``translated`` at opset ``target``; None when an op or the conversion is refused (OPS003/ONX007)."""
     source = translated.opset_imports.get("", target)
-    if _refuse_missing_ops(translated.graph, target, program, ctx):
-        return None
     model = onnx.helper.make_model(translated.graph, opset_imports=[
         onnx.helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()])
     for name, tensor in translated.initializers.items():  # typed inputs: the converter needs no weight bytes
         model.graph.input.append(value_info(Value(name, tensor.dtype, tuple(tensor.shape))))
+    _expand_missing_ops(model, source, target)
+    if _refuse_missing_ops(model.graph, target, program, ctx):
+        return None
     try:
         converted = onnx.version_converter.convert_version(model, target)
     except Exception as exc:  # noqa: BLE001 - the converter's reason is the message
@@ -51,6 +54,83 @@ def convert_opset(translated: TranslatedGraph, target: int, program: torch.expor
         if node.output and not node.metadata_props and node.output[0] in metadata:
             node.metadata_props.extend(metadata[node.output[0]])
     return dataclasses.replace(translated, graph=graph, opset_imports={**translated.opset_imports, "": target})
+
+
+def _expand_missing_ops(model: onnx.ModelProto, source: int, target: int) -> None:
+    """Each node whose op opset ``target`` lacks replaced by the op's ONNX function body, where it has one.
+
+    Below 16, a tensor's Identity becomes a Cast to its own type (no converter adapter for Identity).
+
+    ``LayerNormalization`` (opset 17) is defined in ONNX as a function of older ops (ReduceMean, Sub,
+    Sqrt, ...): expanded, a transformer exports at opset 16 as torch.onnx's older exporter wrote it.
+    The body's nodes keep the node's metadata (the user's line); its own values get the node's name
+    as a prefix, its inputs and outputs are the node's.
+    """
+    types: dict[str, onnx.TypeProto] | None = None
+    nodes: list[onnx.NodeProto] = []
+    for node in model.graph.node:
+        default = node.domain in ("", "ai.onnx")
+        required = first_opset(node.op_type) if default else None
+        identity = default and node.op_type == "Identity" and target < IDENTITY_ADAPTED
+        body = None
+        if identity or (required is not None and required > target):
+            if types is None:
+                inferred = onnx.shape_inference.infer_shapes(model)
+                types = {v.name: v.type for v in (*inferred.graph.input, *inferred.graph.value_info,
+                                                   *inferred.graph.output)}
+            body = _identity_as_cast(node, types) if identity else _function_body(node, types, source)
+        nodes.extend(body if body is not None else [node])
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def _identity_as_cast(node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> list[onnx.NodeProto] | None:
+    """Identity of a tensor as a Cast to its own type: ONNX's converter has no adapter from Identity-16."""
+    kind = types.get(node.input[0]) if node.input else None
+    if kind is None or not kind.HasField("tensor_type") or not kind.tensor_type.elem_type:
+        return None
+    cast = onnx.helper.make_node("Cast", list(node.input), list(node.output), name=node.name,
+                                 to=kind.tensor_type.elem_type)
+    cast.metadata_props.extend(node.metadata_props)
+    return [cast]
+
+
+def _function_body(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], opset: int) -> list[onnx.NodeProto] | None:
+    """``node`` as the nodes of its op's function body at ``opset``; None when the op has none."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset)
+        if schema.has_context_dependent_function:
+            data = schema.get_context_dependent_function(
+                node.SerializeToString(), [types.get(name, onnx.TypeProto()).SerializeToString() for name in node.input])
+        elif schema.has_function:
+            data = schema.function_body.SerializeToString()
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - no body for these input types: the op is then refused by name
+        return None
+    function = onnx.FunctionProto.FromString(data)
+    prefix = f"{node.name or node.output[0]}/"
+    names = dict(zip(function.input, node.input))
+    names.update((inner, outer) for inner, outer in zip(function.output, node.output) if outer)
+    attributes = {a.name: a for a in node.attribute}
+    body = []
+    for index, inner in enumerate(function.node):
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        copy.name = f"{prefix}{inner.name or inner.op_type}_{index}"
+        copy.input[:] = [names.get(n, prefix + n) if n else "" for n in inner.input]
+        copy.output[:] = [names.get(n, prefix + n) if n else "" for n in inner.output]
+        del copy.attribute[:]
+        for attribute in inner.attribute:
+            if attribute.ref_attr_name:  # an attribute of the function: the node's value, if it has one
+                if attribute.ref_attr_name in attributes:
+                    copy.attribute.append(attributes[attribute.ref_attr_name])
+                    copy.attribute[-1].name = attribute.name
+            else:
+                copy.attribute.append(attribute)
+        copy.metadata_props.extend(node.metadata_props)
+        body.append(copy)
+    return body
 
 
 def _changed_ops(graph: onnx.GraphProto, source: int, target: int) -> str:
