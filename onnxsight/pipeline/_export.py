@@ -21,7 +21,7 @@ from onnxsight.exporter import export as export_core
 from onnxsight.exporter import require_artifacts_dir
 from onnxsight.pipeline._examples import resolve_dynamic_shapes, verify_examples
 from onnxsight.pipeline._run_record import build_run_record
-from onnxsight.pipeline._torch_onnx import TorchOnnxOptions, show_torch_log, torch_onnx_options
+from onnxsight.pipeline._torch_onnx import TorchOnnxOptions, torch_onnx_options
 from onnxsight.reports import write_reports, write_sarif
 
 
@@ -51,7 +51,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     module hierarchy: each module call is an ONNX local function named after its class, its call node
     named after the module path; ``program.save(path, inline_functions=True)`` writes the flat graph.
 
-    ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``verbose=``, ``training=``,
+    ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``training=``, ``optimize=``,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
     (ARG017) where it cannot change the result, refused (ARG016) otherwise (``pipeline/_torch_onnx.py``).
     """
@@ -76,15 +76,11 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
                               module_functions=module_functions)
     except ExportError as exc:
         exc.diagnostics = [*options.notes, *exc.diagnostics]
-        if options.verbose:
-            show_torch_log(exc.record)
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)
         raise
     program.sarif_writer = write_sarif
     program.diagnostics = [*options.notes, *program.diagnostics]
-    if options.verbose:
-        show_torch_log(program.record)
     if verify:
         try:
             _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None)

@@ -5,19 +5,19 @@ A call written for torch.onnx should keep working when ``torch.onnx.export`` bec
 judged here, once, before any work:
 
 - means the same here: accepted (``export_modules_as_functions`` is ``module_functions``,
-  ``training=TrainingMode.EVAL`` of a model in eval mode, ``verbose``, ``export_params=True``);
+  ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
 - cannot change the result: ignored, with an ARG017 note (``dynamo=True``, ``optimize``);
 - asks for what onnxsight does not do: refused with ARG016, naming what to write instead.
 
 A keyword that neither exporter takes is ARG005 with the closest names, not a TypeError.
+``verbose`` is onnxsight's own argument (the console shows torch's log), as torch.onnx means it.
 """
 
 from __future__ import annotations
 
 import difflib
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, TextIO
+from typing import Any, Callable, Iterable, Mapping
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
@@ -27,10 +27,9 @@ _NO_TORCHSCRIPT = "onnxsight has no TorchScript exporter: it always captures wit
 
 @dataclass
 class TorchOnnxOptions:
-    """What the torch.onnx arguments amount to here: core arguments, console verbosity, notes."""
+    """What the torch.onnx arguments amount to here: onnxsight arguments, notes."""
 
     core: dict[str, Any] = field(default_factory=dict)   # onnxsight.export arguments they stand for
-    verbose: bool = False                                  # show torch's log of the capture
     notes: list[Any] = field(default_factory=list)         # ARG017 diagnostics, for the program's list
 
 
@@ -62,16 +61,6 @@ def torch_onnx_options(model: Any, given: Mapping[str, Any], known: Iterable[str
     return options
 
 
-def show_torch_log(record: Any, stream: TextIO | None = None) -> None:
-    """``verbose=True``: torch's own log of each capture attempt, which onnxsight otherwise keeps for the report."""
-    stream = stream or sys.stderr
-    for attempt in getattr(record, "attempts", ()):
-        if attempt.log:
-            print(f"torch's log during {attempt.strategy}:", file=stream)
-            for line in attempt.log:
-                print(f"  {line}", file=stream)
-
-
 def _refuse(ctx: DiagnosticContext, argument: str, value: Any, reason: str, instead: str) -> None:
     ctx.emit(rules.TORCH_ONNX_ARGUMENT_REFUSED, argument=argument, value=_show(value), reason=reason,
              instead=instead)
@@ -88,10 +77,6 @@ def _show(value: Any) -> str:
     if isinstance(value, Mapping) and not all(isinstance(v, (int, str)) for v in value.values()):
         return "{" + ", ".join(f"{key}: ..." for key in value) + "}"  # the ops, not the functions' reprs
     return repr(value)
-
-
-def _verbose(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
-    options.verbose = bool(value)
 
 
 def _dynamo(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
@@ -187,7 +172,7 @@ def _autograd_inlining(ctx: DiagnosticContext, options: TorchOnnxOptions, model:
 
 
 _JUDGES: dict[str, Callable[[DiagnosticContext, TorchOnnxOptions, Any, Any], None]] = {
-    "verbose": _verbose, "dynamo": _dynamo, "optimize": _optimize, "fallback": _fallback, "profile": _profile,
+    "dynamo": _dynamo, "optimize": _optimize, "fallback": _fallback, "profile": _profile,
     "dump_exported_program": _dump_exported_program, "export_params": _export_params,
     "keep_initializers_as_inputs": _keep_initializers, "custom_translation_table": _custom_translation_table,
     "training": _training, "operator_export_type": _operator_export_type,

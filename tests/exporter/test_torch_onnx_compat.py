@@ -146,7 +146,7 @@ class Small(torch.nn.Module):
 
 def test_torch_onnx_keywords_that_mean_the_same_are_accepted(tmp_path) -> None:
     model, x = Small().eval(), torch.randn(2, 4)
-    program = onnxsight.export(model, (x,), str(tmp_path / "m.onnx"), dynamo=True, optimize=True, verbose=False,
+    program = onnxsight.export(model, (x,), str(tmp_path / "m.onnx"), dynamo=True, optimize=True,
                                export_params=True, do_constant_folding=True, keep_initializers_as_inputs=False,
                                training=torch.onnx.TrainingMode.EVAL, fallback=False, autograd_inlining=True,
                                operator_export_type=torch.onnx.OperatorExportTypes.ONNX, custom_opsets=None,
@@ -200,18 +200,6 @@ def test_export_modules_as_functions_is_module_functions() -> None:
 def test_a_keyword_neither_exporter_takes_is_arg005_with_the_closest_names() -> None:
     with pytest.raises(onnxsight.exporter.InvalidArgumentError, match="did you mean dynamic_shapes"):
         onnxsight.export(Small().eval(), (torch.randn(2, 4),), dynamic_shape={"x": {0: "batch"}})
-
-
-def test_verbose_shows_torchs_log_of_the_capture(capsys: pytest.CaptureFixture[str]) -> None:
-    class Branchy(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x * 2 if x.sum() > 0 else x  # non-strict fails; torch logs why
-
-    for verbose in (False, True):
-        with pytest.raises(ExportError):
-            onnxsight.export(Branchy(), (torch.randn(2, 4),), verbose=verbose, dynamic_shapes={"x": {0: "batch"}})
-        err = capsys.readouterr().err
-        assert ("torch's log during" in err) is verbose
 
 
 # --- an ExportedProgram as the model -------------------------------------------------------------------------
