@@ -332,7 +332,10 @@ def test_an_op_new_in_17_with_an_onnx_function_body_is_expanded(opset: int) -> N
     program = onnxsight.export(model, (torch.randn(2, 5, 8),), opset_version=opset, verify=True,
                                dynamic_shapes={"input": {0: "batch", 1: "sequence"}})
     assert program.verification.passed
-    assert "LayerNormalization" not in {n.op_type for n in program.model_proto.graph.node}
+    nodes = program.model_proto.graph.node
+    assert "LayerNormalization" not in {n.op_type for n in nodes}
+    expanded = [n for n in nodes if "/" in n.name]  # the function body's nodes: "<node>/<op>_<index>"
+    assert expanded and all(any(p.key == "pkg.torch.onnx.fx_node" for p in n.metadata_props) for n in expanded)
     other = torch.randn(3, 7, 8)
     (out,) = program(other)
     torch.testing.assert_close(out, model(other), atol=1e-5, rtol=1e-5)

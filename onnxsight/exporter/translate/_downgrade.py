@@ -49,7 +49,7 @@ def convert_opset(translated: TranslatedGraph, target: int, program: torch.expor
     graph = onnx.GraphProto()
     graph.CopyFrom(converted.graph)
     del graph.input[len(translated.graph.input):]  # the weights go back to being initializers
-    metadata = {node.output[0]: node.metadata_props for node in translated.graph.node if node.output}
+    metadata = {node.output[0]: node.metadata_props for node in model.graph.node if node.output}  # expanded too
     for node in graph.node:
         if node.output and not node.metadata_props and node.output[0] in metadata:
             node.metadata_props.extend(metadata[node.output[0]])
