@@ -55,7 +55,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
     (ARG017) where it cannot change the result, refused (ARG016) otherwise (``pipeline/_torch_onnx.py``).
     """
-    if (args is None or args == ()) and not kwargs and getattr(model, "example_inputs", None) is not None:
+    if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with
     inputs = (model, args, kwargs)
     if report:
@@ -95,6 +95,13 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     if report:
         _write_reports(None, program.diagnostics, program.record, artifacts_dir, program=program, inputs=inputs)
     return program
+
+
+def _is_program(model: Any) -> bool:
+    """A ``torch.export.ExportedProgram`` (a module's own ``example_inputs`` attribute does not count)."""
+    import torch
+
+    return isinstance(model, torch.export.ExportedProgram)
 
 
 def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = (), *,
