@@ -53,7 +53,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
 
     ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``training=``, ``optimize=``,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
-    (ARG017) where it cannot change the result, refused (ARG016) otherwise (``pipeline/_torch_onnx.py``).
+    (ARG019) where it cannot change the result, refused (ARG018) otherwise (``pipeline/_torch_onnx.py``).
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with

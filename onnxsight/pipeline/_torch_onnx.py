@@ -6,8 +6,8 @@ judged here, once, before any work:
 
 - means the same here: accepted (``export_modules_as_functions`` is ``module_functions``,
   ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
-- cannot change the result: ignored, with an ARG017 note (``dynamo=True``, ``optimize``);
-- asks for what onnxsight does not do: refused with ARG016, naming what to write instead.
+- cannot change the result: ignored, with an ARG019 note (``dynamo=True``, ``optimize``);
+- asks for what onnxsight does not do: refused with ARG018, naming what to write instead.
 
 A keyword that neither exporter takes is ARG005 with the closest names, not a TypeError.
 ``verbose`` is onnxsight's own argument (the console shows torch's log), as torch.onnx means it.
@@ -30,11 +30,11 @@ class TorchOnnxOptions:
     """What the torch.onnx arguments amount to here: onnxsight arguments, notes."""
 
     core: dict[str, Any] = field(default_factory=dict)   # onnxsight.export arguments they stand for
-    notes: list[Any] = field(default_factory=list)         # ARG017 diagnostics, for the program's list
+    notes: list[Any] = field(default_factory=list)         # ARG019 diagnostics, for the program's list
 
 
 def torch_onnx_options(model: Any, given: Mapping[str, Any], known: Iterable[str]) -> TorchOnnxOptions:
-    """Judge each torch.onnx keyword in ``given``; raise InvalidArgumentError (ARG016/ARG005) on a refusal.
+    """Judge each torch.onnx keyword in ``given``; raise InvalidArgumentError (ARG018/ARG005) on a refusal.
 
     ``known``: onnxsight.export's own parameters, offered for a keyword neither exporter takes.
     """

@@ -2,8 +2,8 @@
 
 Switching from torch.onnx to onnxsight should be a change of one name. An argument of
 torch.onnx.export that means the same here is accepted; one that cannot change the result is
-ignored with a note (ARG017); one whose meaning onnxsight cannot honour is refused before any
-work (ARG016), naming what to write instead, never silently dropped.
+ignored with a note (ARG019); one whose meaning onnxsight cannot honour is refused before any
+work (ARG018), naming what to write instead, never silently dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from onnxsight.rules._rule import Level, define
 E, N = Level.ERROR, Level.NOTE
 
 TORCH_ONNX_ARGUMENT_REFUSED = define(
-    "ARG016", "torch-onnx-argument-not-supported", E,
+    "ARG018", "torch-onnx-argument-not-supported", E,
     "torch.onnx.export's {argument}={value} is not supported by onnxsight: {reason}; instead, {instead}",
     "Remove the argument, or write what the message names instead.",
     what="Checks the keyword arguments of `torch.onnx.export` given to `onnxsight.export`: those that "
@@ -24,7 +24,7 @@ TORCH_ONNX_ARGUMENT_REFUSED = define(
         "exporter, a custom translation table that is never called.",
     example="""
         onnxsight.export(model, (x,), custom_translation_table={torch.ops.aten.stft.default: stft})
-        # ARG016: custom_translation_table holds ONNX Script functions; use custom_translations=
+        # ARG018: custom_translation_table holds ONNX Script functions; use custom_translations=
     """,
     how="""
         ```python
@@ -36,7 +36,7 @@ TORCH_ONNX_ARGUMENT_REFUSED = define(
     tags=("arguments", "torch.onnx"))
 
 TORCH_ONNX_ARGUMENT_IGNORED = define(
-    "ARG017", "torch-onnx-argument-ignored", N,
+    "ARG019", "torch-onnx-argument-ignored", N,
     "torch.onnx.export's {argument}={value} is ignored: {reason}",
     "Drop the argument; the exported model is the same without it.",
     what="Notes a keyword argument of `torch.onnx.export` that onnxsight accepts but that cannot "
@@ -45,7 +45,7 @@ TORCH_ONNX_ARGUMENT_IGNORED = define(
         "arguments had no effect, so nobody relies on one that does nothing here.",
     example="""
         onnxsight.export(model, (x,), dynamo=True)
-        # ARG017: dynamo=True is ignored: onnxsight always captures with torch.export
+        # ARG019: dynamo=True is ignored: onnxsight always captures with torch.export
     """,
     how="""
         ```python

@@ -155,10 +155,10 @@ def test_torch_onnx_keywords_that_mean_the_same_are_accepted(tmp_path) -> None:
     assert program.verification.passed
     (out,) = program(x)
     torch.testing.assert_close(out, model(x))
-    notes = {d.fields["argument"]: d.message for d in program.diagnostics if d.code == "ARG017"}
+    notes = {d.fields["argument"]: d.message for d in program.diagnostics if d.code == "ARG019"}
     assert sorted(notes) == ["autograd_inlining", "do_constant_folding", "dynamo", "fallback", "optimize"]
     assert "always captures with torch.export" in notes["dynamo"]
-    assert all(d.level.value == "note" for d in program.diagnostics if d.code == "ARG017")
+    assert all(d.level.value == "note" for d in program.diagnostics if d.code == "ARG019")
 
 
 @pytest.mark.parametrize(("argument", "value", "instead"), [
@@ -178,7 +178,7 @@ def test_torch_onnx_keywords_onnxsight_cannot_honour_are_refused_by_name(argumen
     with pytest.raises(onnxsight.exporter.InvalidArgumentError) as info:
         onnxsight.export(Small().eval(), (torch.randn(2, 4),), **{argument: value})
     (diagnostic,) = info.value.diagnostics
-    assert diagnostic.code == "ARG016"
+    assert diagnostic.code == "ARG018"
     assert f"{argument}=" in diagnostic.message and instead in diagnostic.message
 
 
