@@ -14,14 +14,19 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
+from onnxsight.exporter.capture._export_flag import onnx_exporting
 from onnxsight.exporter.capture._modes import eval_semantics
+from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
+from onnxsight.exporter.inputs._dim_strings import dims_from_names
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
+from onnxsight.exporter.translate._downgrade import convert_opset
+from onnxsight.exporter.translate._dtype_opsets import choose_opset
 from onnxsight.exporter.translate._functions import invalid_selection
-from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, check_arguments, convert_dynamic_axes, named_dims,
-                                        symbol_names)
+from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
+                                                  convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
@@ -63,11 +68,13 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
     record = ExportRecord(model_name=type(model).__name__, opset=opset)
     try:
-        with ctx.logging_once(), library_pytrees(), real_mode():  # caches flattened (CAP012); constants real under fake_mode()
+        # caches flattened (CAP012); constants real under fake_mode(); torch.onnx.is_in_onnx_export() True
+        with ctx.logging_once(), library_pytrees(), real_mode(), onnx_exporting():
             program = _export(model, args, kwargs, ctx, record, opset=opset, input_names=input_names,
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
-                              external_data=external_data, module_functions=module_functions)
+                              external_data=external_data, module_functions=module_functions,
+                              opset_chosen=opset_version is not None)
             if f is not None:
                 with record.stage("save"):
                     files = program.save(f, external_data=external_data)
@@ -95,8 +102,12 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
-            module_functions: Any = False) -> ONNXProgram:
+            module_functions: Any = False, opset_chosen: bool = True) -> ONNXProgram:
+    captured = None
     with record.stage("arguments") as stage:
+        if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
+            captured, model, args, kwargs = adopt_program(ctx, model, args, kwargs, dynamic_shapes, dynamic_axes)
+        dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
@@ -125,16 +136,26 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if ctx.errors:
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
+    target, opset = opset, max(opset, TRANSLATED_OPSETS.start)  # 15, 16: translated at 17, then converted
     with eval_semantics(model), record.stage("capture") as stage:  # the user's modes are restored exactly
-        if refuse_eager_quantized(ctx, model, input_leaves(model, args, kwargs)):  # QNT001: torch.export traces none of it
-            stage.status = "failed"
-            _fail(errors.CaptureError, f"{type(model).__name__} uses eager-mode quantization", ctx, record)
-        exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
+        if captured is not None:  # an ExportedProgram: captured as it is (its module() is never switched)
+            exported, stage.status, stage.detail = captured, "skipped", "the model is an ExportedProgram"
+        else:
+            if refuse_eager_quantized(ctx, model, input_leaves(model, args, kwargs)):  # QNT001: torch.export traces none of it
+                stage.status = "failed"
+                _fail(errors.CaptureError, f"{type(model).__name__} uses eager-mode quantization", ctx, record)
+            exported = capture(model, args, kwargs, dynamic_shapes, ctx, record.attempts, record.facts)
         if exported is None:
             stage.status = "failed"
             _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
         record.exported_program = exported
         materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
+    needed = choose_opset(exported, target, ctx, chosen=opset_chosen, default=DEFAULT_OPSET)  # float8: 19
+    if needed is None:
+        _fail(errors.TranslationError, f"{type(model).__name__} computes with a dtype opset {target} lacks", ctx,
+              record)
+    target = record.opset = needed
+    opset = max(target, TRANSLATED_OPSETS.start)
     with record.stage("decompose") as stage:
         rewritten = functionalize_inplace(exported, registry, opset)
         reason = needs_decomposition(exported, registry, opset)
@@ -154,8 +175,11 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
                                        output_names=output_names or library_outputs,
-                                       dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs),
+                                       dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs,
+                                                              spelled),
                                        module_functions=module_functions)
+        if translated is not None and target < opset:
+            translated = convert_opset(translated, target, decomposed, ctx)
         if translated is None:
             stage.status = "failed"
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)

@@ -9,6 +9,7 @@ export succeeds or fails.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -20,6 +21,7 @@ from onnxsight.exporter import export as export_core
 from onnxsight.exporter import require_artifacts_dir
 from onnxsight.pipeline._examples import resolve_dynamic_shapes, verify_examples
 from onnxsight.pipeline._run_record import build_run_record
+from onnxsight.pipeline._torch_onnx import TorchOnnxOptions, torch_onnx_options
 from onnxsight.reports import write_reports, write_sarif
 
 
@@ -32,7 +34,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            module_functions: bool | Iterable[type] = False,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            examples: Sequence[Any] | None = None, verbose: bool | None = None,
-           float_model: Any = None) -> ONNXProgram:
+           float_model: Any = None, **torch_onnx: Any) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
 
     Raises :class:`onnxsight.ExportError` (a subclass per stage) naming each
@@ -56,13 +58,23 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``float_model``: for a quantized model, the float model it was quantized from: implies
     ``verify=True``, and the verification (and the reports) also rank every layer by the error
     quantization adds against it (``program.verification.quantization_layers``).
+
+    ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``training=``, ``optimize=``,
+    ...), so that a call written for it works here: each is accepted where it means the same, noted
+    (ARG019) where it cannot change the result, refused (ARG018) otherwise (``pipeline/_torch_onnx.py``).
     """
+    if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
+        args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with
     inputs = (model, args, kwargs)
     verify = verify or float_model is not None
     if report:
         require_artifacts_dir(model, artifacts_dir)  # ARG009 before any work: the reports are written last
     calls: list[tuple[tuple, dict]] = []
+    options = TorchOnnxOptions()
     try:
+        if torch_onnx:
+            options = torch_onnx_options(model, torch_onnx, inspect.signature(export).parameters)
+            module_functions = options.core.get("module_functions", module_functions)
         if examples is not None or isinstance(dynamic_shapes, str):
             dynamic_shapes, calls = resolve_dynamic_shapes(model, args, kwargs, dynamic_shapes, dynamic_axes,
                                                            examples)
@@ -72,10 +84,12 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
                               external_data=external_data, custom_translations=custom_translations,
                               module_functions=module_functions, verbose=verbose)
     except ExportError as exc:
+        exc.diagnostics = [*options.notes, *exc.diagnostics]
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)
         raise
     program.sarif_writer = write_sarif
+    program.diagnostics = [*options.notes, *program.diagnostics]
     if verify:
         try:
             _verify(program, args, kwargs, calls, repro_dir=_repro_dir(model, artifacts_dir) if report else None,
@@ -91,6 +105,13 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     if report:
         _write_reports(None, program.diagnostics, program.record, artifacts_dir, program=program, inputs=inputs)
     return program
+
+
+def _is_program(model: Any) -> bool:
+    """A ``torch.export.ExportedProgram`` (a module's own ``example_inputs`` attribute does not count)."""
+    import torch
+
+    return isinstance(model, torch.export.ExportedProgram)
 
 
 def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[tuple, dict]] = (), *,

@@ -82,8 +82,9 @@ def compare(expected: np.ndarray, actual: np.ndarray, bounds: Bounds, *,
     ``expected_dtype``/``actual_dtype`` are the dtypes as the two sides declared them
     (the arrays may have been widened, for example bfloat16 to float32).
     """
-    dtype_mismatch = dtype_name(expected_dtype if expected_dtype is not None else expected.dtype) != \
-        dtype_name(actual_dtype if actual_dtype is not None else actual.dtype)
+    # torch's float8_e4m3fn is ONNX's float8e4m3fn: the names differ by an underscore only
+    dtype_mismatch = dtype_name(expected_dtype if expected_dtype is not None else expected.dtype).replace("_", "") \
+        != dtype_name(actual_dtype if actual_dtype is not None else actual.dtype).replace("_", "")
     if tuple(expected.shape) != tuple(actual.shape):
         return Metrics(passed=False, shape_mismatch=True, dtype_mismatch=dtype_mismatch, numel=int(expected.size))
     numel = int(expected.size)

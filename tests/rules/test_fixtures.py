@@ -57,6 +57,16 @@ class ViewRows(torch.nn.Module):
         return x.view(4, -1)  # @CAP013
 
 
+class Float8(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.float8_e4m3fn).float()  # @DTY005
+
+
+class ScatterAdd(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(3, 4).scatter_add(0, torch.tensor([[0, 1, 2, 0]]), x[None])
+
+
 class TwoArgs(torch.nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return x * 2
@@ -252,6 +262,8 @@ CASES: tuple[Case, ...] = (
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("ARG015", Sin, marker="export", options={"module_functions": "Sin"}),
     Case("ARG016", Sin, marker="export", options={"dynamic_axes": {"x": {0: "b"}, "seq_lengths": {0: "b"}}}),
+    Case("ARG018", Sin, marker="export", options={"dynamo": False}),
+    Case("ARG019", Sin, marker="export", options={"dynamo": True}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
@@ -291,6 +303,9 @@ CASES: tuple[Case, ...] = (
     Case("ONX004", CeluDouble, args=(torch.randn(4, dtype=torch.float64),),
          options={"custom_translations": {aten.celu.default: _celu_any_type}}),
     Case("IO006", ReturnsNumbers, marker="export"),
+    Case("DTY005", Float8, options={"opset_version": 18}),
+    Case("DTY006", Float8, marker="DTY005"),
+    Case("ONX007", ScatterAdd, marker="export", options={"opset_version": 15}),
     Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
     Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),

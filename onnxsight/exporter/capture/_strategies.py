@@ -9,6 +9,7 @@ every requested dim is kept in ``facts["dynamic_dims"]`` (see ``_audit``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from onnxsight.exporter.capture._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter.capture._torchlog import TorchLog, recording
 from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_sequences
+from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
@@ -106,8 +108,10 @@ def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_sh
         program: torch.export.ExportedProgram | None = None
         error: BaseException | None = None
         try:
-            # RNN ops keep a dynamic sequence length (_rnn_kernels); packed sequences become sequence_lens (_packed)
-            with rnn_shape_kernels(), packed_sequences():
+            # RNN ops keep a dynamic sequence length (_rnn_kernels); packed sequences become sequence_lens (_packed);
+            # dynamo folds is_in_onnx_export() (_export_flag)
+            with rnn_shape_kernels(), packed_sequences(), \
+                    dynamo_sees_onnx_export() if strict else contextlib.nullcontext():
                 program = torch.export.export(model, args, kwargs=kwargs or None, dynamic_shapes=dynamic_shapes,
                                               strict=strict)
         except Exception as exc:  # noqa: BLE001 - every failure is recorded and classified
@@ -187,6 +191,8 @@ class _Session:
                 continue
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and self.deferred is not None:
                 self._refuse(*self.deferred)  # the grown example failed too: the size-1 specialisation is why
+                return None
+            if rule is rules.BAD_DYNAMIC_SHAPES:  # the spec, not the strategy: every strategy refuses it alike
                 return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
                 self._strategy_failed(attempt, exc)
@@ -364,6 +370,8 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
             return None
         assert session.error is not None
         failures.append((strategy, session.error))
+        if classify(session.error) is rules.BAD_DYNAMIC_SHAPES:
+            break  # ARG003 once, without a CAP001 per strategy repeating torch's message
     # Every strategy failed: report the first (most informative, non-strict) failure as the error.
     strategy, exc = failures[0]
     frames = traceback_frames(exc)

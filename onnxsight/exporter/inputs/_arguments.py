@@ -18,8 +18,10 @@ from torch.utils import _pytree as pytree
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter.inputs._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
+from onnxsight.exporter.inputs._nested_axes import leaves_text, nested_spec, resolve_leaf
 
-SUPPORTED_OPSETS = range(17, 24)
+SUPPORTED_OPSETS = range(15, 24)
+TRANSLATED_OPSETS = range(17, 24)  # translations target these; 15 and 16 by conversion (translate/_downgrade.py)
 DEFAULT_OPSET = 18
 FILE_OBJECT_LIMIT = 2 * 1024**3  # protobuf's limit on one message: above it weights need a file of their own
 
@@ -62,7 +64,7 @@ def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, 
 
 
 def check_opset(ctx: DiagnosticContext, opset: Any) -> None:
-    """ARG006 for a value that is not an int (``"18"``), ARG004 for an int outside 17..23."""
+    """ARG006 for a value that is not an int (``"18"``), ARG004 for an int outside 15..23."""
     if isinstance(opset, bool) or not isinstance(opset, int):
         ctx.emit(rules.OPSET_NOT_AN_INTEGER, type=type(opset).__name__, value=repr(opset))
     elif opset not in SUPPORTED_OPSETS:
@@ -323,17 +325,23 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
                  error=f"dynamic_axes must be a dict {{input: {{axis: name}}}}, got {type(dynamic_axes).__name__}")
         return
     names = list(bound)
-    alias = dict(zip(input_names, names)) if isinstance(input_names, (list, tuple)) else {}
+    given_names = list(input_names) if isinstance(input_names, (list, tuple)) else []
     outputs = set(output_names) if isinstance(output_names, (list, tuple)) else set()
     for key, axes in dynamic_axes.items():
-        arg = alias.get(key, key)
-        if arg not in bound:
-            if key not in outputs:  # torch.onnx warned and went on: the key changes nothing in the graph
-                given = f"; input_names are {list(alias)}" if alias else ""
+        leaf = resolve_leaf(key, bound, given_names)  # input_names name the flattened tensors (torch.onnx)
+        if leaf is None:
+            if key in bound and key not in given_names:
+                ctx.emit(rules.BAD_DYNAMIC_SHAPES,
+                         error=f"input {key} is a {type(bound[key]).__name__}, not a tensor: name the tensors in "
+                               f"it ({leaves_text(bound, key)}) in input_names, one name per tensor input in "
+                               "order, as torch.onnx reads them, and key dynamic_axes by those names")
+            elif key not in outputs:  # torch.onnx warned and went on: the key changes nothing in the graph
+                given = f"; input_names are {given_names}" if given_names else ""
                 ctx.emit(rules.DYNAMIC_AXES_KEY_NAMES_NOTHING, key=repr(key),
                          valid=f"forward()'s arguments are {names}{given}"
                                + (f", output_names are {sorted(outputs)}" if outputs else ""))
             continue
+        arg = leaf.path
         where = arg if arg == key else f"{arg} (input_names: {key!r})"
         if isinstance(axes, Mapping):
             listed = list(axes)
@@ -342,12 +350,7 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
         else:
             ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"dynamic_axes[{key!r}] must be a dict or a list of axes")
             continue
-        if not isinstance(bound[arg], torch.Tensor):
-            ctx.emit(rules.BAD_DYNAMIC_SHAPES,
-                     error=f"input {where} is a {type(bound[arg]).__name__}, not a tensor: dynamic_axes applies "
-                           "to tensor inputs (use dynamic_shapes for nested inputs)")
-            continue
-        _check_axes(ctx, where, bound[arg], listed)
+        _check_axes(ctx, where, leaf.value, listed)
 
 
 def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict,
@@ -355,26 +358,33 @@ def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: t
                          ) -> tuple[dict[str, Any] | None, dict[tuple[str, int], str]]:
     """torch.onnx's ``{input: {axis: name}}`` -> torch.export dynamic_shapes, plus the dim names wanted.
 
-    Input names may be forward()'s argument names or the ``input_names`` given.
-    Output axes are ignored (ONNX output shapes follow from the inputs).
+    Input names may be forward()'s argument names or the ``input_names`` given (which name the
+    flattened tensor inputs, a dict's or list's tensors included: ``_nested_axes``). Output axes are ignored (ONNX output shapes follow from the inputs).
     """
-    bound = list(inspect.signature(model.forward).bind(*args, **kwargs).arguments)
-    alias = dict(zip(input_names or [], bound))
+    arguments = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+    bound = list(arguments)
     shapes: dict[str, Any] = {}
+    nested: dict[str, dict[tuple[Any, ...], Any]] = {}
     names: dict[tuple[str, int], str] = {}
     for key, axes in dynamic_axes.items():
-        arg = alias.get(key, key)
-        if arg not in bound:
+        leaf = resolve_leaf(key, arguments, input_names)
+        if leaf is None:
             continue  # an output name, or an unknown name (reported below if it names nothing)
+        arg = leaf.argument
         if isinstance(axes, Mapping):
             items = {int(a): str(n) for a, n in axes.items()}
-        elif isinstance(axes, (list, tuple)):
-            items = {int(a): f"{key}_dim_{int(a)}" for a in axes}
+        elif isinstance(axes, (list, tuple)):  # named after their input unless a named axis is the same dim
+            items = {int(a): "" for a in axes}
         else:
             ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"dynamic_axes[{key!r}] must be a dict or a list of axes")
             continue
-        shapes[arg] = {axis: torch.export.Dim.DYNAMIC for axis in items}
-        names.update({(arg, axis): name for axis, name in items.items()})
+        spec = {axis: torch.export.Dim.DYNAMIC for axis in items}
+        if leaf.keys:  # a tensor inside a dict/list argument: named by its input_names entry (the ONNX name)
+            nested.setdefault(arg, {})[leaf.keys] = spec
+        else:
+            shapes[arg] = spec
+        names.update({(key if leaf.keys else arg, axis): name for axis, name in items.items() if name})
+    shapes.update({arg: nested_spec(arguments[arg], specs) for arg, specs in nested.items()})
     if not shapes:
         return None, names
     return {name: shapes.get(name) for name in bound}, names

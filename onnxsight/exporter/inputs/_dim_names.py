@@ -24,19 +24,20 @@ import torch
 
 
 def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, int], str],
-                 input_names: list[str] | None = None) -> dict[str, str]:
+                 input_names: list[str] | None = None, spelled: dict[str, str] | None = None) -> dict[str, str]:
     """sympy symbol (``s52``, and every symbol it replaced) -> the ONNX dim name.
 
     ``input_names``: the ONNX names of the user inputs, in order (``input_names=``, or a library's
     ``past_key_values.0.key``): an unnamed dim is then ``features_dim_0`` after the input it is
-    on in the ONNX model, not after forward()'s argument the user renamed.
+    on in the ONNX model, not after forward()'s argument the user renamed. ``spelled``: a Dim name ->
+    the string the user wrote for it where that is no identifier (``batch_size`` -> ``batch size``).
     """
     onnx_name = dict(zip(program.graph_signature.user_inputs, input_names or []))
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
     for placeholder, axis, node in axes:  # names the user chose first, wherever the symbol appears first
-        name = wanted.get((placeholder, axis)) or _debug_name(node)
+        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or _debug_name(node)
         symbol = str(node.expr)
         if name and symbol not in names:
             names[symbol] = _unique(name, taken)
@@ -47,6 +48,8 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
         new = shape_env.replace(new)  # to the end of a chain of replacements
         if str(old) not in names and new.free_symbols and all(str(s) in names for s in new.free_symbols):
             names[str(old)] = str(new.xreplace({s: _symbol(names[str(s)]) for s in new.free_symbols}))
+    if spelled:
+        names = {symbol: rename_symbols(name, spelled) for symbol, name in names.items()}
     return names
 
 

@@ -13,9 +13,11 @@ import math
 
 import torch
 
+from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
 from onnxsight.exporter.ops.elementwise_math import aten_atan2
+from onnxsight.exporter.ops.spectral import aten_mul_complex
 
 aten = torch.ops.aten
 
@@ -91,3 +93,40 @@ def aten_conj(b: GraphBuilder, self: Value) -> Value:
 def aten_conj_physical(b: GraphBuilder, self: Value) -> Value:
     """_conj_physical(Tensor self) -> Tensor"""
     return _conjugate(b, self)
+
+
+def _as_pairs(b: GraphBuilder, x: Value | complex | float, dtype: torch.dtype) -> Value:
+    """``x`` as (real, imaginary) pairs of complex ``dtype``: a real tensor or number gets imaginary 0."""
+    part = dtype.to_real()
+    if not isinstance(x, Value):
+        value = complex(x)
+        return b.op("Identity", b.const([value.real, value.imag], part), dtype=dtype, shape=())
+    if x.dtype.is_complex:
+        return x if x.dtype == dtype else b.op("Cast", x, to=_dtypes.to_onnx(part), dtype=dtype, shape=x.shape)
+    real = b.op("Unsqueeze", b.cast(x, part), b.const([-1], torch.int64), dtype=part)
+    zeros = b.op("Expand", b.scalar(0.0, part), b.shape_of(real), dtype=part)  # not real * 0: inf stays real
+    return b.op("Concat", real, zeros, axis=-1, dtype=dtype)
+
+
+def _complex_sum(b: GraphBuilder, op_type: str, self: Value | complex | float, other: Value | complex | float,
+                 alpha: complex | float) -> Value:
+    """self +/- alpha * other where either side is complex: Add/Sub on pairs."""
+    dtype = b.node.out_dtype or torch.complex64
+    left, right = _as_pairs(b, self, dtype), _as_pairs(b, other, dtype)
+    if alpha != 1:
+        right = aten_mul_complex(b, right, alpha)
+    return b.op(op_type, left, right, dtype=dtype, shape=b.node.out_shape)
+
+
+@translation(aten.add.Tensor, aten.add.Scalar, complex=True)
+def aten_add_complex(b: GraphBuilder, self: Value | complex | float, other: Value | complex | float, *,
+                     alpha: complex | float = 1) -> Value:
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor  (on (real, imaginary) pairs)"""
+    return _complex_sum(b, "Add", self, other, alpha)
+
+
+@translation(aten.sub.Tensor, aten.sub.Scalar, complex=True)
+def aten_sub_complex(b: GraphBuilder, self: Value | complex | float, other: Value | complex | float, *,
+                     alpha: complex | float = 1) -> Value:
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor  (on (real, imaginary) pairs)"""
+    return _complex_sum(b, "Sub", self, other, alpha)

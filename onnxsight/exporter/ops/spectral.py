@@ -197,9 +197,9 @@ def aten_view_complex(b: GraphBuilder, self: Value, size: Sequence[int | Value])
     return b.op("Reshape", self, b.int_list([*size, 2]), dtype=self.dtype)
 
 
-@translation(aten.clone.default, complex=True)
+@translation(aten.clone.default, aten.alias.default, aten.alias_copy.default, aten.detach.default, complex=True)
 def aten_clone_complex(b: GraphBuilder, self: Value, *, memory_format: torch.memory_format | None = None) -> Value:
-    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor  (and alias, alias_copy, detach)"""
     return b.op("Identity", self, dtype=self.dtype)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -187,6 +187,19 @@ def sym_max(b: GraphBuilder, a: Any, c: Any) -> Value:
 def sym_min(b: GraphBuilder, a: Any, c: Any) -> Value:
     """torch.sym_min(a, c)"""
     return _binary(b, "Min", a, c)
+
+
+@translation(torch.sym_sum)
+def sym_sum(b: GraphBuilder, args: Sequence[Any]) -> Value:
+    """torch.sym_sum(args): the sum of a list of SymInt/SymFloat (ONNX Sum takes no integers: Adds)"""
+    out = _out(b)
+    work = torch.float64 if out.is_floating_point else out
+    if not args:
+        return b.const(0.0 if out.is_floating_point else 0, out)
+    total = _as(b, args[0], work)
+    for term in args[1:]:
+        total = b.op("Add", total, _as(b, term, work), dtype=work)
+    return b.cast(total, out)
 
 
 @translation(torch.sym_ite)

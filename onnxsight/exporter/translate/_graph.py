@@ -79,7 +79,8 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
             elif kind in (gs.InputKind.PARAMETER, gs.InputKind.BUFFER, gs.InputKind.CONSTANT_TENSOR):
                 target = spec.target
                 tensor = _lookup_state(program, target)
-                initializers[target] = tensor
+                # a complex weight is written as its (real, imaginary) pairs, as its Value is carried
+                initializers[target] = torch.view_as_real(tensor) if tensor.is_complex() else tensor
                 value = Value(target, tensor.dtype, tuple(tensor.shape))
                 tr.env[node.name] = value
                 tr.value_names[node.name] = target

@@ -1,0 +1,121 @@
+"""Rules for calls written for ``torch.onnx.export`` (issue 25): its arguments, its opsets.
+
+Switching from torch.onnx to onnxsight should be a change of one name. An argument of
+torch.onnx.export that means the same here is accepted; one that cannot change the result is
+ignored with a note (ARG019); one whose meaning onnxsight cannot honour is refused before any
+work (ARG018), naming what to write instead, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from onnxsight.rules._rule import Level, define
+
+E, N = Level.ERROR, Level.NOTE
+
+TORCH_ONNX_ARGUMENT_REFUSED = define(
+    "ARG018", "torch-onnx-argument-not-supported", E,
+    "torch.onnx.export's {argument}={value} is not supported by onnxsight: {reason}; instead, {instead}",
+    "Remove the argument, or write what the message names instead.",
+    what="Checks the keyword arguments of `torch.onnx.export` given to `onnxsight.export`: those that "
+         "ask for something onnxsight does not do (the TorchScript exporter, weights left out of the "
+         "file, translations written in ONNX Script) are refused before any work.",
+    why="Accepting an argument and ignoring it would export a model other than the one asked for "
+        "without a word: a file with weights where none were wanted, a graph captured by another "
+        "exporter, a custom translation table that is never called.",
+    example="""
+        onnxsight.export(model, (x,), custom_translation_table={torch.ops.aten.stft.default: stft})
+        # ARG018: custom_translation_table holds ONNX Script functions; use custom_translations=
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), custom_translations={torch.ops.aten.stft.default: my_stft})
+        ```
+        where `my_stft(builder, node, ...)` emits ONNX nodes with onnxsight's GraphBuilder
+        (see `onnxsight.exporter.translation`).
+    """,
+    tags=("arguments", "torch.onnx"))
+
+TORCH_ONNX_ARGUMENT_IGNORED = define(
+    "ARG019", "torch-onnx-argument-ignored", N,
+    "torch.onnx.export's {argument}={value} is ignored: {reason}",
+    "Drop the argument; the exported model is the same without it.",
+    what="Notes a keyword argument of `torch.onnx.export` that onnxsight accepts but that cannot "
+         "change what it exports (`dynamo=True`: onnxsight always captures with torch.export).",
+    why="A call written for torch.onnx keeps working with `onnxsight.export`; the note says which "
+        "arguments had no effect, so nobody relies on one that does nothing here.",
+    example="""
+        onnxsight.export(model, (x,), dynamo=True)
+        # ARG019: dynamo=True is ignored: onnxsight always captures with torch.export
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,))
+        ```
+    """,
+    tags=("arguments", "torch.onnx"))
+
+OPSET_CONVERSION_FAILED = define(
+    "ONX007", "opset-conversion-failed", E,
+    "the model translated at opset {source} could not be converted to opset {target}: {error}; "
+    "the model's operators defined anew after opset {target}: {changed}",
+    "Export with a newer opset_version (the lowest onnxsight translates at is named in the message).",
+    what="onnxsight translates at opset 17 and newer; a lower `opset_version` (15, 16) is reached by "
+         "converting the translated model with ONNX's version converter, whose result is checked and "
+         "verified like any export. This rule reports a conversion the converter cannot make.",
+    why="Older runtimes and hardware toolchains ask for opset 15 or 16. A conversion that fails "
+        "half-way would leave a model that mixes opsets; it is refused instead, naming the converter's "
+        "reason. An operator that does not exist at the requested opset is OPS003, naming the op.",
+    example="""
+        onnxsight.export(model, (x,), opset_version=15)
+        # ONX007: ... could not be converted to opset 15: ... Attribute reduction must have value none ...;
+        # the model's operators defined anew after opset 15: ScatterElements (changed in opset 16)
+    """,
+    how="""
+        ```python
+        onnxsight.export(model, (x,), opset_version=17)
+        ```
+    """,
+    tags=("opset", "torch.onnx"))
+
+DTYPE_NEEDS_NEWER_OPSET = define(
+    "DTY005", "dtype-needs-newer-opset", E,
+    "{dtype} (at {op}) exists in ONNX from opset {required}; the export targets opset {opset}",
+    "Export with opset_version set to the opset the message names, or leave opset_version out.",
+    what="Checks, before translation, that every dtype the captured program computes with exists in "
+         "the ONNX opset asked for: float8 types from opset 19.",
+    why="Translated anyway, the model would fail ONNX's checker on a Cast node the user never wrote "
+        "(ONX004), and the message would not say that the opset is the problem.",
+    example="""
+        class F8(torch.nn.Module):
+            def forward(self, x):
+                return x.to(torch.float8_e4m3fn).to(torch.float32)
+
+        onnxsight.export(F8(), (x,), opset_version=18)
+        # DTY005: float8_e4m3fn (at aten.to.dtype) exists in ONNX from opset 19; the export targets opset 18
+    """,
+    how="""
+        ```python
+        onnxsight.export(F8(), (x,), opset_version=19)
+        onnxsight.export(F8(), (x,))   # without opset_version: the export chooses opset 19 (DTY006)
+        ```
+    """,
+    tags=("dtype", "opset", "torch.onnx"))
+
+OPSET_RAISED_FOR_DTYPE = define(
+    "DTY006", "opset-raised-for-dtype", N,
+    "the export targets opset {required} instead of the default {default}: {dtype} (at {op}) exists in "
+    "ONNX from opset {required}",
+    "Pass opset_version explicitly to choose the opset yourself.",
+    what="Notes that `opset_version` was left out and the default opset lacks a dtype the model "
+         "computes with (float8 before 19), so the export targets the lowest opset that has it.",
+    why="torch.onnx users pass float8 models without choosing an opset; the default opset cannot hold "
+        "them, and the choice of a newer one is said, not made silently.",
+    example="""
+        onnxsight.export(F8(), (x,))   # DTY006: targets opset 19 instead of the default 18
+    """,
+    how="""
+        ```python
+        onnxsight.export(F8(), (x,), opset_version=19)
+        ```
+    """,
+    tags=("dtype", "opset", "torch.onnx"))
