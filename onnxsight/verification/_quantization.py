@@ -46,6 +46,8 @@ def step(node: Any, value_of: Callable[[Any], Any]) -> Any:
         if scale is None:
             return None
         scale = np.asarray(scale.detach().cpu().double().numpy() if hasattr(scale, "detach") else scale)
+    if "per_channel_group" in str(node.target):  # [rows, columns / group_size]: one scale per group of columns
+        return np.repeat(np.asarray(scale, dtype=np.float64), int(node.args[6]), axis=-1)
     if "per_channel" in str(node.target):
         meta = node.meta.get("val")
         rank = len(getattr(meta, "shape", ())) or 1

@@ -106,3 +106,13 @@ def test_wrong_activation_scale_is_the_root_cause() -> None:
     causes = list(result.root_causes["value"])
     assert causes[0] == quantize.output[0], causes
     assert "ACC012" not in _codes(result)
+
+
+def test_group_wise_dequantize_is_measured_per_group() -> None:
+    from tests.quantized.test_export_quantized import GroupWise
+
+    x = torch.randn(3, 8)
+    result = onnxsight.verify(export(GroupWise(), (x,), opset_version=21), (x,))
+    assert result.passed, [d.message for d in result.diagnostics]
+    steps = result.nodes.set_index("value")["max_diff_steps"]
+    assert steps["dequantize_per_channel_group"] == 0
