@@ -147,6 +147,12 @@ bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
 
+# Quantized models: export time next to torch.onnx, ONNX Runtime latency of the int8 model against its float
+# model (bench/quantized.py; docs/quantization.md quotes it).
+.PHONY: bench-quant
+bench-quant: setup
+	$(PY) bench/quantized.py
+
 # ONNX Runtime latency of LSTM/GRU: onnxsight's ONNX LSTM/GRU vs the unrolled form vs torch.onnx.
 bench-rnn: setup
 	$(PY) bench/rnn.py

@@ -43,6 +43,7 @@ def render(run: RunRecord) -> str:
         "aten_ops": fmt.histogram_rows(run.facts.get("aten_ops")),
         "onnx_ops": fmt.histogram_rows(run.facts.get("onnx_ops")),
         "plot": charts.error_along_graph(verification.get("nodes") or []),
+        "layer_plot": charts.layer_error_bars(verification.get("quantization_layers") or []),
         "metric_columns": fmt.METRIC_COLUMNS, "dynamic_dims": fmt.dynamic_dim_rows(run),
     }
     return environment.get_template("report.html.j2").render(**context)

@@ -65,6 +65,8 @@ def test_reports_show_the_table_and_the_run_record_holds_the_rows(tmp_path: obje
     assert "Error quantization adds, per layer" in markdown and "| fc2 | Linear |" in markdown
     html = open(glob.glob(os.path.join(str(tmp_path), "*.html"))[0]).read()
     assert 'id="quantization-table"' in html
+    chart = html[html.index('id="quantization-chart"'):html.index('id="quantization-table"')]
+    assert "<svg" in chart and all(f">{layer}<" in chart for layer in ("fc1", "fc2", "fc3"))  # the chart of the rows
     record = json.load(open(glob.glob(os.path.join(str(tmp_path), "*_run.json"))[0]))
     rows = record["verification"]["quantization_layers"]
     assert {r["layer"] for r in rows} == {"fc1", "fc2", "fc3"} and FIELDS <= set(rows[0])
