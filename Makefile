@@ -16,7 +16,7 @@ EXTRAS ?= dev,bench,docs,quant
 
 .PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
 
-# torch is installed first, on its own, so that the `torch>=2.6` in pyproject.toml is already met
+# torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
 # with a local CPU build of torch 2.13.0 (this project's machines: find-links /opt/wheels) that is
 # the build it installs; elsewhere it is PyPI's default build of 2.13.0 (on Linux x86-64 a CUDA

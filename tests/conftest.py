@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Iterator
 
 import pytest
 
@@ -32,3 +34,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _onnxsight_logger_as_found() -> Iterator[None]:
+    """Each test starts with the onnxsight logger as a fresh process has it: an in-process CLI run
+    configures it for its console (propagate off), which pytest 8.0's caplog then cannot see."""
+    logger = logging.getLogger("onnxsight")
+    saved = logger.level, logger.propagate, list(logger.handlers), logger.disabled
+    yield
+    logger.setLevel(saved[0])
+    logger.propagate, logger.handlers, logger.disabled = saved[1], saved[2], saved[3]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Iterator
 
 import pytest
 import torch
@@ -26,18 +25,6 @@ class Branchy(torch.nn.Module):
         if x.sum() > 0:  # data-dependent: both capture strategies fail
             return x * 2
         return x - 1
-
-
-@pytest.fixture(autouse=True)
-def _logging_as_a_fresh_process() -> Iterator[None]:
-    """The onnxsight logger as a script finds it (an in-process CLI test configures it for its console)."""
-    logger = logging.getLogger("onnxsight")
-    saved = logger.level, logger.propagate, list(logger.handlers)
-    logger.setLevel(logging.NOTSET)
-    logger.propagate, logger.handlers = True, []
-    yield
-    logger.setLevel(saved[0])
-    logger.propagate, logger.handlers = saved[1], saved[2]
 
 
 def _failing_export(**options) -> onnxsight.ExportError:

@@ -64,3 +64,25 @@ def test_a_fake_programs_graph_can_be_inspected_and_saved_without_weights(fake_p
     assert onnx.load(files[0]).graph.node
     with pytest.raises(onnxsight.WeightsError):  # running it still needs the weights (VAL007)
         fake_program(torch.randint(1, 128, (2, 7)))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)   # random init when built again
+        self.register_buffer("scale", torch.arange(float(width)), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale
+
+
+def test_computing_the_buffers_again_leaves_the_users_random_state_alone() -> None:
+    with onnxsight.fake_mode():
+        model = _Scaled(4)
+    x = torch.randn(2, 4)
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    program = onnxsight.export(model, (x,))
+    assert program.fake_weights == ["fc.weight", "fc.bias"]   # scale: computed again, from width=4
+    torch.testing.assert_close(torch.rand(3), expected)

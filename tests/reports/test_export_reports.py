@@ -252,10 +252,12 @@ PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", 
 
 
 @pytest.mark.parametrize(("function", "expected"), [
-    # DESIGN.md's public contract, plus examples= (dynamic_shapes="auto": dims inferred from real calls)
-    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples", "float_model"]),
+    # DESIGN.md's public contract, plus examples= (dynamic_shapes="auto": dims inferred from real calls),
+    # verbose= (torch's own log output on the console), float_model= (a quantized model's float original) and
+    # torch.onnx.export's other keywords (**torch_onnx: accepted, noted or refused by rule)
+    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples", "verbose", "float_model", "torch_onnx"]),
     (onnxsight.exporter.export, [p for p in PUBLIC_EXPORT if p not in ("report", "verify", "artifacts_dir")]
-     + ["registry"]),                            # the core: no reports, no verification; registry= as extension
+     + ["registry", "verbose"]),                 # the core: no reports, no verification; registry= as extension
 ])
 def test_export_signatures(function: Any, expected: list[str]) -> None:
     import inspect

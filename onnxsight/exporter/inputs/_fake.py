@@ -118,7 +118,7 @@ def materialise_buffers(model: Any, constants: dict[str, Any]) -> list[str]:
 def _rebuild(recipe: tuple[type, tuple, dict, set[str]]) -> Any:
     cls, args, kwargs, _ = recipe
     try:
-        with unset_fake_temporarily():
+        with unset_fake_temporarily(), torch.random.fork_rng(devices=[]):  # its random init: not the user's RNG
             return cls(*args, **kwargs)
     except Exception:  # noqa: BLE001 - a module that cannot be built again keeps its fake buffer (VAL008)
         return None

@@ -8,6 +8,7 @@ numbers from PyTorch's, so they never match eager element for element.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -170,9 +171,18 @@ def _i64(b: GraphBuilder, x: Any) -> Value:
 # and fills start + i * step; its length is ceil((end - start) / step) in double from the bounds as
 # given, except for int64 where it is computed from the truncated bounds too. So
 # arange(-0.5, 4, dtype=int32) has 5 elements [0..4] but the same with int64 has 4.
+@functools.lru_cache(maxsize=1)
+def _int64_arange_truncates_bounds() -> bool:
+    """Whether this torch truncates float bounds first for an int64 arange: torch 2.13 does
+    (``arange(2.5, dtype=int64)`` is ``[0, 1]``), torch 2.14 counts like every other integer dtype
+    (``[0, 1, 2]``). Asked of the installed torch, so the graph follows it (tests/exporter/test_runs_in_ort.py
+    compares with eager under `make test` and `make test-latest`)."""
+    return torch.arange(2.5, dtype=torch.int64).numel() == 2
+
+
 def _arange_integral(b: GraphBuilder, start: Any, end: Any, step: Any, out: torch.dtype) -> Value:
     """arange with float bounds into an integer dtype, with torch's length and values."""
-    if out == torch.int64:
+    if out == torch.int64 and _int64_arange_truncates_bounds():
         return b.op("Range", _i64(b, start), _i64(b, end), _i64(b, step), dtype=torch.int64)
     if not any(isinstance(x, Value) for x in (start, end, step)):
         count: Value = b.const(max(0, math.ceil((float(end) - float(start)) / float(step))), torch.int64)
