@@ -29,7 +29,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           module_functions: bool | Iterable[type] = False,
+           module_functions: bool | Iterable[type] = False, optimize: bool = True,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            examples: Sequence[Any] | None = None) -> ONNXProgram:
     """Export ``model`` to ONNX; with ``verify=True`` compare it with PyTorch, with ``report=True`` write reports.
@@ -48,6 +48,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``module_functions=True`` (or a set of nn.Module classes: ``{nn.TransformerEncoderLayer}``) keeps the
     module hierarchy: each module call is an ONNX local function named after its class, its call node
     named after the module path; ``program.save(path, inline_functions=True)`` writes the flat graph.
+
+    ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips).
     """
     inputs = (model, args, kwargs)
     if report:
@@ -61,7 +63,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
-                              module_functions=module_functions)
+                              module_functions=module_functions, optimize=optimize)
     except ExportError as exc:
         if report:
             _write_reports(exc, exc.diagnostics, exc.record, artifacts_dir, program=None, inputs=inputs)
