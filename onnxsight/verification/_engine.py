@@ -116,8 +116,8 @@ def plan_values(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *
             if name is None or name not in known:
                 val = node.meta.get("val")
                 element = val[i] if i is not None and isinstance(val, (tuple, list)) else val
-                reason = NON_TENSOR if not _is_tensor(element) else (
-                    OPTIMIZED_AWAY if (name or key) in index.optimized_away else NO_COUNTERPART)
+                reason = NON_TENSOR if not _is_tensor(element) else (  # what it draws says more than a pass
+                    random or (OPTIMIZED_AWAY if (name or key) in index.optimized_away else NO_COUNTERPART))
                 plan.entries.append(Entry(name or key, node, i, reason))
                 continue
             pair = Pair(name, node, i, upstream(node))

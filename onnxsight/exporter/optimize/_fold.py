@@ -57,7 +57,8 @@ def fold_constants(graph: Graph, opset: int) -> int:
 
     folded = 0
     for node in list(graph.nodes):
-        if node.domain or node.op_type in _NEVER or any(a.type == onnx.AttributeProto.GRAPH for a in node.attribute):
+        if node.domain or node.op_type in _NEVER or any(a.type == onnx.AttributeProto.GRAPH for a in node.attribute) \
+                or any(name in graph.pinned for name in node.output):  # graph outputs stay made by a node
             continue
         if node.op_type in ("Shape", "Size"):
             folded += _fold_shape(graph, node)

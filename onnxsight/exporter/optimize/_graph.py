@@ -108,6 +108,10 @@ class Graph:
             return None
         return tuple(d.dim_value for d in dims)
 
+    @property
+    def graph_inputs(self) -> set[str]:
+        return {v.name for v in self.proto.input}
+
     def static_rank(self, name: str) -> int | None:
         """The rank of ``name`` where it is known (symbolic dims included); else None."""
         if name in self.initializers:
