@@ -1,5 +1,6 @@
-"""Passes that remove nodes computing nothing new: Identity, a Cast to the dtype a value already has, a
-Reshape to the shape it already has, Transpose/Transpose, Unsqueeze/Unsqueeze, Squeeze/Unsqueeze and Reshape/Reshape pairs.
+"""Passes that remove nodes computing nothing new: Identity, a Cast to the dtype a value already has,
+a Reshape to the shape it already has; Transpose/Transpose, Unsqueeze/Unsqueeze, Squeeze/Unsqueeze and
+Reshape/Reshape pairs.
 
 Where a removed node's output is an FX value, the value it equalled holds it now
 (``graph.aliases``: the verifier compares the FX value against that one); where

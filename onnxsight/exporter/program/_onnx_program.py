@@ -118,7 +118,8 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
     graph.CopyFrom(translated.graph)
     for name, tensor in translated.initializers.items():
         reference = external.get(name) if external is not None else None
-        embed = with_data or (external is not None and reference is None and embedded_constant(translated, name, tensor))
+        embed = with_data or (external is not None and reference is None
+                              and embedded_constant(translated, name, tensor))
         if reference is None and not embed:
             continue
         graph.initializer.append(_initializer(translated, name, tensor, data=embed, external=reference))
