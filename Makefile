@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -180,6 +180,12 @@ LAYERS ?= 32
 RUNS   ?= 3
 bench-fake: setup
 	nice -n 10 $(PY) bench/fake_export.py --layers $(LAYERS) --runs $(RUNS)
+
+# ORT's transformer optimizer on onnxsight's and torch.onnx's graphs (fused ops, node counts), then ORT CPU
+# latency of both, as exported and optimised, batch 1 and 8, interleaved (docs/optimization.md).
+bench-ort: setup
+	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
+	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.

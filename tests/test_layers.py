@@ -235,7 +235,7 @@ def test_the_checker_itself(source: str, expected: list[str]) -> None:
 # after ``decompose/``. ``_api.py`` composes the stages and may import them all; the registry names the
 # ``ops`` modules in its lazy table (OP_MODULES), which is the one way the shared modules reach a stage.
 EXPORTER = ROOT / "exporter"
-STAGES = ("inputs", "capture", "decompose", "ops", "translate", "check", "program")
+STAGES = ("inputs", "capture", "decompose", "ops", "translate", "optimize", "check", "program")
 SHARED = frozenset({"_builder", "_registry", "_dtypes", "_errors", "_record"})
 SHARED_MAY_REACH = {"_registry": frozenset({"ops"})}
 

@@ -41,6 +41,7 @@ _INTERNAL = {
     "example_inputs": "onnxsight.exporter.inputs._auto_dims",
     "inline_functions": "onnxsight.exporter.translate._inline",
     "library_pytrees": "onnxsight.exporter.inputs._pytree_libs",
+    "OPTIMIZED_AWAY_KEY": "onnxsight.exporter.optimize._passes",
 }
 
 __all__ = sorted(_PUBLIC)

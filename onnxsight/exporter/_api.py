@@ -34,6 +34,7 @@ from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
 from onnxsight.exporter.check._type_constraints import check_type_constraints, require_outputs
 from onnxsight.exporter.translate._graph import names_read, translate_program
+from onnxsight.exporter.optimize import optimize_translated
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,
@@ -42,7 +43,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           module_functions: bool | Iterable[type] = False,
+           module_functions: bool | Iterable[type] = False, optimize: bool = True,
            registry: Registry | None = None, verbose: bool | None = None) -> ONNXProgram:
     """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
 
@@ -63,6 +64,8 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     ``verbose=True`` shows torch's own log output while capturing (None: only with ``TORCH_LOGS``);
     it is kept in the record either way. Diagnostics are logged once each, with a count, when the
     export ends.
+
+    ``optimize=False`` skips the optimize stage: the graph as translated, every FX value under its own name.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
@@ -74,7 +77,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
                               external_data=external_data, module_functions=module_functions,
-                              opset_chosen=opset_version is not None)
+                              opset_chosen=opset_version is not None, optimize=optimize)
             if f is not None:
                 with record.stage("save"):
                     files = program.save(f, external_data=external_data)
@@ -102,7 +105,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
-            module_functions: Any = False, opset_chosen: bool = True) -> ONNXProgram:
+            module_functions: Any = False, opset_chosen: bool = True, optimize: bool = True) -> ONNXProgram:
     captured = None
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
@@ -183,6 +186,13 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if translated is None:
             stage.status = "failed"
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)
+    with record.stage("optimize") as stage:
+        if optimize:
+            optimized = optimize_translated(translated, opset)
+            stage.detail = optimized.summary()
+            record.facts.update(nodes_translated=optimized.nodes_before)
+        else:
+            stage.status, stage.detail = "skipped", "optimize=False"
     program = ONNXProgram(translated, decomposed, ctx.diagnostics, record)
     with record.stage("check") as stage:
         _report_io(ctx, model, program, args, kwargs, input_names, output_names)

@@ -31,7 +31,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           module_functions: bool | Iterable[type] = False,
+           module_functions: bool | Iterable[type] = False, optimize: bool = True,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            examples: Sequence[Any] | None = None, verbose: bool | None = None,
            float_model: Any = None, **torch_onnx: Any) -> ONNXProgram:
@@ -62,6 +62,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ``torch_onnx``: torch.onnx.export's other keyword arguments (``dynamo=``, ``training=``, ``optimize=``,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
     (ARG019) where it cannot change the result, refused (ARG018) otherwise (``pipeline/_torch_onnx.py``).
+
+    ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips).
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with
@@ -82,7 +84,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
-                              module_functions=module_functions, verbose=verbose)
+                              module_functions=module_functions, optimize=optimize, verbose=verbose)
     except ExportError as exc:
         exc.diagnostics = [*options.notes, *exc.diagnostics]
         if report:

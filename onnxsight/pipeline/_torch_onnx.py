@@ -6,7 +6,7 @@ judged here, once, before any work:
 
 - means the same here: accepted (``export_modules_as_functions`` is ``module_functions``,
   ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
-- cannot change the result: ignored, with an ARG019 note (``dynamo=True``, ``optimize``);
+- cannot change the result: ignored, with an ARG019 note (``dynamo=True``; ``optimize=`` is onnxsight's own keyword, the optimize stage);
 - asks for what onnxsight does not do: refused with ARG018, naming what to write instead.
 
 A keyword that neither exporter takes is ARG005 with the closest names, not a TypeError.
@@ -85,11 +85,6 @@ def _dynamo(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value
                 "drop dynamo=False (or keep torch.onnx.export for the TorchScript export)")
     else:
         _ignore(ctx, "dynamo", value, "onnxsight always captures with torch.export")
-
-
-def _optimize(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
-    _ignore(ctx, "optimize", value, "onnxsight's translations are not passed through onnxscript's optimizer; "
-            "an optimizer changes the graph's form, never its outputs")
 
 
 def _fallback(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
@@ -172,7 +167,7 @@ def _autograd_inlining(ctx: DiagnosticContext, options: TorchOnnxOptions, model:
 
 
 _JUDGES: dict[str, Callable[[DiagnosticContext, TorchOnnxOptions, Any, Any], None]] = {
-    "dynamo": _dynamo, "optimize": _optimize, "fallback": _fallback, "profile": _profile,
+    "dynamo": _dynamo, "fallback": _fallback, "profile": _profile,
     "dump_exported_program": _dump_exported_program, "export_params": _export_params,
     "keep_initializers_as_inputs": _keep_initializers, "custom_translation_table": _custom_translation_table,
     "training": _training, "operator_export_type": _operator_export_type,

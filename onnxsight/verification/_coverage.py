@@ -28,11 +28,12 @@ UNINITIALISED = "uninitialised"         # empty*: whatever was in memory; PyTorc
 TIE_ORDER = "order among equal keys"    # sort/topk indices: unspecified where keys tie; PyTorch's are fed on
 NON_TENSOR = "non-tensor"               # a SymInt, None or other non-tensor with no ONNX value
 NO_COUNTERPART = "no ONNX counterpart"  # the ONNX model has no value of this name
+OPTIMIZED_AWAY = "optimised away"       # an optimisation pass removed it (folded, merged into another node)
 OUTPUTS_ONLY = "outputs only"           # per_node=False
 NOT_REACHED = "not reached"             # ONNX Runtime failed before this value's chunk
 NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned nothing for it (ACC009)
 REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, NON_TENSOR, NO_COUNTERPART,
-           OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
+           OPTIMIZED_AWAY, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
 COLUMNS = ("value", "fx_node", "target", "compared", "reason")

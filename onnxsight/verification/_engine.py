@@ -26,8 +26,8 @@ import onnx
 from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._bundle import ReproCase, capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
-from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OUTPUTS_ONLY, Entry,
-                                              is_value_node, multi_output_groups, output_indices,
+from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OPTIMIZED_AWAY,
+                                              OUTPUTS_ONLY, Entry, is_value_node, multi_output_groups, output_indices,
                                               placeholder_entries, randomness, tie_order)
 from onnxsight.verification._decisions import decision
 from onnxsight.verification._graph import GraphIndex
@@ -118,7 +118,8 @@ def plan_values(graph: Any, value_names: Mapping[str, str], index: GraphIndex, *
             if name is None or name not in known:
                 val = node.meta.get("val")
                 element = val[i] if i is not None and isinstance(val, (tuple, list)) else val
-                reason = NO_COUNTERPART if _is_tensor(element) else NON_TENSOR
+                reason = NON_TENSOR if not _is_tensor(element) else (  # what it draws says more than a pass
+                    random or (OPTIMIZED_AWAY if (name or key) in index.optimized_away else NO_COUNTERPART))
                 plan.entries.append(Entry(name or key, node, i, reason))
                 continue
             pair = Pair(name, node, i, upstream(node))

@@ -61,6 +61,8 @@ class GraphIndex:
     # The initializers' bytes where the model holds none, and which ones chunk sessions share
     # (a verification._weights.Weights); None: every initializer is embedded in the model.
     weights: Any = None
+    # value -> the optimisation pass that removed it (the exporter's own passes record them in the model)
+    optimized_away: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, model: onnx.ModelProto, weights: Any = None) -> "GraphIndex":
@@ -74,6 +76,7 @@ class GraphIndex:
         index.initializers = {t.name: t for t in model.graph.initializer}
         index.graph_inputs = [v.name for v in graph.input if v.name not in index.initializers]
         index.graph_outputs = [v.name for v in graph.output]
+        index.optimized_away = optimized_away(model)
         for info in list(graph.input) + list(graph.value_info) + list(graph.output):
             if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
                 index.elem_types[info.name] = info.type.tensor_type.elem_type
@@ -177,3 +180,18 @@ def chunk_inputs(index: GraphIndex, nodes: Sequence[int], renames: Mapping[str, 
                 continue
             names.append(name)
     return names
+
+
+def optimized_away(model: onnx.ModelProto) -> dict[str, str]:
+    """The values onnxsight's optimisation passes removed, by the pass that removed each (model metadata)."""
+    import json
+
+    from onnxsight.exporter import OPTIMIZED_AWAY_KEY
+
+    for entry in model.metadata_props:
+        if entry.key == OPTIMIZED_AWAY_KEY:
+            try:
+                return dict(json.loads(entry.value))
+            except ValueError:
+                return {}
+    return {}

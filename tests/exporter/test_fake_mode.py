@@ -68,7 +68,8 @@ def test_fake_model_exports_without_weights(mode: str, export: str, inside: bool
     structure = prog.model_structure()
     assert {"LayerNormalization", "Relu", "BatchNormalization"} <= {n.op_type for n in structure.graph.node}
     assert not any(i.name in weights for i in structure.graph.initializer)   # no placeholder bytes
-    assert [s.name for s in prog.record.stages][:5] == ["arguments", "capture", "decompose", "translate", "check"]
+    assert [s.name for s in prog.record.stages][:6] == ["arguments", "capture", "decompose", "translate", "optimize",
+                                                        "check"]
 
 
 def test_onnxsight_fake_mode_yields_torch_fake_tensor_mode() -> None:

@@ -116,7 +116,7 @@ def _assert_names_follow_fx(program: Any) -> None:
 
 @pytest.mark.parametrize(("case", "fn", "args"), CASES, ids=[c[0] for c in CASES])
 def test_each_fx_node_gets_its_own_name_and_the_model_runs(case: str, fn: Callable[..., Any], args: tuple) -> None:
-    program = onnxsight.export(Fn(fn), args, custom_translations=CUSTOM)
+    program = onnxsight.export(Fn(fn), args, custom_translations=CUSTOM, optimize=False)  # the translator's names
     onnx.checker.check_model(program.model_proto, full_check=True)
     expected = [t for t in pytree.tree_leaves(fn(*args)) if isinstance(t, torch.Tensor)]
     actual = program(*args)
@@ -129,7 +129,7 @@ def test_each_fx_node_gets_its_own_name_and_the_model_runs(case: str, fn: Callab
 def test_constant_cache_keeps_its_name_after_a_node_returns_it() -> None:
     """The cached constant stays produced under its own name; the FX node reads it through an Identity."""
     program = onnxsight.export(Fn(lambda x: torch.ops.naming_test.one(x) * x + (x + 1.0)), (torch.randn(3),),
-                               custom_translations=CUSTOM)
+                               custom_translations=CUSTOM, optimize=False)
     graph = program.model_proto.graph
     (one_node,) = [n for n in program.exported_program.graph.nodes if "one" in str(n.target)]
     (producer,) = [n for n in graph.node if one_node.name in n.output]

@@ -46,6 +46,24 @@ def _root_scale(b: GraphBuilder, query: Value, scale: float | None) -> Value:
     return b.op("Pow", size, b.scalar(-0.25, query))
 
 
+# NOTE: float32/float64 scores are (Q K^T) / sqrt(E): the form ONNX Runtime's attention fusers
+# match (fusion_attention.py: Softmax <- [Add mask <-] Div <- MatMul), and the product cannot
+# overflow there. Half precision keeps sqrt(scale) on Q and K each, so Q K^T stays in range.
+_WIDE = (torch.float32, torch.float64)
+
+
+def _scaled_scores(b: GraphBuilder, query: Value, key_t: Value, scale: float | None) -> Value:
+    """Q @ K^T times the softmax scale (``1/sqrt(E)`` when ``scale`` is None)."""
+    width = query.shape[-1] if query.shape is not None else None
+    if query.dtype in _WIDE and (scale is None and isinstance(width, int) or scale is not None and scale > 0):
+        product = b.op("MatMul", query, key_t)
+        if scale is None or isinstance(width, int) and scale == width ** -0.5:
+            return b.op("Div", product, b.scalar(math.sqrt(width), query))
+        return b.op("Mul", product, b.scalar(float(scale), query))
+    root = _root_scale(b, query, scale)
+    return b.op("MatMul", b.op("Mul", query, root), b.op("Mul", key_t, root))
+
+
 def _causal_bias(b: GraphBuilder, query: Value, key: Value, dtype: torch.dtype | None) -> Value:
     """(L, S) additive mask: 0 on and below the diagonal (top-left aligned, as torch), -inf above."""
     shape = b.op("Concat", dim(b, query, -2), dim(b, key, -2), axis=0, dtype=torch.int64)
@@ -65,9 +83,8 @@ def _sdpa_formula(b: GraphBuilder, query: Value, key: Value, value: Value, attn_
     if enable_gqa and _heads(query) is not None:
         key, value = _repeat_kv(b, key, _heads(query)), _repeat_kv(b, value, _heads(query))
     rank = b.rank_of(key)
-    root = _root_scale(b, query, scale)
     key_t = b.op("Transpose", key, perm=list(range(rank - 2)) + [rank - 1, rank - 2])
-    scores = b.op("MatMul", b.op("Mul", query, root), b.op("Mul", key_t, root))
+    scores = _scaled_scores(b, query, key_t, scale)
     if is_causal:
         scores = b.op("Add", scores, _causal_bias(b, query, key, query.dtype))
     if attn_mask is not None:

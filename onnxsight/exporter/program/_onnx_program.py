@@ -96,6 +96,20 @@ def initializer_headers(translated: TranslatedGraph) -> list[tuple[onnx.TensorPr
             for name, tensor in translated.initializers.items()]
 
 
+# Exporter constants up to this size stay in the model when the weights go to external data (as
+# onnx's own convert_model_to_external_data does): ONNX Runtime reads an axes or shape input's
+# value while loading the model, and cannot from external data.
+_EMBEDDED_CONSTANT_BYTES = 1024
+
+
+def embedded_constant(translated: TranslatedGraph, name: str, tensor: torch.Tensor) -> bool:
+    """Whether initializer ``name`` is a small constant of the exporter's (not a weight) kept in the model."""
+    from onnxsight.exporter.inputs._fake import has_data
+
+    return (name not in translated.initializer_kinds and name not in translated.derived and has_data(tensor)
+            and tensor.numel() * tensor.element_size() <= _EMBEDDED_CONSTANT_BYTES)
+
+
 def assemble(translated: TranslatedGraph, *, with_data: bool = True,
              external: dict[str, tuple[str, int, int]] | None = None) -> onnx.ModelProto:
     """ModelProto from a translated graph. ``external`` maps initializer -> (location, offset, length)."""
@@ -105,9 +119,11 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
     graph.CopyFrom(translated.graph)
     for name, tensor in translated.initializers.items():
         reference = external.get(name) if external is not None else None
-        if reference is None and not with_data:
+        embed = with_data or (external is not None and reference is None
+                              and embedded_constant(translated, name, tensor))
+        if reference is None and not embed:
             continue
-        graph.initializer.append(_initializer(translated, name, tensor, data=with_data, external=reference))
+        graph.initializer.append(_initializer(translated, name, tensor, data=embed, external=reference))
     opsets = [helper.make_opsetid(domain, version) for domain, version in translated.opset_imports.items()]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER, producer_version=__version__)
     model.functions.extend(translated.functions)  # module_functions=: one per module call signature
@@ -288,7 +304,8 @@ class ONNXProgram:
         if weights is not None:
             return save_with_weights(self._translated, self.exported_program, path, weights, strict=strict,
                                      external_data=external_data,
-                                     assemble=lambda *a, **k: _inlined(assemble(*a, **k), inline_functions))
+                                     assemble=lambda *a, **k: _inlined(assemble(*a, **k), inline_functions),
+                                     embedded_constant=embedded_constant)
         self._require_data("save() without weights=")
         if not isinstance(path, (str, bytes, os.PathLike)) and callable(getattr(path, "write", None)):
             if external_data or (external_data is None and self.weights_size > EXTERNAL_DATA_THRESHOLD):
@@ -310,6 +327,8 @@ class ONNXProgram:
         external: dict[str, tuple[str, int, int]] = {}
         with open(data_path, "wb") as handle:
             for name, tensor in self._translated.initializers.items():
+                if embedded_constant(self._translated, name, tensor):
+                    continue
                 offset = handle.tell()
                 # Stream straight from the tensor's storage: no serialised copy of the weights.
                 if tensor.numel():

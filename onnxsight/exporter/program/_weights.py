@@ -31,10 +31,11 @@ ALIGN = 4096  # each tensor starts on a page, for mmap
 
 
 def save_with_weights(translated: Any, exported: Any, path: Any, weights: Any, *, strict: bool,
-                      external_data: bool | None, assemble: Any) -> list[str]:
+                      external_data: bool | None, assemble: Any, embedded_constant: Any) -> list[str]:
     """Write ``path`` and ``path.data`` with the weights of ``weights``; returns the two paths.
 
-    ``assemble`` builds the ModelProto from the external-data table (``_program.assemble``).
+    ``assemble`` builds the ModelProto from the external-data table (``_program.assemble``); the tensors
+    ``embedded_constant(translated, name, tensor)`` accepts stay in the model.
     Raises :class:`WeightsError` (ARG014, VAL008-VAL010) before writing anything.
     """
     ctx = DiagnosticContext(fallback_location=caller_location())
@@ -58,19 +59,27 @@ def save_with_weights(translated: Any, exported: Any, path: Any, weights: Any, *
     location = os.path.basename(path) + ".data"
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
     external: dict[str, tuple[str, int, int]] = {}
-    written: dict[str, tuple[str, int, int]] = {}   # checkpoint key -> entry: tied weights are written once
+    written: dict[tuple, tuple[str, int, int]] = {}  # (checkpoint key, permutation) -> entry: tied weights once
     fd = os.open(data_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for name, tensor in translated.initializers.items():
             key = plan[name]
-            if key is not None and key in written:
-                external[name] = written[key]
+            if key is None and embedded_constant(translated, name, tensor):
+                continue
+            perm = translated.derived[name][1] if key is not None and name in translated.derived else None
+            if key is not None and (key, perm) in written:
+                external[name] = written[(key, perm)]
                 continue
             offset = os.lseek(fd, 0, os.SEEK_CUR)
-            length = source.write(key, fd) if key is not None else write_tensor(tensor, fd)
+            if key is None:
+                length = write_tensor(tensor, fd)
+            elif perm is None:
+                length = source.write(key, fd)
+            else:  # stored transposed by the optimize stage: the checkpoint's tensor, transposed the same way
+                length = write_tensor(_read(source, key).permute(perm).contiguous(), fd)
             external[name] = (location, offset, length)
             if key is not None:
-                written[key] = external[name]
+                written[(key, perm)] = external[name]
             os.write(fd, b"\0" * ((-(offset + length)) % ALIGN))
     finally:
         os.close(fd)
@@ -91,22 +100,26 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
     missing: list[str] = []
     mismatches: list[str] = []
     for name, tensor in translated.initializers.items():
-        key = next((k for k in tied.get(name, [name]) if k in keys), None)
+        source_name, perm = translated.derived.get(name, (name, None))
+        key = next((k for k in tied.get(source_name, [source_name]) if k in keys), None)
         if key is None:
-            if has_data(tensor) and (not strict or name not in expected):
+            if has_data(tensor) and (not strict or source_name not in expected):
                 plan[name] = None
             else:
-                missing.append(_describe(name, non_persistent, translated.initializer_kinds.get(name), expected))
+                missing.append(_describe(source_name, non_persistent, translated.initializer_kinds.get(source_name),
+                                         expected))
             continue
         plan[name] = key
         meta = source.meta(key)
-        if meta.dtype != tensor.dtype or tuple(meta.shape) != tuple(tensor.shape):
+        shape = tuple(meta.shape) if perm is None or len(meta.shape) != len(perm) else \
+            tuple(meta.shape[i] for i in perm)
+        if meta.dtype != tensor.dtype or shape != tuple(tensor.shape):
             mismatches.append(f"{key}: {_dtype(meta.dtype)} {list(meta.shape)} in the checkpoint, "
                               f"{_dtype(tensor.dtype)} {list(tensor.shape)} in the program")
     if missing:
         ctx.emit(rules.CHECKPOINT_MISSING_WEIGHTS, source=source.description, count=len(missing),
                  keys=listing(missing))
-    known = expected | set(constants) | set(translated.initializers)
+    known = expected | set(constants) | set(translated.initializers) | {s for s, _ in translated.derived.values()}
     unexpected = [k for k in source.keys() if k not in known]
     if unexpected and strict:
         ctx.emit(rules.CHECKPOINT_UNEXPECTED_KEYS, source=source.description, count=len(unexpected),
@@ -115,6 +128,21 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
         ctx.emit(rules.CHECKPOINT_WEIGHT_MISMATCH, source=source.description, count=len(mismatches),
                  mismatches=listing(mismatches, 4))
     return plan
+
+
+def _read(source: Any, key: str) -> torch.Tensor:
+    """One checkpoint tensor in memory (for a weight the program stores transposed): its bytes, copied out
+    through the same ``write`` every other weight is streamed with."""
+    import tempfile
+
+    meta = source.meta(key)
+    with tempfile.TemporaryFile() as scratch:
+        source.write(key, scratch.fileno())
+        scratch.seek(0)
+        data = bytearray(scratch.read())
+    if not data:
+        return torch.empty(tuple(meta.shape), dtype=meta.dtype)
+    return torch.frombuffer(data, dtype=meta.dtype).reshape(tuple(meta.shape))
 
 
 def _tied_names(tensors: dict[str, Any]) -> dict[str, list[str]]:

@@ -1,0 +1,156 @@
+"""ORT transformer-optimizer fusions on onnxsight's and torch.onnx's graphs, same models, same run.
+
+Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
+(4 layers, hidden 256, 4 heads, random weights: never from a hub), each exported
+by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
+then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
+model_type=..., num_heads=4, hidden_size=256)``. Prints, per model and exporter,
+the node count and the op-type histogram as exported, and the fused operator
+counts (``get_fused_operator_statistics()``) after the optimizer.
+
+    python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAYERS, HIDDEN, HEADS, SEQ = 4, 256, 4, 16
+# model name -> ORT optimizer's model_type
+MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "llama": "gpt2"}
+FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
+             "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
+             "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "EmbedLayerNormalization")
+
+
+def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
+    """The model (random weights, eval mode) and its example inputs."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    common = dict(num_hidden_layers=LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                  intermediate_size=4 * HIDDEN)
+    ids = torch.randint(0, 1000, (batch, SEQ))
+    if name == "bert":
+        config = tf.BertConfig(vocab_size=1000, max_position_embeddings=128, **common)
+        model: Any = tf.BertModel(config, add_pooling_layer=False)
+        args: tuple = (ids,)
+    elif name == "gpt2":
+        config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
+        model, args = tf.GPT2Model(config), (ids,)
+    elif name == "vit":
+        config = tf.ViTConfig(image_size=64, patch_size=16, **common)
+        model, args = tf.ViTModel(config, add_pooling_layer=False), (torch.randn(batch, 3, 64, 64),)
+    elif name == "llama":
+        config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, num_key_value_heads=HEADS, **common)
+        model, args = tf.LlamaModel(config), (ids,)
+    else:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_TYPES)}")
+    model.config.use_cache = False
+    model.config.return_dict = False
+    return model.eval(), args
+
+
+def export(tool: str, model: Any, args: tuple, path: str, opset: int) -> None:
+    """Export with ``tool`` ("onnxsight" or "torch.onnx") at its defaults, to ``path``."""
+    import torch
+
+    quiet = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        warnings.simplefilter("ignore")
+        if tool == "onnxsight":
+            import onnxsight
+
+            onnxsight.export(model, args, path, opset_version=opset)
+        else:
+            torch.onnx.export(model, args, path, dynamo=True, opset_version=opset, verbose=False)
+
+
+def histogram(path: str) -> collections.Counter:
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    return collections.Counter(node.op_type for node in graph.node)
+
+
+def optimize(path: str, model_type: str, out: str | None = None) -> tuple[dict[str, int] | str, Any]:
+    """The optimizer's fused-op counts (non-zero ones), or the error it raised; and the optimized model."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    quiet = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN)
+    except Exception as exc:  # noqa: BLE001 - the optimizer crashing is a result to report
+        return f"{type(exc).__name__}: {str(exc)[:80]}", None
+    stats = optimized.get_fused_operator_statistics()
+    if out is not None:
+        optimized.save_model_to_file(out)
+    return {op: n for op, n in stats.items() if n and op in FUSED_OPS}, optimized
+
+
+def run(models: list[str], opset: int) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in models:
+            model, args = build(name)
+            for tool in ("onnxsight", "torch.onnx"):
+                path = os.path.join(tmp, f"{name}-{tool}.onnx")
+                try:
+                    export(tool, model, args, path, opset)
+                except Exception as exc:  # noqa: BLE001
+                    rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {exc}"[:200]})
+                    continue
+                ops = histogram(path)
+                fused, _ = optimize(path, MODEL_TYPES[name])
+                rows.append({"model": name, "tool": tool, "nodes": sum(ops.values()), "ops": dict(ops.most_common()),
+                             "fused": fused})
+    return rows
+
+
+def fused_text(fused: dict | str) -> str:
+    return fused if isinstance(fused, str) else ", ".join(f"{k} {v}" for k, v in sorted(fused.items())) or "none"
+
+
+def table(rows: list[dict]) -> str:
+    by = {(r["model"], r["tool"]): r for r in rows}
+    lines = ["| model | nodes onnxsight / torch.onnx | fusions on onnxsight's graph | fusions on torch.onnx's graph |",
+             "|---|---|---|---|"]
+    for name in dict.fromkeys(r["model"] for r in rows):
+        ours, theirs = by[(name, "onnxsight")], by[(name, "torch.onnx")]
+        nodes = " / ".join(str(r.get("nodes", "error")) for r in (ours, theirs))
+        lines.append(f"| {name} | {nodes} | {fused_text(ours.get('fused', ours.get('error')))} | "
+                     f"{fused_text(theirs.get('fused', theirs.get('error')))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODEL_TYPES))
+    parser.add_argument("--opset", type=int, default=18)
+    parser.add_argument("--json", help="also write the rows (op histograms included) here")
+    parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
+    options = parser.parse_args(argv)
+    rows = run(options.models.split(","), options.opset)
+    if options.ops:
+        for row in rows:
+            print(row["model"], row["tool"], row.get("ops", row.get("error")))
+    print(table(rows))
+    if options.json:
+        with open(options.json, "w") as handle:
+            json.dump(rows, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

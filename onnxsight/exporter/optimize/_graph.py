@@ -1,0 +1,202 @@
+"""An editable view of one translated graph for the optimisation passes: who makes and who reads each value.
+
+Passes rewrite ``graph.node`` in place and keep the view's indexes true through
+its methods (:meth:`Graph.replace_uses`, :meth:`Graph.remove`), so each pass can
+ask "is this value read anywhere else?" without rescanning the graph. Values read
+inside If/Loop/Scan bodies count as reads of the main graph (a pass never removes
+them), and so do graph outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import onnx
+import torch
+
+from onnxsight.exporter._dtypes import to_onnx
+
+
+@dataclass
+class Graph:
+    """The main graph's nodes, its weights (torch tensors), and what the passes changed.
+
+    ``aliases``: value -> the value that now holds it (an Identity removed, a Cast that changed
+    nothing); ``removed``: value -> the pass that removed it with no value left to compare it by;
+    ``derived``: initializer -> (the initializer it was computed from, the permutation applied).
+    """
+
+    proto: onnx.GraphProto
+    initializers: dict[str, torch.Tensor]
+    nodes: list[onnx.NodeProto] = field(default_factory=list)   # written back to proto by :meth:`commit`
+    aliases: dict[str, str] = field(default_factory=dict)
+    removed: dict[str, str] = field(default_factory=dict)
+    derived: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    producer: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
+    pinned: set[str] = field(default_factory=set)   # graph inputs/outputs and values read by subgraphs
+    infos: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
+    opset_imports: dict[str, int] = field(default_factory=dict)
+    # The model's own weights (and what is computed from them): a checkpoint may replace them at save(), so
+    # nothing is folded from them but their layout (``derived``).
+    weights: set[str] = field(default_factory=set)
+    _inferred: bool = False
+
+    @classmethod
+    def build(cls, proto: onnx.GraphProto, initializers: dict[str, torch.Tensor],
+              opset_imports: dict[str, int] | None = None, weights: set[str] | None = None) -> "Graph":
+        # NOTE: standalone copies: protobuf hands out a new wrapper for a repeated field's element on each
+        # access, and rebuilding the field copies its elements, so indexes of proto.node go stale.
+        nodes = []
+        for node in proto.node:
+            own = onnx.NodeProto()
+            own.CopyFrom(node)
+            nodes.append(own)
+        graph = cls(proto, initializers, nodes, opset_imports=dict(opset_imports or {"": 18}),
+                    weights=set(weights if weights is not None else initializers))
+        graph.reindex()
+        return graph
+
+    def commit(self) -> None:
+        """Write the edited node list back into the GraphProto."""
+        del self.proto.node[:]
+        self.proto.node.extend(self.nodes)
+
+    def reindex(self) -> None:
+        self.producer, self.readers, self.pinned = {}, {}, set()
+        for node in self.nodes:
+            for name in node.output:
+                if name:
+                    self.producer[name] = node
+            for name in node.input:
+                if name:
+                    self.readers.setdefault(name, []).append(node)
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    self.pinned |= _outer_reads(attr.g)
+        self.pinned |= {v.name for v in self.proto.input} | {v.name for v in self.proto.output}
+        self.infos = {v.name: v for v in [*self.proto.input, *self.proto.value_info, *self.proto.output]}
+        self._inferred = False
+
+    def info(self, name: str) -> onnx.ValueInfoProto | None:
+        """The declared type of ``name``; values the translator left untyped (its temporaries) are typed
+        by ONNX's shape inference over the graph as it is now, once, when first asked."""
+        if name not in self.infos and not self._inferred:
+            self._inferred = True
+            self.infos.update({v.name: v for v in _inferred_types(self) if v.name not in self.infos})
+        return self.infos.get(name)
+
+    # -- questions ---------------------------------------------------------------------------
+    def uses(self, name: str) -> int:
+        """How many node inputs read ``name`` (a graph output or a subgraph read counts as many)."""
+        return len(self.readers.get(name, ())) + (1_000 if name in self.pinned else 0)
+
+    def constant(self, name: str) -> torch.Tensor | None:
+        """The weight or folded constant called ``name``; None for computed values."""
+        return self.initializers.get(name) if name else None
+
+    def static_shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of ``name`` where every dim is a known int; else None."""
+        if name in self.initializers:
+            return tuple(self.initializers[name].shape)
+        info = self.info(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return None
+        dims = info.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            return None
+        return tuple(d.dim_value for d in dims)
+
+    @property
+    def graph_inputs(self) -> set[str]:
+        return {v.name for v in self.proto.input}
+
+    def static_rank(self, name: str) -> int | None:
+        """The rank of ``name`` where it is known (symbolic dims included); else None."""
+        if name in self.initializers:
+            return self.initializers[name].dim()
+        info = self.info(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return None
+        return len(info.type.tensor_type.shape.dim)
+
+    def elem_type(self, name: str) -> int | None:
+        if name in self.initializers:
+            return to_onnx(self.initializers[name].dtype)
+        info = self.info(name)
+        return info.type.tensor_type.elem_type or None if info is not None else None
+
+    # -- edits -----------------------------------------------------------------------------
+    def replace_uses(self, old: str, new: str) -> None:
+        """Every node that read ``old`` reads ``new``; ``old`` is then an alias of ``new``."""
+        for node in self.readers.pop(old, []):
+            for i, name in enumerate(node.input):
+                if name == old:
+                    node.input[i] = new
+            self.readers.setdefault(new, []).append(node)
+        self.aliases[old] = new
+
+    def remove(self, nodes: Iterable[onnx.NodeProto]) -> None:
+        """Drop ``nodes`` (their outputs must be unread by now)."""
+        doomed = {id(n) for n in nodes}
+        for node in [n for n in self.nodes if id(n) in doomed]:
+            for name in node.output:
+                self.producer.pop(name, None)
+            for name in node.input:
+                readers = self.readers.get(name)
+                if readers is not None:
+                    self.readers[name] = [r for r in readers if id(r) not in doomed]
+        self.nodes = [n for n in self.nodes if id(n) not in doomed]
+
+    def set_input(self, node: onnx.NodeProto, index: int, name: str) -> None:
+        old = node.input[index]
+        node.input[index] = name
+        self.readers[old] = [r for r in self.readers.get(old, []) if r is not node]
+        self.readers.setdefault(name, []).append(node)
+
+    def fresh(self, hint: str) -> str:
+        """A value name no node, weight or graph input uses yet."""
+        taken = set(self.producer) | set(self.initializers) | set(self.readers)
+        name, n = hint, 0
+        while name in taken:
+            n += 1
+            name = f"{hint}_{n}"
+        return name
+
+
+def _inferred_types(graph: Graph) -> list[onnx.ValueInfoProto]:
+    """ONNX shape inference over the current nodes, weights declared as typed inputs (no bytes copied)."""
+    from onnxsight.exporter._builder import Value, value_info
+
+    inputs = list(graph.proto.input) + [value_info(Value(name, t.dtype, tuple(t.shape)))
+                                        for name, t in graph.initializers.items()]
+    proto = onnx.helper.make_graph(graph.nodes, "infer", inputs, list(graph.proto.output),
+                                   value_info=list(graph.proto.value_info))
+    opsets = [onnx.helper.make_opsetid(domain, version) for domain, version in graph.opset_imports.items()]
+    try:
+        model = onnx.shape_inference.infer_shapes(onnx.helper.make_model(proto, opset_imports=opsets))
+    except Exception:  # noqa: BLE001 - without inference, a pass that needs a shape leaves the node alone
+        return []
+    return list(model.graph.value_info)
+
+
+def _outer_reads(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph reads that it does not define (values of the enclosing scopes)."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    reads: set[str] = set()
+    for node in graph.node:
+        reads.update(n for n in node.input if n and n not in defined)
+        defined.update(node.output)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                reads |= _outer_reads(attr.g) - defined
+    reads |= {v.name for v in graph.output if v.name not in defined}
+    return reads
+
+
+def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default

@@ -1,0 +1,120 @@
+"""The optimisation stage: the passes, in order, over a translated graph, and what each one did.
+
+Runs between translate and check, so the checker and ONNX's shape inference see
+the graph that is saved. Each pass keeps the names the verifier pairs with
+PyTorch where the value survives; ``value_names`` follows the values that moved
+(an FX value whose Identity was removed is now held by the value it copied), and
+``TranslatedGraph.optimized_away`` names the values that are gone, with the pass
+that removed them, so verification lists them with that reason instead of
+"no ONNX counterpart".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+from onnxsight.exporter.optimize import _attention, _fold, _simplify
+from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.translate._graph import TranslatedGraph
+
+# Model metadata key listing the values the passes removed (value -> pass), so a saved model says it too.
+OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
+
+
+@dataclass
+class OptimizeReport:
+    """Node counts before and after, and what each pass changed (nodes removed or rewritten)."""
+
+    nodes_before: int = 0
+    nodes_after: int = 0
+    passes: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        done = ", ".join(f"{name} {count}" for name, count in self.passes.items() if count) or "nothing to do"
+        return f"{self.nodes_before} -> {self.nodes_after} nodes ({done})"
+
+
+def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
+    return [
+        ("constants to initializers", _fold.constants_to_initializers),
+        ("constant folding", lambda g: _fold.fold_constants(g, opset)),
+        ("transposed weights", _fold.transposed_weights),
+        ("identities", _simplify.identities),
+        ("constant attention masks", _attention.constant_masks),
+        ("transpose pairs", _simplify.transpose_pairs),
+        ("unsqueeze pairs", _simplify.unsqueeze_pairs),
+        ("reshape pairs", _simplify.reshape_pairs),
+        ("dead code", dead_code),
+    ]
+
+
+def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
+    """Run every pass until none changes anything more; update ``translated`` in place."""
+    report = OptimizeReport(nodes_before=len(translated.graph.node))
+    if translated.functions:  # module_functions=: the graph is calls of local functions; left as built
+        report.nodes_after = report.nodes_before
+        return report
+    weights = set(translated.initializers)
+    graph = Graph.build(translated.graph, dict(translated.initializers), translated.opset_imports, weights)
+    for _ in range(4):
+        changed = 0
+        for name, run in _passes(opset):
+            count = run(graph)
+            report.passes[name] = report.passes.get(name, 0) + count
+            changed += count
+        if not changed:
+            break
+    _finish(graph, translated, weights)
+    report.nodes_after = len(translated.graph.node)
+    return report
+
+
+def dead_code(graph: Graph) -> int:
+    """Nodes none of whose outputs is read (after folding: the mask arithmetic nothing needs any more)."""
+    total = 0
+    while True:
+        dead = [n for n in graph.nodes if all(not o or graph.uses(o) == 0 for o in n.output)]
+        if not dead:
+            return total
+        for node in dead:
+            for name in node.output:
+                if name:
+                    graph.removed.setdefault(name, "dead code")
+        graph.remove(dead)
+        total += len(dead)
+
+
+def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> None:
+    """Drop unread initializers, the value_info of values that are gone, and point value_names at survivors."""
+    graph.commit()
+    graph.reindex()
+    read = {name for name, readers in graph.readers.items() if readers} | graph.pinned
+    for name in list(graph.initializers):
+        if name not in read:
+            if name not in weights:  # a value folded, then read by another fold only
+                graph.removed.setdefault(name, "constant folding")
+            del graph.initializers[name]
+    translated.initializers.clear()
+    translated.initializers.update(graph.initializers)
+    alive = set(graph.producer) | {v.name for v in graph.proto.input}
+    kept = [v for v in graph.proto.value_info if v.name in alive]
+    del graph.proto.value_info[:]
+    graph.proto.value_info.extend(kept)
+
+    def holder(name: str) -> str:
+        seen = set()
+        while name in graph.aliases and name not in seen:
+            seen.add(name)
+            name = graph.aliases[name]
+        return name
+
+    translated.value_names.update({key: holder(value) for key, value in translated.value_names.items()})
+    existing = alive | set(graph.initializers)
+    removed = {name: why for name, why in graph.removed.items()
+               if name not in existing and name in set(translated.value_names.values())}
+    translated.optimized_away.update(removed)
+    translated.derived.update({k: v for k, v in graph.derived.items() if k in graph.initializers})
+    if translated.optimized_away:
+        translated.metadata[OPTIMIZED_AWAY_KEY] = json.dumps(translated.optimized_away, sort_keys=True)

@@ -1,0 +1,144 @@
+"""Passes that remove nodes computing nothing new: Identity, a Cast to the dtype a value already has,
+a Reshape to the shape it already has; Transpose/Transpose, Unsqueeze/Unsqueeze, Squeeze/Unsqueeze and
+Reshape/Reshape pairs.
+
+Where a removed node's output is an FX value, the value it equalled holds it now
+(``graph.aliases``: the verifier compares the FX value against that one); where
+two nodes become one and the intermediate value is gone, ``graph.removed`` says
+which pass removed it, and verification lists it with that reason.
+"""
+
+from __future__ import annotations
+
+import onnx
+import torch
+
+from onnxsight.exporter.optimize._graph import Graph, attribute
+
+
+def _bypass(graph: Graph, node: onnx.NodeProto, source: str) -> bool:
+    """Make ``node``'s readers read ``source`` and drop ``node``; False where its output must keep its name."""
+    out = node.output[0]
+    if out in graph.pinned:
+        return False
+    graph.replace_uses(out, source)
+    graph.remove([node])
+    return True
+
+
+def identities(graph: Graph) -> int:
+    """Identity nodes, Casts to the dtype their input already has, Reshapes to the shape it already has."""
+    done = 0
+    for node in list(graph.nodes):
+        if node.domain:
+            continue
+        same = node.op_type == "Identity" or (
+            node.op_type == "Cast" and graph.elem_type(node.input[0]) is not None
+            and graph.elem_type(node.input[0]) == attribute(node, "to")) or (
+            node.op_type == "Reshape" and graph.static_shape(node.input[0]) is not None
+            and graph.static_shape(node.input[0]) == graph.static_shape(node.output[0]))
+        # an Identity of a graph input or weight stays: the FX value it names is computed, and compared as such
+        source_is_fed = node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs
+        if same and not source_is_fed and _bypass(graph, node, node.input[0]):
+            done += 1
+    return done
+
+
+def _sole_parent(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeProto | None:
+    """The node making ``node``'s first input, if it is an ``op_type`` whose output nothing else reads."""
+    parent = graph.producer.get(node.input[0])
+    if parent is None or parent.op_type != op_type or parent.domain or graph.uses(parent.output[0]) != 1:
+        return None
+    return parent
+
+
+def _merge_into(graph: Graph, parent: onnx.NodeProto, node: onnx.NodeProto, pass_name: str) -> None:
+    """``node`` reads ``parent``'s input directly; ``parent`` (read by ``node`` alone) goes."""
+    graph.set_input(node, 0, parent.input[0])
+    graph.removed[parent.output[0]] = pass_name
+    graph.remove([parent])
+
+
+def transpose_pairs(graph: Graph) -> int:
+    """Transpose(Transpose(x, p), q) -> Transpose(x, p then q); nothing at all where that is the identity."""
+    done = 0
+    for node in list(graph.nodes):
+        if node.op_type != "Transpose" or node.domain:
+            continue
+        parent = _sole_parent(graph, node, "Transpose")
+        p, q = attribute(parent, "perm") if parent is not None else None, attribute(node, "perm")
+        if parent is None or not p or not q:
+            continue
+        combined = [p[i] for i in q]
+        _merge_into(graph, parent, node, "transpose pairs")
+        done += 1
+        if combined == sorted(combined) and _bypass(graph, node, node.input[0]):
+            done += 1
+            continue
+        _set_ints(node, "perm", combined)
+    return done
+
+
+def unsqueeze_pairs(graph: Graph) -> int:
+    """Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, a and b); Squeeze(Unsqueeze(x, a), a) -> x (axes constant)."""
+    done = 0
+    for node in list(graph.nodes):
+        if node.op_type not in ("Unsqueeze", "Squeeze") or node.domain or len(node.input) != 2:
+            continue
+        parent = _sole_parent(graph, node, "Unsqueeze")
+        if parent is None or len(parent.input) != 2:
+            continue
+        first, second = graph.constant(parent.input[1]), graph.constant(node.input[1])
+        rank = graph.static_rank(parent.input[0])
+        if first is None or second is None or rank is None:
+            continue
+        first_axes = sorted(a % (rank + first.numel()) for a in first.reshape(-1).tolist())
+        if node.op_type == "Squeeze":
+            if sorted(a % (rank + first.numel()) for a in second.reshape(-1).tolist()) != first_axes:
+                continue
+            graph.removed[parent.output[0]] = "unsqueeze pairs"
+            source = parent.input[0]
+            if _bypass(graph, node, source):
+                graph.remove([parent])
+                done += 2
+            else:
+                graph.removed.pop(parent.output[0])
+            continue
+        final = _unsqueezed(_unsqueezed(["x"] * rank, first.reshape(-1).tolist()), second.reshape(-1).tolist())
+        axes = graph.fresh(f"{node.output[0]}_axes")
+        graph.initializers[axes] = torch.tensor([i for i, d in enumerate(final) if d == "1"], dtype=torch.int64)
+        graph.set_input(node, 1, axes)
+        _merge_into(graph, parent, node, "unsqueeze pairs")
+        done += 1
+    return done
+
+
+def reshape_pairs(graph: Graph) -> int:
+    """Reshape(Reshape(x, s), t) -> Reshape(x, t) where ``t`` is a constant without 0 (nothing copied
+    from the intermediate shape)."""
+    done = 0
+    for node in list(graph.nodes):
+        if node.op_type != "Reshape" or node.domain:
+            continue
+        parent = _sole_parent(graph, node, "Reshape")
+        target = graph.constant(node.input[1]) if parent is not None else None
+        if target is None or (0 in target.tolist() and not attribute(node, "allowzero", 0)):
+            continue
+        _merge_into(graph, parent, node, "reshape pairs")
+        done += 1
+    return done
+
+
+def _unsqueezed(dims: list[str], axes: list[int]) -> list[str]:
+    """``dims`` with a 1 inserted at each of ``axes``, as ONNX Unsqueeze does (axes of the output, sorted)."""
+    out = list(dims)
+    for axis in sorted(a % (len(dims) + len(axes)) for a in axes):
+        out.insert(axis, "1")
+    return out
+
+
+def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            del attr.ints[:]
+            attr.ints.extend(values)
