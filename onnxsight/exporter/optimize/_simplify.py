@@ -38,8 +38,9 @@ def identities(graph: Graph) -> int:
             node.op_type == "Reshape" and graph.static_shape(node.input[0]) is not None
             and graph.static_shape(node.input[0]) == graph.static_shape(node.output[0]))
         # an Identity of a graph input or weight stays: the FX value it names is computed, and compared as such
-        source_is_fed = node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs
-        if same and not source_is_fed and _bypass(graph, node, node.input[0]):
+        if not same or node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs:
+            continue
+        if _bypass(graph, node, node.input[0]):
             done += 1
     return done
 
