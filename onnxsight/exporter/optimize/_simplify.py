@@ -37,11 +37,10 @@ def identities(graph: Graph) -> int:
             and graph.elem_type(node.input[0]) == attribute(node, "to")) or (
             node.op_type == "Reshape" and graph.static_shape(node.input[0]) is not None
             and graph.static_shape(node.input[0]) == graph.static_shape(node.output[0]))
-        if not same:  # (a Constant, among others, has no input at all)
-            continue
         # an Identity of a graph input or weight stays: the FX value it names is computed, and compared as such
-        source_is_fed = node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs
-        if not source_is_fed and _bypass(graph, node, node.input[0]):
+        if not same or node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs:
+            continue
+        if _bypass(graph, node, node.input[0]):
             done += 1
     return done
 
