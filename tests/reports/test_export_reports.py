@@ -132,7 +132,8 @@ def test_success_writes_three_reports_and_the_record(tmp_path: Path) -> None:
     program = onnxsight.export(model, args, tmp_path / "m.onnx", report=True, artifacts_dir=tmp_path / "reports")
     run = assert_reports(report_files(tmp_path / "reports"))
     assert run.status == "ok" and run.error is None and run.model == "TinyMLP"
-    assert [s["name"] for s in run.stages][:5] == ["arguments", "capture", "decompose", "translate", "check"]
+    assert [s["name"] for s in run.stages][:6] == ["arguments", "capture", "decompose", "translate", "optimize",
+                                                  "check"]
     assert all(s["status"] in ("ok", "skipped") and s["seconds"] >= 0 for s in run.stages)
     assert run.attempts and run.attempts[0]["success"] is True
     facts = run.facts
@@ -249,14 +250,17 @@ def test_rerender_from_the_run_record(tmp_path: Path) -> None:
 PUBLIC_EXPORT = ["model", "args", "f", "kwargs", "input_names", "output_names", "opset_version", "dynamic_shapes",
                  "dynamic_axes", "external_data", "custom_translations", "module_functions", "report", "verify",
                  "artifacts_dir"]
+WITH_OPTIMIZE = [*PUBLIC_EXPORT[:PUBLIC_EXPORT.index("module_functions") + 1], "optimize",
+                 *PUBLIC_EXPORT[PUBLIC_EXPORT.index("module_functions") + 1:]]
 
 
 @pytest.mark.parametrize(("function", "expected"), [
     # DESIGN.md's public contract, plus examples= (dynamic_shapes="auto": dims inferred from real calls),
     # verbose= (torch's own log output on the console), float_model= (a quantized model's float original) and
     # torch.onnx.export's other keywords (**torch_onnx: accepted, noted or refused by rule)
-    (onnxsight.pipeline.export, [*PUBLIC_EXPORT, "examples", "verbose", "float_model", "torch_onnx"]),
-    (onnxsight.exporter.export, [p for p in PUBLIC_EXPORT if p not in ("report", "verify", "artifacts_dir")]
+    # optimize= (the optimize stage: on by default) sits beside module_functions= in both
+    (onnxsight.pipeline.export, [*WITH_OPTIMIZE, "examples", "verbose", "float_model", "torch_onnx"]),
+    (onnxsight.exporter.export, [p for p in WITH_OPTIMIZE if p not in ("report", "verify", "artifacts_dir")]
      + ["registry", "verbose"]),                 # the core: no reports, no verification; registry= as extension
 ])
 def test_export_signatures(function: Any, expected: list[str]) -> None:
