@@ -50,13 +50,9 @@ def torch_onnx_options(model: Any, given: Mapping[str, Any], known: Iterable[str
             continue
         judge(ctx, options, model, value)
     if ctx.errors:
-        from onnxsight.exporter import ExportRecord, InvalidArgumentError
+        from onnxsight.exporter import refuse_arguments
 
-        record = ExportRecord(model_name=type(model).__name__)
-        with record.stage("arguments") as stage:
-            stage.status = "failed"
-        raise InvalidArgumentError("export() was called with invalid arguments", diagnostics=ctx.diagnostics,
-                                   record=record)
+        refuse_arguments(model, ctx)
     options.notes = ctx.diagnostics
     return options
 

@@ -137,17 +137,27 @@ def require_artifacts_dir(model: Any, artifacts_dir: Any) -> None:
     The orchestration (``onnxsight.export``) calls this first: the exporter core has no reports to write.
     """
     from onnxsight.diagnostics import caller_location
-    from onnxsight.exporter._errors import InvalidArgumentError
-    from onnxsight.exporter._record import ExportRecord
 
     ctx = DiagnosticContext(fallback_location=caller_location())
     check_artifacts_dir(ctx, artifacts_dir)
     if ctx.errors:
-        record = ExportRecord(model_name=type(model).__name__)
-        with record.stage("arguments") as stage:
-            stage.status = "failed"
-        raise InvalidArgumentError("export() was called with invalid arguments", diagnostics=ctx.diagnostics,
-                                   record=record)
+        refuse_arguments(model, ctx)
+
+
+def refuse_arguments(model: Any, ctx: DiagnosticContext) -> None:
+    """Raise InvalidArgumentError with ``ctx``'s diagnostics and a record whose "arguments" stage failed.
+
+    For checks the orchestration makes before the exporter core runs (ARG009, torch.onnx's keywords),
+    so their refusal reads, and is reported, like the core's own argument checks.
+    """
+    from onnxsight.exporter._errors import InvalidArgumentError
+    from onnxsight.exporter._record import ExportRecord
+
+    record = ExportRecord(model_name=type(model).__name__)
+    with record.stage("arguments") as stage:
+        stage.status = "failed"
+    raise InvalidArgumentError("export() was called with invalid arguments", diagnostics=ctx.diagnostics,
+                               record=record)
 
 
 def unwritable_reason(path: str, *, folder: bool) -> str | None:
