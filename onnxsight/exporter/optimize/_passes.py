@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _fold, _simplify
+from onnxsight.exporter.optimize import _attention, _decoder, _fold, _simplify
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -50,6 +50,13 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
     ]
 
 
+# NOTE: run once, after the passes above reach their fixed point: they write the graph in the forms ONNX
+# Runtime's fusers match, which constant folding and the reshape pairs would otherwise undo.
+_FUSER_FORMS: list[tuple[str, Callable[[Graph], int]]] = [
+    ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
+]
+
+
 def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
     """Run every pass until none changes anything more; update ``translated`` in place."""
     report = OptimizeReport(nodes_before=len(translated.graph.node))
@@ -66,6 +73,8 @@ def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeRepo
             changed += count
         if not changed:
             break
+    for name, run in [*_FUSER_FORMS, ("dead code", dead_code)]:
+        report.passes[name] = report.passes.get(name, 0) + run(graph)
     _finish(graph, translated, weights)
     report.nodes_after = len(translated.graph.node)
     return report

@@ -1,0 +1,198 @@
+"""Causal self-attention in the form ONNX Runtime's GPT-2 attention fuser recognises.
+
+``optimize_model(..., model_type="gpt2")`` fuses GPT-2's attention without a KV cache
+(``fusion_gpt_attention_no_past.py``) into one ``Attention`` node with ``unidirectional=1``.
+It recognises the block by its layout (``Reshape -> Gemm -> Reshape -> Split`` into Q, K
+and V; ``Transpose -> Reshape -> Reshape -> Gemm`` after it) and the causal mask by how
+the mask is built: ``Where(Slice(Slice(bias, Shape(scores) ...)), scores, fill)``. The
+translated graph has the layout but adds the causal mask as a constant, and the reshape
+passes merge the heads' ``Reshape`` into the projection's. This pass, run once after the
+others, writes both back in that form where the mask *is* causal: the fused op applies
+the causal mask itself and never reads ours, so a mask that is not exactly causal, a
+scale other than ``1/sqrt(head size)``, or Q/K/V split in another order is left alone.
+
+The values the verifier compares keep their names: the new nodes compute only temporaries,
+and the ``Where`` that replaces ``scores + mask`` writes the value the ``Add`` wrote.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx
+import torch
+
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._graph import Graph, attribute
+
+_END = 2 ** 62  # a Slice end past any axis: "to the end"
+
+
+def gpt2_causal_attention(graph: Graph) -> int:
+    """``Softmax(scores + causal mask)`` -> ``Softmax(Where(causal rows of Shape(scores), scores, fill))``,
+    and the heads' merge ``Reshape`` before the output projection's ``Gemm`` split back out of it."""
+    done = 0
+    constants: dict[tuple, str] = {}
+    for add in list(graph.nodes):
+        block = _match(graph, add)
+        if block is None:
+            continue
+        scores, fill, merge = block
+        _mask_from_shape(graph, constants, add, scores, fill)
+        done += 1
+        if merge is not None:
+            _split_merge(graph, constants, merge)
+            done += 1
+    return done
+
+
+def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, onnx.NodeProto | None] | None:
+    """(the scores' Div, the mask's fill value, the merged heads Reshape to split or None) for a GPT-2
+    attention block whose ``add`` adds the causal mask; None for anything else."""
+    if add.op_type != "Add" or add.domain or len(add.input) != 2 or add.output[0] in graph.pinned:
+        return None
+    scores = graph.producer.get(add.input[0])
+    mask = graph.constant(add.input[1])
+    if scores is None or scores.op_type != "Div" or mask is None or not has_data(mask):
+        return None
+    readers = graph.readers.get(add.output[0], [])
+    if len(readers) != 1 or readers[0].op_type != "Softmax" or attribute(readers[0], "axis", -1) not in (-1, 3):
+        return None
+    shape = graph.static_shape(scores.output[0])
+    if shape is None or len(shape) != 4:
+        return None
+    fill = _causal_fill(mask, shape[-2], shape[-1])
+    if fill is None or not _qkv_from_one_split(graph, scores, readers[0]):
+        return None
+    found, merge = _output_projection(graph, readers[0])
+    return (scores, fill, merge) if found else None
+
+
+def _causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
+    """The masked-out value of ``mask`` where it is exactly torch's causal mask for ``rows == cols`` (0 on and
+    below the diagonal, one value of at most the dtype's lowest above it); None otherwise."""
+    if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4:
+        return None
+    if tuple(mask.shape[-2:]) != (rows, cols) or any(size != 1 for size in mask.shape[:-2]):
+        return None
+    square = mask.reshape(rows, cols)
+    keep = torch.ones(rows, cols, dtype=torch.bool).tril()
+    blocked = square[~keep]
+    fill = float(blocked[0])
+    if not bool((square[keep] == 0).all()) or not bool((blocked == fill).all()):
+        return None
+    return fill if fill == -math.inf or fill <= torch.finfo(mask.dtype).min else None
+
+
+def _parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
+    if node is None or len(node.input) <= index:
+        return None
+    parent = graph.producer.get(node.input[index])
+    return parent if parent is not None and parent.op_type == op_type and not parent.domain else None
+
+
+def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.NodeProto) -> bool:
+    """Q K^T / sqrt(head size) and V, each ``Transpose(Reshape(...))`` of the outputs 0, 1, 2 of one Split
+    into equal parts: the layout ORT's fused Attention computes from the Split's Gemm weights."""
+    matmul_qk = _parent(graph, scores, 0, "MatMul")
+    readers = graph.readers.get(softmax.output[0], [])
+    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul" or readers[0].input[0] != \
+            softmax.output[0]:
+        return False
+    sources = [(matmul_qk, 0), (matmul_qk, 1), (readers[0], 1)]
+    split = None
+    for position, (node, index) in enumerate(sources):
+        reshape = _parent(graph, _parent(graph, node, index, "Transpose"), 0, "Reshape")
+        parent = _parent(graph, reshape, 0, "Split")
+        if parent is None or list(parent.output).index(reshape.input[0]) != position:
+            return False
+        if split is not None and parent is not split:
+            return False
+        split = parent
+    sizes = graph.constant(split.input[1]) if len(split.input) > 1 else None
+    head = graph.static_shape(matmul_qk.input[0])
+    divisor = graph.constant(scores.input[1])
+    if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1 or head is None or divisor is None \
+            or divisor.numel() != 1:
+        return False
+    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
+
+
+def _output_projection(graph: Graph, softmax: onnx.NodeProto) -> tuple[bool, onnx.NodeProto | None]:
+    """Whether ``MatMul(softmax, V)`` goes on as ``Transpose(0, 2, 1, 3) -> Reshape [-> Reshape] -> Gemm``; and
+    the Reshape to split where it goes straight to 2-D (the heads' merge folded into the projection's view)."""
+    attn = graph.readers[softmax.output[0]][0]
+    after = graph.readers.get(attn.output[0], [])
+    if len(after) != 1 or after[0].op_type != "Transpose" or attribute(after[0], "perm") != [0, 2, 1, 3]:
+        return False, None
+    chain = graph.readers.get(after[0].output[0], [])
+    reshapes = []
+    while len(chain) == 1 and chain[0].op_type == "Reshape" and len(reshapes) < 2:
+        reshapes.append(chain[0])
+        chain = graph.readers.get(chain[0].output[0], [])
+    if not reshapes or not chain or any(n.op_type != "Gemm" or n.input[0] != reshapes[-1].output[0] for n in chain):
+        return False, None
+    if len(reshapes) == 2:
+        return True, None
+    return graph.static_shape(reshapes[0].input[0]) is not None, reshapes[0]
+
+
+def _insert(graph: Graph, before: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+    """Put ``nodes`` just before ``before`` (a topological place: they read only what ``before`` can)."""
+    at = next(i for i, n in enumerate(graph.nodes) if n is before)
+    graph.nodes[at:at] = nodes
+    for node in nodes:
+        for name in node.output:
+            graph.producer[name] = node
+        for name in node.input:
+            if name:
+                graph.readers.setdefault(name, []).append(node)
+
+
+def _const(graph: Graph, constants: dict[tuple, str], hint: str, value: torch.Tensor) -> str:
+    """An exporter constant holding ``value``, one per value for the whole pass."""
+    key = (str(value.dtype), tuple(value.shape), value.numpy().tobytes())
+    if key not in constants:
+        constants[key] = graph.fresh(hint)
+        graph.initializers[constants[key]] = value
+    return constants[key]
+
+
+def _mask_from_shape(graph: Graph, constants: dict[tuple, str], add: onnx.NodeProto, scores: onnx.NodeProto,
+                     fill: float) -> None:
+    """``add``'s output, computed as ``Where(causal[S - L:, :S], scores, fill)`` with S read from the scores."""
+    size = graph.static_shape(scores.output[0])[-1]
+    dtype = graph.constant(add.input[1]).dtype
+
+    def const(hint: str, values: list[int] | torch.Tensor) -> str:
+        value = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.int64)
+        return _const(graph, constants, hint, value)
+
+    base = graph.fresh(f"{add.output[0]}_causal")
+    names = {part: f"{base}_{part}" for part in ("shape", "s", "s0", "start0", "start", "rows", "keep")}
+    nodes = [
+        onnx.helper.make_node("Shape", [scores.output[0]], [names["shape"]]),
+        onnx.helper.make_node("Slice", [names["shape"], const("_last", [-1]), const("_end", [_END])], [names["s"]]),
+        onnx.helper.make_node("Squeeze", [names["s"], const("_axis0", [0])], [names["s0"]]),
+        onnx.helper.make_node("Sub", [names["s0"], const("_query_length", torch.tensor(size))], [names["start0"]]),
+        onnx.helper.make_node("Unsqueeze", [names["start0"], const("_axis0", [0])], [names["start"]]),
+        onnx.helper.make_node("Slice", [const("_causal", torch.ones(size, size, dtype=torch.bool).tril()),
+                                        names["start"], const("_end", [_END]), const("_axis0", [0])],
+                              [names["rows"]]),
+        onnx.helper.make_node("Slice", [names["rows"], const("_zero", [0]), names["s"], const("_axis1", [1])],
+                              [names["keep"]]),
+        onnx.helper.make_node("Where", [names["keep"], scores.output[0], const("_masked", torch.tensor(fill, dtype=dtype))],
+                              [add.output[0]]),
+    ]
+    softmax = graph.readers[add.output[0]][0]
+    graph.remove([add])
+    _insert(graph, softmax, nodes)
+
+
+def _split_merge(graph: Graph, constants: dict[tuple, str], reshape: onnx.NodeProto) -> None:
+    """Transpose -> Reshape(2-D) -> Gemm  becomes  Transpose -> Reshape(B, L, H*E) -> Reshape(2-D) -> Gemm."""
+    batch, length, heads, width = graph.static_shape(reshape.input[0])
+    merged = graph.fresh(f"{reshape.input[0]}_heads")
+    shape = _const(graph, constants, "_heads_shape", torch.tensor([batch, length, heads * width]))
+    _insert(graph, reshape, [onnx.helper.make_node("Reshape", [reshape.input[0], shape], [merged])])
+    graph.set_input(reshape, 0, merged)
