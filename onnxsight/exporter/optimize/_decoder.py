@@ -23,6 +23,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
@@ -32,16 +33,16 @@ def gpt2_causal_attention(graph: Graph) -> int:
     """``Softmax(scores + causal mask)`` -> ``Softmax(Where(causal rows of Shape(scores), scores, fill))``,
     and the heads' merge ``Reshape`` before the output projection's ``Gemm`` split back out of it."""
     done = 0
-    constants: dict[tuple, str] = {}
+    emit = Emitter(graph)
     for add in list(graph.nodes):
         block = _match(graph, add)
         if block is None:
             continue
         scores, fill, merge = block
-        _mask_from_shape(graph, constants, add, scores, fill)
+        _mask_from_shape(emit, add, scores, fill)
         done += 1
         if merge is not None:
-            _split_merge(graph, constants, merge)
+            _split_merge(emit, merge)
             done += 1
     return done
 
@@ -137,62 +138,30 @@ def _output_projection(graph: Graph, softmax: onnx.NodeProto) -> tuple[bool, onn
     return graph.static_shape(reshapes[0].input[0]) is not None, reshapes[0]
 
 
-def _insert(graph: Graph, before: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
-    """Put ``nodes`` just before ``before`` (a topological place: they read only what ``before`` can)."""
-    at = next(i for i, n in enumerate(graph.nodes) if n is before)
-    graph.nodes[at:at] = nodes
-    for node in nodes:
-        for name in node.output:
-            graph.producer[name] = node
-        for name in node.input:
-            if name:
-                graph.readers.setdefault(name, []).append(node)
-
-
-def _const(graph: Graph, constants: dict[tuple, str], hint: str, value: torch.Tensor) -> str:
-    """An exporter constant holding ``value``, one per value for the whole pass."""
-    key = (str(value.dtype), tuple(value.shape), value.numpy().tobytes())
-    if key not in constants:
-        constants[key] = graph.fresh(hint)
-        graph.initializers[constants[key]] = value
-    return constants[key]
-
-
-def _mask_from_shape(graph: Graph, constants: dict[tuple, str], add: onnx.NodeProto, scores: onnx.NodeProto,
-                     fill: float) -> None:
+def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto, fill: float) -> None:
     """``add``'s output, computed as ``Where(causal[S - L:, :S], scores, fill)`` with S read from the scores."""
+    graph = emit.graph
     size = graph.static_shape(scores.output[0])[-1]
     dtype = graph.constant(add.input[1]).dtype
-
-    def const(hint: str, values: list[int] | torch.Tensor) -> str:
-        value = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.int64)
-        return _const(graph, constants, hint, value)
-
-    base = graph.fresh(f"{add.output[0]}_causal")
-    names = {part: f"{base}_{part}" for part in ("shape", "s", "s0", "start0", "start", "rows", "keep")}
-    nodes = [
-        onnx.helper.make_node("Shape", [scores.output[0]], [names["shape"]]),
-        onnx.helper.make_node("Slice", [names["shape"], const("_last", [-1]), const("_end", [_END])], [names["s"]]),
-        onnx.helper.make_node("Squeeze", [names["s"], const("_axis0", [0])], [names["s0"]]),
-        onnx.helper.make_node("Sub", [names["s0"], const("_query_length", torch.tensor(size))], [names["start0"]]),
-        onnx.helper.make_node("Unsqueeze", [names["start0"], const("_axis0", [0])], [names["start"]]),
-        onnx.helper.make_node("Slice", [const("_causal", torch.ones(size, size, dtype=torch.bool).tril()),
-                                        names["start"], const("_end", [_END]), const("_axis0", [0])],
-                              [names["rows"]]),
-        onnx.helper.make_node("Slice", [names["rows"], const("_zero", [0]), names["s"], const("_axis1", [1])],
-                              [names["keep"]]),
-        onnx.helper.make_node("Where", [names["keep"], scores.output[0], const("_masked", torch.tensor(fill, dtype=dtype))],
-                              [add.output[0]]),
-    ]
     softmax = graph.readers[add.output[0]][0]
     graph.remove([add])
-    _insert(graph, softmax, nodes)
+    last = emit.op("Slice", emit.op("Shape", scores.output[0]), emit.const("_last", [-1]),
+                   emit.const("_end", [_END]), hint="key_length")
+    start = emit.op("Sub", emit.op("Squeeze", last, emit.const("_axis0", [0])),
+                    emit.const("_query_length", size))
+    rows = emit.op("Slice", emit.const("_causal", torch.ones(size, size, dtype=torch.bool).tril()),
+                   emit.op("Unsqueeze", start, emit.const("_axis0", [0])), emit.const("_end", [_END]),
+                   emit.const("_axis0", [0]))
+    keep = emit.op("Slice", rows, emit.const("_axis0", [0]), last, emit.const("_axis1", [1]), hint="causal")
+    emit.op("Where", keep, scores.output[0], emit.const("_masked", torch.tensor(fill, dtype=dtype)),
+            out=add.output[0])
+    emit.place(softmax)
 
 
-def _split_merge(graph: Graph, constants: dict[tuple, str], reshape: onnx.NodeProto) -> None:
+def _split_merge(emit: Emitter, reshape: onnx.NodeProto) -> None:
     """Transpose -> Reshape(2-D) -> Gemm  becomes  Transpose -> Reshape(B, L, H*E) -> Reshape(2-D) -> Gemm."""
-    batch, length, heads, width = graph.static_shape(reshape.input[0])
-    merged = graph.fresh(f"{reshape.input[0]}_heads")
-    shape = _const(graph, constants, "_heads_shape", torch.tensor([batch, length, heads * width]))
-    _insert(graph, reshape, [onnx.helper.make_node("Reshape", [reshape.input[0], shape], [merged])])
-    graph.set_input(reshape, 0, merged)
+    batch, length, heads, width = emit.graph.static_shape(reshape.input[0])
+    merged = emit.op("Reshape", reshape.input[0], emit.const("_heads_shape", [batch, length, heads * width]),
+                     hint=f"{reshape.input[0]}_heads")
+    emit.place(reshape)
+    emit.graph.set_input(reshape, 0, merged)
