@@ -62,14 +62,14 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
     shape = graph.static_shape(scores.output[0])
     if shape is None or len(shape) != 4:
         return None
-    fill = _causal_fill(mask, shape[-2], shape[-1])
+    fill = causal_fill(mask, shape[-2], shape[-1])
     if fill is None or not _qkv_from_one_split(graph, scores, readers[0]):
         return None
     found, merge = _output_projection(graph, readers[0])
     return (scores, fill, merge) if found else None
 
 
-def _causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
+def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     """The masked-out value of ``mask`` where it is exactly torch's causal mask for ``rows == cols`` (0 on and
     below the diagonal, one value of at most the dtype's lowest above it); None otherwise."""
     if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4:
@@ -85,7 +85,7 @@ def _causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     return fill if fill == -math.inf or fill <= torch.finfo(mask.dtype).min else None
 
 
-def _parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
+def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
     if node is None or len(node.input) <= index:
         return None
     parent = graph.producer.get(node.input[index])
@@ -95,7 +95,7 @@ def _parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str)
 def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.NodeProto) -> bool:
     """Q K^T / sqrt(head size) and V, each ``Transpose(Reshape(...))`` of the outputs 0, 1, 2 of one Split
     into equal parts: the layout ORT's fused Attention computes from the Split's Gemm weights."""
-    matmul_qk = _parent(graph, scores, 0, "MatMul")
+    matmul_qk = parent(graph, scores, 0, "MatMul")
     readers = graph.readers.get(softmax.output[0], [])
     if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul" or readers[0].input[0] != \
             softmax.output[0]:
@@ -103,18 +103,24 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.Node
     sources = [(matmul_qk, 0), (matmul_qk, 1), (readers[0], 1)]
     split = None
     for position, (node, index) in enumerate(sources):
-        reshape = _parent(graph, _parent(graph, node, index, "Transpose"), 0, "Reshape")
-        parent = _parent(graph, reshape, 0, "Split")
-        if parent is None or list(parent.output).index(reshape.input[0]) != position:
+        reshape = parent(graph, parent(graph, node, index, "Transpose"), 0, "Reshape")
+        source = parent(graph, reshape, 0, "Split")
+        if source is None or list(source.output).index(reshape.input[0]) != position:
             return False
-        if split is not None and parent is not split:
+        if split is not None and source is not split:
             return False
-        split = parent
+        split = source
     sizes = graph.constant(split.input[1]) if len(split.input) > 1 else None
+    if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1:
+        return False
+    return scaled_by_root_of_head_size(graph, scores, matmul_qk)
+
+
+def scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
+    """Whether ``scores`` is ``Q K^T / sqrt(E)``: the scale ORT's fused attention ops apply when not told one."""
     head = graph.static_shape(matmul_qk.input[0])
     divisor = graph.constant(scores.input[1])
-    if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1 or head is None or divisor is None \
-            or divisor.numel() != 1:
+    if head is None or divisor is None or divisor.numel() != 1 or scores.input[0] != matmul_qk.output[0]:
         return False
     return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
 

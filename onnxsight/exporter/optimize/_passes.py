@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _decoder, _fold, _simplify
+from onnxsight.exporter.optimize import _attention, _decoder, _fold, _rotary, _simplify
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -54,6 +54,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
 # Runtime's fusers match, which constant folding and the reshape pairs would otherwise undo.
 _FUSER_FORMS: list[tuple[str, Callable[[Graph], int]]] = [
     ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
+    ("LLaMA rotary attention", _rotary.llama_rotary_attention),
 ]
 
 

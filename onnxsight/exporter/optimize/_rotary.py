@@ -1,0 +1,300 @@
+"""LLaMA-style attention (rotary embeddings, a causal mask) in the form ONNX Runtime's rotary fusers match.
+
+ONNX Runtime fuses a LLaMA decoder's attention in two steps (``fusion_rotary_attention.py``, run for
+``model_type="gpt2"`` and its relatives): ``FusionRotaryEmbeddings`` turns ``x * cos + rotate_half(x) *
+sin`` into ``RotaryEmbedding``, then ``FusionRotaryAttention`` turns each layer into one
+``MultiHeadAttention``. Both recognise the graph by how transformers' own traced exports computed their
+sizes at run time: ``rotate_half``'s halves sliced at ``Shape(x)[3] / 2``, cos/sin gathered from a
+``Constant`` cache sliced to ``Shape(...)[1]`` rows, every Q/K/V/output ``Reshape`` shaped by
+``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from a 2-D
+padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
+has all of those sizes folded to constants. This pass, run once after the others, writes them back in
+that form, computing the same numbers: the mask is the causal one (its padding part all ones: no input
+carries a mask), the cos/sin cache holds exactly the rows the model computes for its positions.
+
+It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
+(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal, and
+cos/sin whose two halves are equal (``cat(freqs, freqs)``, which ``RotaryEmbedding``'s half-width cache
+assumes). The FX values a rewrite replaces (cos and sin per layer) are compared through the values that
+hold them now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import torch
+
+from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph, attribute
+
+_END = 2 ** 62
+
+
+@dataclass
+class _Rope:
+    """One ``x * cos + rotate_half(x) * sin``: its x (a Transpose to heads-first), the two Muls, the halves."""
+
+    x: onnx.NodeProto
+    with_cos: onnx.NodeProto
+    with_sin: onnx.NodeProto
+    first_half: onnx.NodeProto
+    second_half: onnx.NodeProto
+
+
+@dataclass
+class _Layer:
+    root: str                                  # the hidden state Q, K and V are projected from
+    shape: tuple[int, int, int, int]           # Q/K/V per head: (batch, length, heads, head size)
+    reshapes: list[onnx.NodeProto]             # Q, K, V to heads
+    merge: onnx.NodeProto                      # heads back to (batch, length, hidden)
+    projection: onnx.NodeProto                 # the output projection's MatMul
+    ropes: list[_Rope]                         # Q's, K's
+    add_mask: onnx.NodeProto
+    fill: float
+    residual: onnx.NodeProto
+
+
+def llama_rotary_attention(graph: Graph) -> int:
+    """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
+    layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
+    tables = _tables(graph, layers)
+    if not layers or tables is None:
+        return 0
+    emit = Emitter(graph)
+    first = min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index)
+    batch, length = layers[0].shape[:2]
+    cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
+    mask = _padding_mask_form(emit, batch, length, layers[0].fill, graph.constant(layers[0].add_mask.input[1]).dtype)
+    emit.place(first)
+    for layer in layers:
+        _shape_paths(emit, layer)
+        for rope in layer.ropes:
+            _halves_from_shape(emit, rope)
+            graph.replace_uses(rope.with_cos.input[1], cos)
+            graph.replace_uses(rope.with_sin.input[1], sin)
+        graph.set_input(layer.add_mask, 1, mask)
+        if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
+            layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
+    return len(layers)
+
+
+def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | None:
+    readers = graph.readers.get(name, [])
+    if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or name in graph.pinned:
+        return None
+    return readers[0]
+
+
+def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int, perm: list[int]) -> onnx.NodeProto | None:
+    found = parent(graph, node, index, "Transpose")
+    return found if found is not None and attribute(found, "perm") == perm else None
+
+
+def _projected(graph: Graph, heads: onnx.NodeProto | None) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """(Reshape, MatMul) of ``MatMul(hidden, W) -> Reshape(B, L, H, E) -> heads``."""
+    reshape = parent(graph, heads, 0, "Reshape")
+    matmul = parent(graph, reshape, 0, "MatMul")
+    return None if matmul is None else (reshape, matmul)
+
+
+def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
+    """The attention layer around ``softmax``, where it has LLaMA's form with a constant causal mask."""
+    if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
+        return None
+    add_mask = parent(graph, softmax, 0, "Add")
+    scores = parent(graph, add_mask, 0, "Div")
+    matmul_qk = parent(graph, scores, 0, "MatMul")
+    mask = graph.constant(add_mask.input[1]) if add_mask is not None else None
+    shape = graph.static_shape(scores.output[0]) if scores is not None else None
+    if matmul_qk is None or mask is None or not has_data(mask) or shape is None or len(shape) != 4 \
+            or _single_reader(graph, add_mask.output[0], "Softmax") is None:
+        return None
+    fill = causal_fill(mask, shape[-2], shape[-1])
+    attend = _single_reader(graph, softmax.output[0], "MatMul")
+    if fill is None or attend is None or attend.input[0] != softmax.output[0] \
+            or not scaled_by_root_of_head_size(graph, scores, matmul_qk):
+        return None
+    rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
+    rope_k = _rope(graph, parent(graph, _transpose(graph, matmul_qk, 1, [0, 1, 3, 2]), 0, "Add"))
+    v = _projected(graph, _transpose(graph, attend, 1, [0, 2, 1, 3]))
+    if rope_q is None or rope_k is None or v is None:
+        return None
+    q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
+    if q is None or k is None or len({q[1].input[0], k[1].input[0], v[1].input[0]}) != 1:
+        return None
+    heads = graph.static_shape(q[0].output[0])
+    if heads is None or len(heads) != 4 or any(graph.static_shape(p[0].output[0]) != heads for p in (k, v)):
+        return None
+    after = _output(graph, attend)
+    if after is None:
+        return None
+    merge, projection, residual = after
+    return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
+                  residual)
+
+
+def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
+    """``attend -> Transpose(0, 2, 1, 3) -> Reshape(B, L, hidden) -> MatMul(W_o) -> Add(residual)``."""
+    transpose = _single_reader(graph, attend.output[0], "Transpose")
+    if transpose is None or attribute(transpose, "perm") != [0, 2, 1, 3]:
+        return None
+    merge = _single_reader(graph, transpose.output[0], "Reshape")
+    projection = _single_reader(graph, merge.output[0], "MatMul") if merge is not None else None
+    if projection is None or projection.input[0] != merge.output[0]:
+        return None
+    shape = graph.static_shape(merge.output[0])
+    residual = [n for n in graph.readers.get(projection.output[0], []) if n.op_type == "Add" and not n.domain]
+    if shape is None or len(shape) != 3 or len(residual) != 1:
+        return None
+    return merge, projection, residual[0]
+
+
+def _constant_ints(graph: Graph, name: str) -> list[int] | None:
+    value = graph.constant(name) if name else None
+    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
+
+
+def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
+    """``Add(Mul(x, cos), Mul(Concat(Neg(x[..., E/2:]), x[..., :E/2]), sin))`` with x a heads-first Transpose."""
+    with_cos, with_sin = parent(graph, add, 0, "Mul"), parent(graph, add, 1, "Mul")
+    concat = parent(graph, with_sin, 0, "Concat")
+    neg = parent(graph, concat, 0, "Neg")
+    second, first = parent(graph, neg, 0, "Slice"), parent(graph, concat, 1, "Slice")
+    x = _transpose(graph, with_cos, 0, [0, 2, 1, 3])
+    if x is None or second is None or first is None or attribute(concat, "axis") not in (-1, 3) \
+            or not second.input[0] == first.input[0] == x.output[0]:
+        return None
+    shape = graph.static_shape(x.output[0])
+    if shape is None or len(shape) != 4 or shape[-1] % 2:
+        return None
+    half = shape[-1] // 2
+    for node, start, end in ((first, 0, half), (second, half, shape[-1])):
+        starts, ends = _constant_ints(graph, node.input[1]), _constant_ints(graph, node.input[2])
+        axes = _constant_ints(graph, node.input[3]) if len(node.input) > 3 else None
+        steps = _constant_ints(graph, node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
+        if starts != [start] or ends is None or min(ends[0], shape[-1]) != end or axes not in ([3], [-1]) \
+                or steps != [1]:
+            return None
+    return _Rope(x, with_cos, with_sin, first, second)
+
+
+def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
+    """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
+    export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
+    from onnx.reference import ReferenceEvaluator
+
+    nodes: dict[int, onnx.NodeProto] = {}
+    feeds: dict[str, np.ndarray] = {}
+    stack = [name]
+    while stack:
+        value = stack.pop()
+        if not value or value in feeds or any(value in n.output for n in nodes.values()):
+            continue
+        tensor = graph.constant(value)
+        if tensor is not None:
+            if not has_data(tensor):
+                return None
+            feeds[value] = tensor.numpy()
+            continue
+        node = graph.producer.get(value)
+        if node is None or node.domain or len(nodes) > 16:
+            return None
+        nodes[id(node)] = node
+        stack.extend(node.input)
+    order = sorted(nodes.values(), key=graph.nodes.index)
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        order, "evaluate", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in feeds],
+        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)]),
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
+    try:
+        return torch.from_numpy(np.array(ReferenceEvaluator(model).run(None, feeds)[0], copy=True))
+    except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
+        return None
+
+
+def _tables(graph: Graph, layers: list[_Layer]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (length, head size) cos and sin rows every layer uses, where they are one pair of known values
+    with equal halves; None otherwise (the layers are then left as they are)."""
+    found: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for layer in layers:
+        for rope in layer.ropes:
+            pair = []
+            for mul in (rope.with_cos, rope.with_sin):
+                unsqueeze = parent(graph, mul, 1, "Unsqueeze")
+                value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+                if value is None or value.dim() != 3 or value.shape[1:] != (layer.shape[1], layer.shape[3]) \
+                        or not bool((value == value[:1]).all()):
+                    return None
+                pair.append(value[0])
+            found.append((pair[0], pair[1]))
+    if not found:
+        return None
+    cos, sin = found[0]
+    half = cos.shape[-1] // 2
+    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
+            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
+        return None
+    return cos, sin
+
+
+def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int,
+                     length: int) -> tuple[str, str]:
+    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
+    from onnx import numpy_helper
+
+    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
+                   emit.const("_axis0", [0]), hint="length")
+    positions = emit.const("_position_ids", torch.arange(length).expand(batch, length).contiguous())
+    out = []
+    for kind, table in zip(("cos", "sin"), tables):
+        cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
+        sliced = emit.op("Slice", cache, emit.const("_axis0", [0]), rows, emit.const("_axis0", [0]))
+        out.append(emit.op("Unsqueeze", emit.op("Gather", sliced, positions, axis=0), emit.const("_axis1", [1]),
+                           hint=kind))
+    return out[0], out[1]
+
+
+def _padding_mask_form(emit: Emitter, batch: int, length: int, fill: float, dtype: torch.dtype) -> str:
+    """The causal mask as transformers combined it with an all-ones padding mask:
+    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
+    ones = emit.const("_padding_mask", torch.ones(batch, length, dtype=torch.int64))
+    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
+                                         emit.const("_axis2", [2])),
+                       emit.const("_mask_shape", [batch, 1, length, length]))
+    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
+    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
+                   hint="causal_mask")
+
+
+def _shape_paths(emit: Emitter, layer: _Layer) -> None:
+    """Q/K/V's and the output's Reshape shaped by ``Concat(Unsqueeze(Gather(Shape(root), 0)), ... 1), ...)``."""
+    graph = emit.graph
+    sizes = emit.op("Shape", layer.root)
+    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
+                             emit.const("_axis0", [0])) for i in (0, 1))
+    heads, width = layer.shape[2:]
+    per_head = emit.op("Concat", batch, length, emit.const("_heads", [heads]), emit.const("_head_size", [width]),
+                       axis=0)
+    merged = emit.op("Concat", batch, length, emit.const("_hidden", [heads * width]), axis=0)
+    emit.place(min(layer.reshapes, key=graph.nodes.index))
+    for reshape in layer.reshapes:
+        graph.set_input(reshape, 1, per_head)
+    graph.set_input(layer.merge, 1, merged)
+
+
+def _halves_from_shape(emit: Emitter, rope: _Rope) -> None:
+    """rotate_half's Slices split at ``Unsqueeze(Shape(x)[3] / 2)``."""
+    graph = emit.graph
+    size = emit.op("Gather", emit.op("Shape", rope.x.output[0]), emit.const("_index3", 3), axis=0)
+    half = emit.op("Unsqueeze", emit.op("Div", size, emit.const("_two", 2)), emit.const("_axis0", [0]))
+    emit.place(min((rope.first_half, rope.second_half), key=graph.nodes.index))
+    graph.set_input(rope.first_half, 2, half)
+    graph.set_input(rope.second_half, 1, half)
