@@ -86,10 +86,19 @@ def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
 
 
 def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
+    """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
     if node is None or len(node.input) <= index:
         return None
-    parent = graph.producer.get(node.input[index])
-    return parent if parent is not None and parent.op_type == op_type and not parent.domain else None
+    found = graph.producer.get(node.input[index])
+    return found if found is not None and found.op_type == op_type and not found.domain else None
+
+
+def _plain_gemm(node: onnx.NodeProto | None) -> bool:
+    """``x @ W + b`` as ORT's fused Attention reads it: the GPT-2 fuser takes the Gemm's weight and bias as they
+    are, whatever its transB/alpha/beta say."""
+    return node is not None and node.op_type == "Gemm" and not node.domain and len(node.input) == 3 \
+        and attribute(node, "transA", 0) == 0 and attribute(node, "transB", 0) == 0 \
+        and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
 
 
 def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.NodeProto) -> bool:
@@ -111,7 +120,11 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.Node
             return False
         split = source
     sizes = graph.constant(split.input[1]) if len(split.input) > 1 else None
-    if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1:
+    rank = graph.static_rank(split.input[0])
+    if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1 or rank is None \
+            or attribute(split, "axis", 0) not in (-1, rank - 1):  # Q, K, V side by side in the Gemm's columns
+        return False
+    if not _plain_gemm(parent(graph, parent(graph, split, 0, "Reshape"), 0, "Gemm")):
         return False
     return scaled_by_root_of_head_size(graph, scores, matmul_qk)
 
@@ -137,7 +150,7 @@ def _output_projection(graph: Graph, softmax: onnx.NodeProto) -> tuple[bool, onn
     while len(chain) == 1 and chain[0].op_type == "Reshape" and len(reshapes) < 2:
         reshapes.append(chain[0])
         chain = graph.readers.get(chain[0].output[0], [])
-    if not reshapes or not chain or any(n.op_type != "Gemm" or n.input[0] != reshapes[-1].output[0] for n in chain):
+    if not reshapes or not chain or any(not _plain_gemm(n) or n.input[0] != reshapes[-1].output[0] for n in chain):
         return False, None
     if len(reshapes) == 2:
         return True, None
