@@ -19,23 +19,28 @@ from onnxsight.exporter.optimize._decoder import causal_fill
 LAYERS, HIDDEN, HEADS, SEQ = 2, 64, 4, 8
 
 
-def _export(model: torch.nn.Module, tmp_path_factory: Any, name: str) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+def _export(model: torch.nn.Module, tmp_path_factory: Any, name: str,
+            batch: int = 1) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     model.config.use_cache = False
     model.config.return_dict = False
     model.eval()
-    args = (torch.randint(0, 100, (1, SEQ)),)
+    args = (torch.randint(0, 100, (batch, SEQ)),)
     program = onnxsight.export(model, args)
     path = str(tmp_path_factory.mktemp(name) / f"{name}.onnx")
     program.save(path)
     return program, args, path
 
 
+def _gpt2(transformers: Any) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
+    return transformers.GPT2Model(config)
+
+
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
-    return _export(transformers.GPT2Model(config), tmp_path_factory, "gpt2")
+    return _export(_gpt2(transformers), tmp_path_factory, "gpt2")
 
 
 def _llama(transformers: Any, **overrides: Any) -> torch.nn.Module:
@@ -107,6 +112,18 @@ def test_exported_decoder_still_verifies_with_the_fuser_forms(name: str, request
     assert "Shape" in ops  # the forms were written: sizes read at run time, as the fusers expect
 
 
+@pytest.mark.parametrize("name, fused_op", [("gpt2", "Attention"), ("llama", "MultiHeadAttention")])
+def test_a_batch_of_two_fuses_and_verifies(name: str, fused_op: str, tmp_path_factory: Any) -> None:
+    # transformers expands the causal mask to every batch row; RotaryEmbedding wants a position id per row
+    transformers = pytest.importorskip("transformers")
+    model = _gpt2(transformers) if name == "gpt2" else _llama(transformers)
+    program, args, path = _export(model, tmp_path_factory, f"{name}-batch", batch=2)
+    assert onnxsight.verify(program, args).passed
+    fused = _fused(path, opt_level=0)
+    assert _stats(fused)[fused_op] == LAYERS
+    assert onnxsight.verify(program, args, onnx_model=fused.model).outputs["passed"].astype(bool).all()
+
+
 def test_default_opt_level_leaves_a_correct_model(gpt2: Any) -> None:
     # NOTE: opt_level=1 (model_type="gpt2"'s default) runs ORT's constant folding first, which folds the
     # Shape-based sizes of a static graph before the Python fusers look for them: no attention fusion,
@@ -138,7 +155,8 @@ def _mask(rows: int, cols: int, fill: float) -> torch.Tensor:
     (torch.zeros(4, 4), None),                                  # masks nothing
     (_mask(4, 4, -math.inf).T.contiguous(), None),              # anti-causal
     (_mask(4, 4, -math.inf).index_fill(1, torch.tensor([0]), -math.inf), None),  # a padded first key
-    (_mask(4, 4, -math.inf).expand(2, 1, 4, 4), None),          # one mask per batch row
+    (_mask(4, 4, -math.inf).expand(2, 1, 4, 4), -math.inf),     # the same mask for every batch row
+    (torch.stack([_mask(4, 4, -math.inf), torch.zeros(4, 4)]), None),  # batch rows that differ
 ])
 def test_only_an_exactly_causal_mask_is_left_to_the_fused_op(mask: torch.Tensor, expected: float | None) -> None:
     assert causal_fill(mask, 4, 4) == expected

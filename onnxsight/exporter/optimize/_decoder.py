@@ -71,12 +71,16 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
 
 def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     """The masked-out value of ``mask`` where it is exactly torch's causal mask for ``rows == cols`` (0 on and
-    below the diagonal, one value of at most the dtype's lowest above it); None otherwise."""
-    if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4:
+    below the diagonal, one value of at most the dtype's lowest above it), the same for every batch row and
+    head; None otherwise."""
+    if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4 or mask.dim() < 2:
         return None
-    if tuple(mask.shape[-2:]) != (rows, cols) or any(size != 1 for size in mask.shape[:-2]):
+    if tuple(mask.shape[-2:]) != (rows, cols):
         return None
-    square = mask.reshape(rows, cols)
+    squares = mask.reshape(-1, rows, cols)
+    if not bool((squares == squares[:1]).all()):
+        return None
+    square = squares[0]
     keep = torch.ones(rows, cols, dtype=torch.bool).tril()
     blocked = square[~keep]
     fill = float(blocked[0])

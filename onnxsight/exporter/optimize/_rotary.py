@@ -76,12 +76,23 @@ def llama_rotary_attention(graph: Graph) -> int:
         _shape_paths(emit, layer)
         for rope in layer.ropes:
             _halves_from_shape(emit, rope)
-            graph.replace_uses(rope.with_cos.input[1], cos)
-            graph.replace_uses(rope.with_sin.input[1], sin)
+            for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
+                _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
         graph.set_input(layer.add_mask, 1, mask)
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
     return len(layers)
+
+
+def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...]) -> None:
+    """``mul`` reads the gathered ``value`` as its second input. The value it read before is compared through
+    the new one where both have one shape; with a batch of several rows the new one has a row per batch row
+    (ORT's RotaryEmbedding wants a position id per row), and the old value is then left to dead code."""
+    old = mul.input[1]
+    if graph.static_shape(old) == shape:
+        graph.replace_uses(old, value)
+    else:
+        graph.set_input(mul, 1, value)
 
 
 def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | None:
@@ -250,6 +261,7 @@ def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch
 
     rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
                    emit.const("_axis0", [0]), hint="length")
+    # NOTE: RotaryEmbedding wants one row of position ids per batch row
     positions = emit.const("_position_ids", torch.arange(length).expand(batch, length).contiguous())
     out = []
     for kind, table in zip(("cos", "sin"), tables):
