@@ -16,7 +16,7 @@ It only rewrites a layer whose fused ops would compute what the graph does: one 
 (no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal, and
 cos/sin whose two halves are equal (``cat(freqs, freqs)``, which ``RotaryEmbedding``'s half-width cache
 assumes). The FX values a rewrite replaces (cos and sin per layer) are compared through the values that
-hold them now.
+hold them now where those have the same shape (a batch of one), and listed as optimised away otherwise.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
-
-_END = 2 ** 62
-
 
 @dataclass
 class _Rope:
@@ -63,6 +60,7 @@ class _Layer:
 def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
+    layers = [layer for layer in layers if (layer.shape[:2], layer.fill) == (layers[0].shape[:2], layers[0].fill)]
     tables = _tables(graph, layers)
     if not layers or tables is None:
         return 0
