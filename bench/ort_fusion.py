@@ -4,9 +4,10 @@ Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
 then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
-model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the decoders: see ``OPTIONS``). Prints, per model and exporter,
-the node count and the op-type histogram as exported, and the fused operator
-counts (``get_fused_operator_statistics()``) after the optimizer.
+model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
+decoders: see ``OPTIONS``). Prints, per model and exporter, the node count and
+the op-type histogram as exported, and the fused operator counts
+(``get_fused_operator_statistics()``) after the optimizer.
 
     python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json]
 """
