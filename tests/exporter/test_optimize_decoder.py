@@ -31,9 +31,10 @@ def _export(model: torch.nn.Module, tmp_path_factory: Any, name: str,
     return program, args, path
 
 
-def _gpt2(transformers: Any) -> torch.nn.Module:
+def _gpt2(transformers: Any, **overrides: Any) -> torch.nn.Module:
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
+    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+                                     **overrides)
     return transformers.GPT2Model(config)
 
 
@@ -131,6 +132,16 @@ def test_default_opt_level_leaves_a_correct_model(gpt2: Any) -> None:
     program, args, path = gpt2
     fused = _fused(path)
     assert "Attention" not in _stats(fused)
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+
+
+def test_gpt2_layers_with_another_scale_are_left_to_themselves(tmp_path_factory: Any) -> None:
+    # scale_attn_by_inverse_layer_idx: layer i scales by 1/sqrt(E)/(i + 1); ORT's Attention knows only 1/sqrt(E)
+    transformers = pytest.importorskip("transformers")
+    program, args, path = _export(_gpt2(transformers, scale_attn_by_inverse_layer_idx=True), tmp_path_factory,
+                                  "gpt2-scaled")
+    fused = _fused(path, opt_level=0)
+    assert _stats(fused)["Attention"] == 1  # the first layer only
     assert onnxsight.verify(program, args, onnx_model=fused.model).passed
 
 
