@@ -93,3 +93,90 @@ def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
         if size != 1 and not (dim.HasField("dim_value") and dim.dim_value == size):
             return False
     return True
+
+
+# -- ONNX Runtime's transformer optimizer ---------------------------------------------------------------------
+# NOTE: optimize_model(model_type="vit"/"bert") first runs ONNX Runtime's level-1 session optimisations, whose
+# MatMulAddFusion turns MatMul + Add(bias) on a 3-D input into Reshape/Gemm/Reshape, hiding the projections
+# the Python attention fuser looks for (Add <- MatMul). It leaves alone the projections of a post-LN block
+# (BERT's: the LayerNormalization feeds Q, K, V and the residual Add), and any MatMul + Add whose bias is not
+# 1-D. A pre-LN block (ViT's) is not recognised, so its four biases are stored as [1, N] rows (the same
+# bytes; ``graph.derived`` records them with no permutation): the same numbers, and the Python fusers, which
+# read the bias as an initializer, fuse the block at every opt_level.
+def projection_biases(graph: Graph) -> int:
+    """Pre-LN attention without a mask: its Q, K, V and output projections add their bias as a [1, N] row."""
+    done = 0
+    for softmax in list(graph.nodes):
+        for add in _projection_adds(graph, softmax) or ():
+            index = 1 if _bias(graph, add.input[1]) else 0
+            source = add.input[index]
+            row = f"{source}.row"
+            if row not in graph.initializers:
+                graph.initializers[row] = graph.initializers[source].unsqueeze(0)
+                graph.derived[row] = (source, None)
+                graph.weights.add(row)
+            graph.set_input(add, index, row)
+            done += 1
+    return done
+
+
+def _bias(graph: Graph, name: str) -> bool:
+    tensor = graph.constant(name)
+    return tensor is not None and tensor.dim() == 1 and name in graph.weights
+
+
+def _projection_input(graph: Graph, add: onnx.NodeProto | None) -> str | None:
+    """The input ``x`` of ``add`` = ``Add(MatMul(x, W), bias)`` (W a matrix, bias a 1-D weight); else None."""
+    if add is None or add.op_type != "Add" or add.domain or not any(_bias(graph, name) for name in add.input):
+        return None
+    matmul = next((graph.producer[n] for n in add.input if n in graph.producer), None)
+    if matmul is None or matmul.op_type != "MatMul" or graph.static_rank(matmul.input[1]) != 2 \
+            or graph.uses(matmul.output[0]) != 1:
+        return None
+    return matmul.input[0]
+
+
+def _head_projection(graph: Graph, value: str) -> onnx.NodeProto | None:
+    """The bias Add that ``value`` = ``Transpose(Reshape(Add(MatMul(x, W), bias)))`` comes from."""
+    transpose = graph.producer.get(value)
+    reshape = graph.producer.get(transpose.input[0]) if transpose is not None and transpose.op_type == "Transpose" \
+        else None
+    return graph.producer.get(reshape.input[0]) if reshape is not None and reshape.op_type == "Reshape" else None
+
+
+def _projection_adds(graph: Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """The Q, K, V and output projections' bias Adds of a pre-LN attention without a mask around ``softmax``."""
+    if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) != -1:
+        return None
+    scaled = graph.producer.get(softmax.input[0])
+    if scaled is None or scaled.op_type != "Div" or graph.constant(scaled.input[1]) is None:
+        return None
+    scores = graph.producer.get(scaled.input[0])
+    readers = graph.readers.get(softmax.output[0], [])
+    if scores is None or scores.op_type != "MatMul" or len(readers) != 1 or readers[0].op_type != "MatMul":
+        return None
+    adds = [_head_projection(graph, scores.input[0]), _head_projection(graph, scores.input[1]),
+            _head_projection(graph, readers[0].input[1]),
+            _reader_path(graph, readers[0].output[0], "Transpose", "Reshape", "MatMul", "Add")]
+    roots = [_projection_input(graph, add) for add in adds]
+    if None in roots or len(set(roots[:3])) != 1 or _post_ln(graph, roots[0]):
+        return None
+    return adds
+
+
+def _reader_path(graph: Graph, value: str, *path: str) -> onnx.NodeProto | None:
+    """The last node of a chain of sole readers of ``value`` with op types ``path``."""
+    node = None
+    for op_type in path:
+        readers = graph.readers.get(value, [])
+        if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or value in graph.pinned:
+            return None
+        node, value = readers[0], readers[0].output[0]
+    return node
+
+
+def _post_ln(graph: Graph, root: str) -> bool:
+    """Whether ``root`` is a LayerNormalization that also feeds one residual Add (ORT keeps such blocks)."""
+    producer = graph.producer.get(root)
+    readers = [r.op_type for r in graph.readers.get(root, [])]
+    return producer is not None and producer.op_type == "LayerNormalization" and readers.count("Add") == 1

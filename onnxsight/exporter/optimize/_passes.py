@@ -46,6 +46,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
+        ("attention projection biases", _attention.projection_biases),
         ("dead code", dead_code),
     ]
 
