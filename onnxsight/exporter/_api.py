@@ -190,6 +190,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if optimize:
             optimized = optimize_translated(translated, opset)
             stage.detail = optimized.summary()
+            for name, count in optimized.padding_masks.items():
+                ctx.emit(rules.FULLY_MASKED_ROWS_AVERAGE, input=name, count=count)
             record.facts.update(nodes_translated=optimized.nodes_before)
         else:
             stage.status, stage.detail = "skipped", "optimize=False"

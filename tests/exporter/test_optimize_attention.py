@@ -88,3 +88,47 @@ def test_a_post_ln_block_keeps_its_biases_as_they_are() -> None:
 
     program = onnxsight.export(PostLN().eval(), (torch.randn(2, 6, HIDDEN),))
     assert not [t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")]
+
+
+class PaddedAttention(nn.Module):
+    """sdpa with a key-padding mask from an input: ``keys`` (batch, seq) bool, or a full (batch, 1, L, S) mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.view(*x.shape[:2], HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        full = mask[:, None, None, :] if mask.dim() == 2 else mask
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=full)
+
+
+def test_a_key_padding_mask_from_an_input_takes_berts_additive_form() -> None:
+    torch.manual_seed(0)
+    model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
+    keys = torch.tensor([[True] * 6, [True, False, True, True, False, False]])
+    program = onnxsight.export(model, (x, keys))
+    ops = Counter(n.op_type for n in program.model_proto.graph.node)
+    assert "ReduceMax" not in ops and ops["Unsqueeze"] == 2 and ops["Sub"] == 1, ops  # the guard is gone
+    torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
+    note = next(d for d in program.diagnostics if d.code == "ONX008")
+    assert note.message.startswith("1 attention(s) read the padding mask from input mask as scores")
+    # a sequence of padding only: torch gives zeros, the additive form the mean of the values
+    dead = keys.clone()
+    dead[1] = False
+    expected, got = model(x, dead), program(x, dead)[0]
+    assert torch.all(expected[1] == 0)
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    v = model.qkv(x).chunk(3, dim=-1)[2].view(2, 6, HEADS, -1).transpose(1, 2)
+    torch.testing.assert_close(got[1], v[1].mean(dim=-2, keepdim=True).expand_as(got[1]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_mask_that_is_not_a_key_padding_mask_keeps_the_guard() -> None:
+    torch.manual_seed(0)
+    model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
+    full = torch.rand(2, 1, 6, 6) > 0.3
+    full[0, 0, 2] = False  # a fully masked row: torch's zeros
+    program = onnxsight.export(model, (x, full))
+    assert "ReduceMax" in Counter(n.op_type for n in program.model_proto.graph.node)
+    assert not [d for d in program.diagnostics if d.code == "ONX008"]
+    torch.testing.assert_close(program(x, full)[0], model(x, full), rtol=1e-5, atol=1e-5)

@@ -36,6 +36,25 @@ def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
 
 
 @pytest.fixture(scope="module")
+def masked_bert(tmp_path_factory: Any) -> tuple[Any, onnxsight.ONNXProgram, tuple, str]:
+    """BERT exported with (input_ids, attention_mask); the second sequence is padded after 5 tokens."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                     num_attention_heads=HEADS, intermediate_size=4 * HIDDEN,
+                                     max_position_embeddings=32)
+    model = transformers.BertModel(config, add_pooling_layer=False).eval()
+    model.config.return_dict = False
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 5:] = 0
+    args = (torch.randint(0, 100, (2, 8)), mask)
+    program = onnxsight.export(model, args)
+    path = str(tmp_path_factory.mktemp("masked_bert") / "bert.onnx")
+    program.save(path)
+    return model, program, args, path
+
+
+@pytest.fixture(scope="module")
 def vit(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -154,3 +173,46 @@ def test_ort_session_optimized_model_is_verified_per_node(bert: Any, tmp_path: A
     result = onnxsight.verify(program, args, onnx_model=str(tmp_path / "session.onnx"))
     assert result.passed
     assert result.info["compared"] > 0
+
+
+def test_bert_with_an_attention_mask_fuses_one_attention_per_layer(masked_bert: Any) -> None:
+    _, program, args, path = masked_bert
+    assert any(d.code == "ONX008" for d in program.diagnostics)
+    assert onnxsight.verify(program, args).passed
+    fused = _ort_optimized(path)
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("Attention") == LAYERS
+    assert ops.count("SkipLayerNormalization") == 2 * LAYERS
+    result = onnxsight.verify(program, args, onnx_model=fused)
+    assert result.passed
+    assert result.info["compared"] >= 2 * LAYERS
+
+
+def test_a_mask_with_a_hole_is_exact_as_exported_and_named_where_ort_reads_it_as_a_length(masked_bert: Any) -> None:
+    """ORT's fused BERT Attention takes the mask as a length per sequence (model_type="bert": ReduceSum of
+    the mask): a padding token in the middle is attended to there. The exported model is exact."""
+    _, program, (ids, mask), path = masked_bert
+    holed = mask.clone()
+    holed[0, 2] = 0
+    assert onnxsight.verify(program, (ids, holed)).passed
+    result = onnxsight.verify(program, (ids, holed), onnx_model=_ort_optimized(path))
+    assert not result.passed
+    (root,) = result.root_causes.itertuples()
+    assert (root.value, root.onnx_op) == ("reshape_1", "Attention")
+
+
+def test_a_sequence_of_padding_only_is_a_named_divergence_never_a_silent_one(masked_bert: Any) -> None:
+    """torch gives zeros for a fully masked attention row; the exported model (and ORT's fused one) the mean of
+    the values: verify names the first attention output, in the exported and in the fused model."""
+    _, program, (ids, mask), path = masked_bert
+    padding = mask.clone()
+    padding[1] = 0
+    exported = onnxsight.verify(program, (ids, padding))
+    assert not exported.passed
+    assert [r.value for r in exported.root_causes.itertuples()] == ["scaled_dot_product_attention"]
+    fused = onnxsight.verify(program, (ids, padding), onnx_model=_ort_optimized(path))
+    assert not fused.passed
+    message = next(d.message for d in fused.diagnostics if d.code == "ACC002")
+    assert message.startswith("reshape_1 (aten.reshape.default -> Attention, which replaced")
+    assert "scaled_dot_product_attention" in next(d for d in fused.diagnostics
+                                                  if d.code == "ACC002").properties["replaced_fx_nodes"]

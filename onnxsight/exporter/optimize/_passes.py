@@ -30,6 +30,8 @@ class OptimizeReport:
     nodes_before: int = 0
     nodes_after: int = 0
     passes: dict[str, int] = field(default_factory=dict)
+    # graph input -> the attentions whose padding mask from it now averages fully masked rows (ONX008)
+    padding_masks: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         done = ", ".join(f"{name} {count}" for name, count in self.passes.items() if count) or "nothing to do"
@@ -46,9 +48,16 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
-        ("attention projection biases", _attention.projection_biases),
         ("dead code", dead_code),
     ]
+
+
+# Run once, on the simplified graph: they shape attention the way ONNX Runtime's transformer optimizer matches
+# it (two Unsqueezes it looks for would otherwise be merged by "unsqueeze pairs").
+def _shaping(report: OptimizeReport) -> list[tuple[str, Callable[[Graph], int]]]:
+    return [("attention padding masks", lambda g: _attention.padding_masks(g, report.padding_masks)),
+            ("attention projection biases", _attention.projection_biases),
+            ("dead code", dead_code)]
 
 
 def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
@@ -67,6 +76,8 @@ def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeRepo
             changed += count
         if not changed:
             break
+    for name, run in _shaping(report):
+        report.passes[name] = report.passes.get(name, 0) + run(graph)
     _finish(graph, translated, weights)
     report.nodes_after = len(translated.graph.node)
     return report
