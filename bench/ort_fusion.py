@@ -1,7 +1,8 @@
 """ORT transformer-optimizer fusions on onnxsight's and torch.onnx's graphs, same models, same run.
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
-(4 layers, hidden 256, 4 heads, random weights: never from a hub), each exported
+(4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
+BERT called with an ``attention_mask`` whose second half is padding), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
 then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
 model_type=..., num_heads=4, hidden_size=256)``. Prints, per model and exporter,
@@ -28,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LAYERS, HIDDEN, HEADS, SEQ = 4, 256, 4, 16
 # model name -> ORT optimizer's model_type
 MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "llama": "gpt2"}
+MODEL_TYPES["bert-mask"] = "bert"   # BERT called with (input_ids, attention_mask), the second half padding
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
              "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "EmbedLayerNormalization")
@@ -46,6 +48,11 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
         config = tf.BertConfig(vocab_size=1000, max_position_embeddings=128, **common)
         model: Any = tf.BertModel(config, add_pooling_layer=False)
         args: tuple = (ids,)
+    elif name == "bert-mask":
+        config = tf.BertConfig(vocab_size=1000, max_position_embeddings=128, **common)
+        mask = torch.ones(batch, SEQ, dtype=torch.int64)
+        mask[:, SEQ // 2:] = 0
+        model, args = tf.BertModel(config, add_pooling_layer=False), (ids, mask)
     elif name == "gpt2":
         config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
         model, args = tf.GPT2Model(config), (ids,)
@@ -84,14 +91,15 @@ def histogram(path: str) -> collections.Counter:
     return collections.Counter(node.op_type for node in graph.node)
 
 
-def optimize(path: str, model_type: str, out: str | None = None) -> tuple[dict[str, int] | str, Any]:
+def optimize(path: str, model_type: str, out: str | None = None, *, heads: int = HEADS,
+             hidden: int = HIDDEN) -> tuple[dict[str, int] | str, Any]:
     """The optimizer's fused-op counts (non-zero ones), or the error it raised; and the optimized model."""
     from onnxruntime.transformers.optimizer import optimize_model
 
     quiet = io.StringIO()
     try:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN)
+            optimized = optimize_model(path, model_type=model_type, num_heads=heads, hidden_size=hidden)
     except Exception as exc:  # noqa: BLE001 - the optimizer crashing is a result to report
         return f"{type(exc).__name__}: {str(exc)[:80]}", None
     stats = optimized.get_fused_operator_statistics()
