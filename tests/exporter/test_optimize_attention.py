@@ -35,11 +35,21 @@ class PreLNBlock(nn.Module):
         return self.next_norm(x + self.o(attended.transpose(1, 2).reshape(x.shape)))
 
 
-def _fused(path: str, **options: Any) -> Counter:
+class MaskedPreLNBlock(PreLNBlock):
+    """The same block with a key-padding mask from an input."""
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        h = self.norm(x)
+        heads = [p(h).view(x.shape[0], x.shape[1], HEADS, -1).transpose(1, 2) for p in (self.q, self.k, self.v)]
+        attended = torch.nn.functional.scaled_dot_product_attention(*heads, attn_mask=keys[:, None, None, :])
+        return self.next_norm(x + self.o(attended.transpose(1, 2).reshape(x.shape)))
+
+
+def _fused(path: str, model_type: str = "vit", **options: Any) -> Counter:
     from onnxruntime.transformers.optimizer import optimize_model
 
     with contextlib.redirect_stdout(io.StringIO()):
-        optimized = optimize_model(path, model_type="vit", num_heads=HEADS, hidden_size=HIDDEN, **options)
+        optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN, **options)
     return Counter(n.op_type for n in optimized.model.graph.node)
 
 
@@ -56,6 +66,18 @@ def test_a_pre_ln_block_fuses_into_one_attention(tmp_path: Any, opt_level: int |
     plain = onnxsight.export(model, (x,), optimize=False)
     plain.save(tmp_path / "plain.onnx")
     assert _fused(str(tmp_path / "plain.onnx"))["Attention"] == 0  # what the rows are for
+
+
+def test_a_pre_ln_block_with_a_padding_mask_fuses_into_one_attention(tmp_path: Any) -> None:
+    torch.manual_seed(0)
+    model, x = MaskedPreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
+    keys = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    program = onnxsight.export(model, (x, keys))
+    assert {t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")} == \
+        {f"{p}.bias.row" for p in "qkvo"}
+    torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
+    program.save(tmp_path / "m.onnx")
+    assert _fused(str(tmp_path / "m.onnx"), "bert")["Attention"] == 1
 
 
 def test_fake_export_saved_with_a_checkpoint_writes_the_bias_rows(tmp_path: Any) -> None:

@@ -105,7 +105,7 @@ def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
 # bytes; ``graph.derived`` records them with no permutation): the same numbers, and the Python fusers, which
 # read the bias as an initializer, fuse the block at every opt_level.
 def projection_biases(graph: Graph) -> int:
-    """Pre-LN attention without a mask: its Q, K, V and output projections add their bias as a [1, N] row."""
+    """Pre-LN attention: its Q, K, V and output projections add their bias as a [1, N] row."""
     done = 0
     for softmax in list(graph.nodes):
         for add in _projection_adds(graph, softmax) or ():
@@ -146,10 +146,14 @@ def _head_projection(graph: Graph, value: str) -> onnx.NodeProto | None:
 
 
 def _projection_adds(graph: Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-    """The Q, K, V and output projections' bias Adds of a pre-LN attention without a mask around ``softmax``."""
+    """The Q, K, V and output projections' bias Adds of a pre-LN attention around ``softmax`` (scores
+    ``Div(MatMul(Q, K^T), c)``, with or without a mask added)."""
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) != -1:
         return None
     scaled = graph.producer.get(softmax.input[0])
+    if scaled is not None and scaled.op_type == "Add":  # a mask added to the scores
+        scaled = next((graph.producer[n] for n in scaled.input
+                       if n in graph.producer and graph.producer[n].op_type == "Div"), None)
     if scaled is None or scaled.op_type != "Div" or graph.constant(scaled.input[1]) is None:
         return None
     scores = graph.producer.get(scaled.input[0])

@@ -56,8 +56,8 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
 # it (two Unsqueezes it looks for would otherwise be merged by "unsqueeze pairs").
 def _shaping(report: OptimizeReport) -> list[tuple[str, Callable[[Graph], int]]]:
     return [("attention padding masks", lambda g: _attention.padding_masks(g, report.padding_masks)),
-            ("attention projection biases", _attention.projection_biases),
-            ("dead code", dead_code)]
+            ("dead code", dead_code),   # the guards the padding masks no longer need
+            ("attention projection biases", _attention.projection_biases)]
 
 
 def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
