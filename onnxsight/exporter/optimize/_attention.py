@@ -1,4 +1,5 @@
-"""Attention with a mask known at export: the mask and torch's fully-masked-row guard, where they change nothing.
+"""Attention in the forms ONNX Runtime's transformer optimizer fuses: masks and torch's fully-masked-row guard
+where they change nothing, input padding masks in BERT's additive form, pre-LN projection biases as rows.
 
 transformers builds an all-attend mask when it is called without ``attention_mask``;
 folded, it is a constant. ``scaled_dot_product_attention``'s translation adds the
@@ -7,7 +8,8 @@ mask to the scores and guards rows whose every score is -inf (torch's
 masks no whole row, such a row needs every score to be -inf already (infinite
 inputs), so the guard is dropped; an all-zero mask that does not broadcast the
 scores to a larger shape is dropped too. What is left is the form ONNX Runtime's
-attention fusers match (``Softmax <- Div <- MatMul``).
+attention fusers match (``Softmax <- Div <- MatMul``). ``padding_masks`` and
+``projection_biases`` run once after the simplifying passes (their NOTEs say why).
 """
 
 from __future__ import annotations
