@@ -5,15 +5,16 @@ Models: the BERT, GPT-2, ViT and LLaMA models of ``bench/ort_fusion.py`` (transf
 hidden 256, 4 heads, sequence 16 / 64x64 images, random weights) and ResNet-50 (``bench/models.py``: its
 architecture written out, torchvision does not import on this CPU torch; the transformer optimizer does not
 apply to it, so it is timed as exported). Each is exported by both tools at batch 1 and at batch 8 (static
-shapes, opset 18). Where attention is a larger part of the time (``--long``, on by default): BERT-base
-(12 layers, hidden 768, 12 heads) at sequence ``--seq`` (128) with an ``attention_mask`` input whose last
-eighth is padding, and ViT-base (224x224 images: 197 tokens), batch 1. Every session runs on one intra-op thread (the machine is shared: fewer threads,
+shapes, opset 18). Where attention is a larger part of the time (``--long``, on by default, batch 1,
+``--long-iters`` calls per round): BERT-base (12 layers, hidden 768, 12 heads) at sequence ``--seq`` (128)
+and the small BERT at sequence 512 (attention about a quarter of its work), both called with an
+``attention_mask`` whose last eighth is padding, and ViT-base (224x224 images: 197 tokens). Every session runs on one intra-op thread (the machine is shared: fewer threads,
 less noise) with ORT's default session optimisations. After one untimed warm-up, each of ``--runs`` rounds
 times every variant once, in turn (so drift hits all of them alike); a round times ``--iters`` calls and
 keeps the mean. Reported: the median over rounds and the spread (max - min) / median.
 
-    python bench/ort_latency.py [--models bert,gpt2,llama,vit,resnet50] [--long bert-base,vit-base] [--seq 128]
-                                [--runs 5] [--iters 20] [--md out.md]
+    python bench/ort_latency.py [--models bert,gpt2,llama,vit,resnet50] [--long bert-base,bert-512,vit-base] [--seq 128]
+                                [--runs 5] [--iters 20] [--long-iters 3] [--md out.md]
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ sys.path.insert(0, HERE)
 import ort_fusion  # noqa: E402
 
 TOOLS = ("onnxsight", "torch.onnx")
-# BERT-base- and ViT-base-shaped models: name -> (ORT optimizer's model_type, heads, hidden)
-LONG = {"bert-base": ("bert", 12, 768), "vit-base": ("vit", 12, 768)}
+# Models where attention weighs more: name -> (ORT optimizer's model_type, heads, hidden)
+LONG = {"bert-base": ("bert", 12, 768), "bert-512": ("bert", ort_fusion.HEADS, ort_fusion.HIDDEN),
+        "vit-base": ("vit", 12, 768)}
 
 
 def _build(name: str, batch: int, seq: int) -> tuple[Any, tuple]:
@@ -49,6 +51,9 @@ def _build(name: str, batch: int, seq: int) -> tuple[Any, tuple]:
         import transformers as tf
 
         base = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
+        if name == "bert-512":
+            seq, base = 512, dict(num_hidden_layers=ort_fusion.LAYERS, hidden_size=ort_fusion.HIDDEN,
+                                  num_attention_heads=ort_fusion.HEADS, intermediate_size=4 * ort_fusion.HIDDEN)
         if name == "vit-base":
             model: Any = tf.ViTModel(tf.ViTConfig(image_size=224, patch_size=16, **base), add_pooling_layer=False)
             args: tuple = (torch.randn(batch, 3, 224, 224),)
@@ -126,7 +131,7 @@ def _feeds(session: Any, args: tuple) -> dict[str, Any]:
     return {i.name: a.numpy().astype(dtypes.get(i.type, a.numpy().dtype)) for i, a in zip(session.get_inputs(), args)}
 
 
-def measure(variants: list[dict], runs: int, iters: int) -> None:
+def measure(variants: list[dict], runs: int, iters: int, long_iters: int) -> None:
     live = [v for v in variants if "error" not in v]
     for v in live:
         v["session"] = _session(v["path"])
@@ -136,9 +141,10 @@ def measure(variants: list[dict], runs: int, iters: int) -> None:
     for _ in range(runs):
         for v in live:
             start = time.perf_counter()
-            for _ in range(iters):
+            calls = long_iters if v["model"] in LONG else iters
+            for _ in range(calls):
                 v["session"].run(None, v["feeds"])
-            v["times"].append((time.perf_counter() - start) / iters * 1000)
+            v["times"].append((time.perf_counter() - start) / calls * 1000)
     for v in live:
         median = statistics.median(v["times"])
         v["median_ms"], v["spread"] = median, (max(v["times"]) - min(v["times"])) / median
@@ -174,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--long", default=",".join(LONG), help="BERT-/ViT-base-shaped models, batch 1 ('' for none)")
     parser.add_argument("--seq", type=int, default=128, help="bert-base's sequence length")
+    parser.add_argument("--long-iters", type=int, default=3, help="calls per round for the --long models")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--md", help="write the table here too")
@@ -184,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
                     for batch in options.batches.split(",")]
         settings += [(name, 1) for name in options.long.split(",") if name]
         variants = prepare(settings, options.seq, tmp)
-        measure(variants, options.runs, options.iters)
+        measure(variants, options.runs, options.iters, options.long_iters)
     text = table(variants)
     print(text)
     if options.md:

@@ -61,7 +61,8 @@ def _shaping(report: OptimizeReport) -> list[tuple[str, Callable[[Graph], int]]]
 
 
 def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
-    """Run every pass until none changes anything more; update ``translated`` in place."""
+    """Run every pass until none changes anything more, then the shaping passes once; update ``translated``
+    in place."""
     report = OptimizeReport(nodes_before=len(translated.graph.node))
     if translated.functions:  # module_functions=: the graph is calls of local functions; left as built
         report.nodes_after = report.nodes_before
