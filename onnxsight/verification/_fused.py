@@ -67,10 +67,7 @@ def replaced_nodes(prog: Any, index: GraphIndex, values: Sequence[str]) -> dict[
         original = producer[value]
         if len(region) < 2 and (original.op_type, original.domain) == (fused.op_type, fused.domain):
             continue  # the exported node itself, not a fusion
-        keys = [fx for node in region for out in node.output for fx in fx_of.get(out, ())]
-        fx = [fx_nodes[k if k in fx_nodes else _OUTPUT_SUFFIX.sub("", k)] for k in dict.fromkeys(keys)
-              if k in fx_nodes or _OUTPUT_SUFFIX.sub("", k) in fx_nodes]
-        fx = list({id(node): node for node in fx}.values())
+        fx = _fx_nodes([fx for node in region for out in node.output for fx in fx_of.get(out, ())], fx_nodes)
         by_file: dict[str, list[str]] = {}
         for loc in dict.fromkeys(node_location(node)[0] for node in fx):
             if loc is not None:
@@ -80,6 +77,16 @@ def replaced_nodes(prog: Any, index: GraphIndex, values: Sequence[str]) -> dict[
         found[value] = Replaced(tuple(f"{n.op_type} {n.name}".strip() for n in region),
                                 tuple(node.name for node in fx), tuple(lines), modules)
     return found
+
+
+def _fx_nodes(keys: Sequence[str], fx_nodes: Mapping[str, Any]) -> list[Any]:
+    """The FX nodes of ``value_names`` keys (``split__0`` is an output of the node ``split``), each once."""
+    found: dict[str, Any] = {}
+    for key in keys:
+        name = key if key in fx_nodes else _OUTPUT_SUFFIX.sub("", key)
+        if name in fx_nodes:
+            found.setdefault(name, fx_nodes[name])
+    return list(found.values())
 
 
 def _region(fused: onnx.NodeProto, producer: Mapping[str, onnx.NodeProto], kept: set[str]) -> list[onnx.NodeProto]:
