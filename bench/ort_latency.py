@@ -165,8 +165,8 @@ def table(variants: list[dict]) -> str:
     for model, batch, stage in keys:
         ours, theirs = by.get((model, batch, stage, "onnxsight")), by.get((model, batch, stage, "torch.onnx"))
         nodes = " / ".join(str((v or {}).get("nodes", "-")) for v in (ours, theirs))
-        attention = " / ".join(str((v or {}).get("attention", "-")) for v in (ours, theirs)) \
-            if stage == "ORT-optimized" else "-"
+        attention = " / ".join(str(v["attention"]) if v and v.get("attention") is not None else "-"
+                               for v in (ours, theirs)) if stage == "ORT-optimized" else "-"
         ratio = (f"{ours['median_ms'] / theirs['median_ms']:.2f}" if ours and theirs and "median_ms" in ours
                  and "median_ms" in theirs else "-")
         lines.append(f"| {model} | {batch} | {stage} | {nodes} | {attention} | {ms(ours)} | {ms(theirs)} | "
