@@ -294,7 +294,10 @@ def _broadcast_keys(graph: Graph, mask: str, wanted: tuple[int, int], shape: tup
         initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in sorted(consts)])
     opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
     rng = np.random.default_rng(0)
-    samples = [rng.random(wanted) < 0.5, np.ones(wanted, bool), np.zeros(wanted, bool)]
+    one_hot = np.zeros(wanted, bool)
+    one_hot[np.arange(wanted[0]), np.arange(wanted[0]) % wanted[1]] = True
+    samples = [rng.random(wanted) < p for p in (0.1, 0.5, 0.9)] + [np.ones(wanted, bool), np.zeros(wanted, bool),
+                                                                  one_hot]
     try:
         evaluator = ReferenceEvaluator(onnx.helper.make_model(proto, opset_imports=opsets))
         same = all(np.array_equal(np.asarray(evaluator.run(None, {keys: s})[0]),
