@@ -1,7 +1,8 @@
 """ORT transformer-optimizer fusions on onnxsight's and torch.onnx's graphs, same models, same run.
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
-(4 layers, hidden 256, 4 heads, random weights: never from a hub), each exported
+(4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
+BERT called with an ``attention_mask`` whose second half is padding), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
 then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
 model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
@@ -29,9 +30,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LAYERS, HIDDEN, HEADS, SEQ = 4, 256, 4, 16
 # model name -> ORT optimizer's model_type
 MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "llama": "gpt2"}
+MODEL_TYPES["bert-mask"] = "bert"   # BERT called with (input_ids, attention_mask), the second half padding
 # model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
 # ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
+# models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
+ORT_FUSION = ("bert-mask", "gpt2", "llama")
 OPTIONS: dict[str, dict[str, Any]] = {"gpt2": {"opt_level": 0}, "llama": {"opt_level": 0}}
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
@@ -51,6 +55,11 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
         config = tf.BertConfig(vocab_size=1000, max_position_embeddings=128, **common)
         model: Any = tf.BertModel(config, add_pooling_layer=False)
         args: tuple = (ids,)
+    elif name == "bert-mask":
+        config = tf.BertConfig(vocab_size=1000, max_position_embeddings=128, **common)
+        mask = torch.ones(batch, SEQ, dtype=torch.int64)
+        mask[:, SEQ // 2:] = 0
+        model, args = tf.BertModel(config, add_pooling_layer=False), (ids, mask)
     elif name == "gpt2":
         config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
         model, args = tf.GPT2Model(config), (ids,)
@@ -68,16 +77,17 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
 
 
 def export(tool: str, model: Any, args: tuple, path: str, opset: int) -> None:
-    """Export with ``tool`` ("onnxsight" or "torch.onnx") at its defaults, to ``path``."""
+    """Export with ``tool`` ("onnxsight", "onnxsight ort-fusion" or "torch.onnx") at its defaults, to ``path``."""
     import torch
 
     quiet = io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
-        if tool == "onnxsight":
+        if tool.startswith("onnxsight"):
             import onnxsight
 
-            onnxsight.export(model, args, path, opset_version=opset)
+            optimize = "ort-fusion" if tool == "onnxsight ort-fusion" else True
+            onnxsight.export(model, args, path, opset_version=opset, optimize=optimize)
         else:
             torch.onnx.export(model, args, path, dynamo=True, opset_version=opset, verbose=False)
 
@@ -89,14 +99,15 @@ def histogram(path: str) -> collections.Counter:
     return collections.Counter(node.op_type for node in graph.node)
 
 
-def optimize(path: str, model_type: str, out: str | None = None, **options: Any) -> tuple[dict[str, int] | str, Any]:
+def optimize(path: str, model_type: str, out: str | None = None, *, heads: int = HEADS,
+             hidden: int = HIDDEN, **options: Any) -> tuple[dict[str, int] | str, Any]:
     """The optimizer's fused-op counts (non-zero ones), or the error it raised; and the optimized model."""
     from onnxruntime.transformers.optimizer import optimize_model
 
     quiet = io.StringIO()
     try:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN, **options)
+            optimized = optimize_model(path, model_type=model_type, num_heads=heads, hidden_size=hidden, **options)
     except Exception as exc:  # noqa: BLE001 - the optimizer crashing is a result to report
         return f"{type(exc).__name__}: {str(exc)[:80]}", None
     stats = optimized.get_fused_operator_statistics()
@@ -110,7 +121,7 @@ def run(models: list[str], opset: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
             model, args = build(name)
-            for tool in ("onnxsight", "torch.onnx"):
+            for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
                     export(tool, model, args, path, opset)
@@ -137,6 +148,11 @@ def table(rows: list[dict]) -> str:
         nodes = " / ".join(str(r.get("nodes", "error")) for r in (ours, theirs))
         lines.append(f"| {name} | {nodes} | {fused_text(ours.get('fused', ours.get('error')))} | "
                      f"{fused_text(theirs.get('fused', theirs.get('error')))} |")
+        forms = by.get((name, "onnxsight ort-fusion"))
+        if forms is not None:
+            nodes = " / ".join(str(r.get("nodes", "error")) for r in (forms, theirs))
+            lines.append(f'| {name}, `optimize="ort-fusion"` | {nodes} | '
+                         f"{fused_text(forms.get('fused', forms.get('error')))} | (as above) |")
     return "\n".join(lines)
 
 

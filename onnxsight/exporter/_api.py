@@ -34,7 +34,7 @@ from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
 from onnxsight.exporter.check._type_constraints import check_type_constraints, require_outputs
 from onnxsight.exporter.translate._graph import names_read, translate_program
-from onnxsight.exporter.optimize import optimize_translated
+from onnxsight.exporter.optimize import ORT_FUSION, optimize_translated
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,
@@ -43,7 +43,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           module_functions: bool | Iterable[type] = False, optimize: bool = True,
+           module_functions: bool | Iterable[type] = False, optimize: bool | str = True,
            registry: Registry | None = None, verbose: bool | None = None) -> ONNXProgram:
     """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
 
@@ -66,6 +66,8 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     export ends.
 
     ``optimize=False`` skips the optimize stage: the graph as translated, every FX value under its own name.
+    ``optimize="ort-fusion"`` also writes attention in the forms ONNX Runtime's transformer optimizer fuses
+    where that is not free (BERT's padding masks, GPT-2's and LLaMA's attention: docs/optimization.md).
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
@@ -105,7 +107,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             input_names: Sequence[str] | None, output_names: Sequence[str] | None, dynamic_shapes: Any,
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
-            module_functions: Any = False, opset_chosen: bool = True, optimize: bool = True) -> ONNXProgram:
+            module_functions: Any = False, opset_chosen: bool = True, optimize: bool | str = True) -> ONNXProgram:
     captured = None
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
@@ -119,6 +121,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         invalid = invalid_selection(module_functions)
         if invalid is not None:
             ctx.emit(rules.MODULE_FUNCTIONS_INVALID, given=invalid)
+        if not isinstance(optimize, bool) and optimize != ORT_FUSION:
+            ctx.emit(rules.INVALID_ARGUMENT, argument="optimize",
+                     error=f"expected True, False or {ORT_FUSION!r}, got {optimize!r}")
         registry = (registry or default_registry()).copy()
         keep: list[Any] = []
         for target, fn in (custom_translations if isinstance(custom_translations, Mapping) else {}).items():
@@ -188,8 +193,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             _fail(errors.TranslationError, f"{type(model).__name__} could not be translated to ONNX", ctx, record)
     with record.stage("optimize") as stage:
         if optimize:
-            optimized = optimize_translated(translated, opset)
+            optimized = optimize_translated(translated, opset, ort_fusion=optimize == ORT_FUSION)
             stage.detail = optimized.summary()
+            for name, count in optimized.padding_masks.items():
+                ctx.emit(rules.FULLY_MASKED_ROWS_AVERAGE, input=name, count=count)
             record.facts.update(nodes_translated=optimized.nodes_before)
         else:
             stage.status, stage.detail = "skipped", "optimize=False"

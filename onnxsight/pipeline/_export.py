@@ -31,7 +31,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
            opset_version: int | None = None, dynamic_shapes: Any = None,
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-           module_functions: bool | Iterable[type] = False, optimize: bool = True,
+           module_functions: bool | Iterable[type] = False, optimize: bool | str = True,
            report: bool = False, verify: bool = False, artifacts_dir: str | os.PathLike = ".",
            examples: Sequence[Any] | None = None, verbose: bool | None = None,
            float_model: Any = None, **torch_onnx: Any) -> ONNXProgram:
@@ -63,7 +63,9 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     ...), so that a call written for it works here: each is accepted where it means the same, noted
     (ARG019) where it cannot change the result, refused (ARG018) otherwise (``pipeline/_torch_onnx.py``).
 
-    ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips).
+    ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips);
+    ``optimize="ort-fusion"`` also writes the forms ONNX Runtime's transformer optimizer needs to fuse
+    attention where they are not free (BERT's padding masks, GPT-2's and LLaMA's attention).
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with

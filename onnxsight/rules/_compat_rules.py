@@ -119,3 +119,35 @@ OPSET_RAISED_FOR_DTYPE = define(
         ```
     """,
     tags=("dtype", "opset", "torch.onnx"))
+
+FULLY_MASKED_ROWS_AVERAGE = define(
+    "ONX008", "padding-mask-shaped-for-attention-fusion", N,
+    "{count} attention(s) read the padding mask from input {input} as scores + (1 - mask) * lowest, the form "
+    "ONNX Runtime's attention fusion matches: a row whose every key is masked (a sequence of padding only) "
+    "gives the mean of the values there, where PyTorch gives zeros",
+    "Nothing to do while every sequence has a token that is not padding; to keep PyTorch's zeros for "
+    "sequences of padding only, export with the default optimize=True (ONNX Runtime then fuses no attention "
+    "for this mask).",
+    what="Notes that the optimize stage, asked with `optimize=\"ort-fusion\"`, rewrote "
+         "`scaled_dot_product_attention` with a padding mask computed "
+         "from a model input (BERT's `attention_mask`) into BERT's additive form, dropping torch's guard for "
+         "rows whose every key is masked, so that `onnxruntime.transformers.optimizer.optimize_model` fuses "
+         "each layer into one `Attention`.",
+    why="No guard fits inside the pattern ONNX Runtime's fuser matches, and its fused `Attention` averages "
+        "the values of a fully masked row too. Rows with at least one key to attend to give PyTorch's "
+        "numbers exactly; only sequences of padding only differ, and `onnxsight.verify` with such an input "
+        "names the first attention output as the root cause (ACC002).",
+    example="""
+        prog = onnxsight.export(bert, (input_ids, attention_mask), optimize="ort-fusion")
+        # ONX008: 4 attention(s) read the padding mask from input attention_mask as scores + (1 - mask) * lowest ...
+        onnxsight.verify(prog, (input_ids, torch.zeros_like(attention_mask)))   # ACC002 at the first attention
+    """,
+    how="""
+        Usually nothing. If a batch can hold a sequence of padding only and its outputs are used, export
+        with the default optimisation, which keeps torch's guard:
+
+        ```python
+        onnxsight.export(bert, (input_ids, attention_mask))
+        ```
+    """,
+    tags=("onnx", "attention", "onnxruntime"))

@@ -85,18 +85,27 @@ OUTPUT_MISMATCH = define(
 
 NODE_DIVERGENCE = define(
     "ACC002", "node-divergence-root-cause", E,
-    "{value} ({target} -> {onnx_op}) is the first value to diverge: max abs diff {max_abs_diff} "
+    "{value} ({target} -> {onnx_op}{fused}) is the first value to diverge: max abs diff {max_abs_diff} "
     "while all its inputs match",
     "The translation of this op or the runtime kernel disagrees with PyTorch; the repro bundle isolates it.",
     what="Reports an intermediate value that differs from PyTorch while all its inputs agree: "
-         "the node where the divergence starts.",
+         "the node where the divergence starts. When an optimised model is verified "
+         "(`onnx_model=`) and the node making the value is a fusion, the message lists the "
+         "exported graph's ONNX and FX nodes it replaced, the user's lines and the modules they "
+         "came from (`fused` is empty otherwise).",
     why="Downstream mismatches follow from it; fixing this node usually fixes the outputs.",
     example="""
         result = onnxsight.verify(prog, per_node=True)
         result.root_causes    # ACC002 rows: the first diverging values
+        # an ORT-optimised BERT whose fused Attention is wrong:
+        # ACC002 reshape_1 (aten.reshape.default -> Attention, which replaced 18 ONNX nodes (MatMul, Add,
+        # Reshape, Transpose, Div, Softmax) of FX nodes linear, view, ... in encoder.layer.0.attention.self)
+        # is the first value to diverge: max abs diff 0.12 while all its inputs match
     """,
     how="Run `onnxsight.verify(prog, mode=\"isolated\")` to confirm with PyTorch's own inputs, "
-        "then report the translation with the repro bundle.",
+        "then report the translation with the repro bundle. For a fused node of an optimised model, "
+        "verify the model as exported (it should pass), then turn that fusion off in the optimiser "
+        "(ONNX Runtime: `FusionOptions`, for example `enable_attention = False`) or report it there.",
     tags=("accuracy", "root-cause"))
 
 NAN_INF_INTRODUCED = define(

@@ -11,6 +11,7 @@ import onnx
 
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
+from onnxsight.verification._fused import replaced_nodes
 from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
 from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
 from onnxsight.verification._float_model import feeds_for, layer_errors
@@ -94,8 +95,10 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     if out.repros and out.error is None:  # the smallest subgraph that still diverges, per root cause
         out.repros.update(reduce_repros(prog, index, pairs, list(out.repros), user_inputs, feeds, tolerance,
                                         used, device=torch_device))
+    fused = {} if onnx_model is None else replaced_nodes(prog, index, [r["value"] for r in out.rows
+                                                                       if r["root_cause"]])
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline,
-                     rounding=out.rounding)
+                     rounding=out.rounding, fused=fused)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
     sizes_checked, skipped, rounding = [named(sizes, names)], [], []

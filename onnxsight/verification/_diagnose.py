@@ -25,11 +25,13 @@ def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
                      ctx: DiagnosticContext, *, reference: str = "PyTorch",
-                     borderline: Mapping[str, str] | None = None, rounding: Mapping[str, str] | None = None) -> None:
+                     borderline: Mapping[str, str] | None = None, rounding: Mapping[str, str] | None = None,
+                     fused: Mapping[str, Any] | None = None) -> None:
     """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None);
     ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided;
-    ``rounding``: quantize value -> its elements one step apart (ACC012)."""
-    borderline, rounding = borderline or {}, rounding or {}
+    ``rounding``: quantize value -> its elements one step apart (ACC012); ``fused``: value -> what the
+    optimised model's node making it replaced (a ``_fused.Replaced``)."""
+    borderline, rounding, fused = borderline or {}, rounding or {}, fused or {}
     counts: dict[str, int] = {}
     for row in rows:
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
@@ -50,8 +52,13 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
                      value=row["value"], target=row["target"], reference=reference, detail=rounding[row["value"]])
         if not row["root_cause"]:
             continue
-        ctx.emit(rules.NODE_DIVERGENCE, node=node, properties=props, value=row["value"], target=row["target"],
-                 onnx_op=row.get("onnx_op"), max_abs_diff=_fmt(row["max_abs_diff"]))
+        replaced = fused.get(row["value"])
+        extra = {} if replaced is None else {"replaced_onnx_nodes": list(replaced.onnx_nodes),
+                                             "replaced_fx_nodes": list(replaced.fx_nodes),
+                                             "replaced_lines": list(replaced.lines)}
+        ctx.emit(rules.NODE_DIVERGENCE, node=node, properties={**props, **extra}, value=row["value"],
+                 target=row["target"], onnx_op=row.get("onnx_op"), max_abs_diff=_fmt(row["max_abs_diff"]),
+                 fused=replaced.text() if replaced is not None else "")
         if row.get("nonfinite_introduced"):
             ctx.emit(rules.NAN_INF_INTRODUCED, node=node, properties=props, value=row["value"], target=row["target"],
                      count=row["nonfinite_introduced"], reference=reference)

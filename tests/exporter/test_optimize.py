@@ -142,3 +142,11 @@ def test_fake_export_saved_with_a_checkpoint_transposes_its_weights(tmp_path: An
     program.save(path, weights=real.state_dict())
     out = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})[0]
     torch.testing.assert_close(torch.from_numpy(out), real(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["fast", 2, None])
+def test_an_optimize_value_that_is_no_choice_is_refused_naming_the_choices(value: Any) -> None:
+    with pytest.raises(onnxsight.ExportError) as info:
+        onnxsight.export(Mlp().eval(), (torch.randn(2, 8),), optimize=value)
+    [diagnostic] = [d for d in info.value.diagnostics if d.code == "ARG005"]
+    assert diagnostic.message == f"invalid value for optimize: expected True, False or 'ort-fusion', got {value!r}"

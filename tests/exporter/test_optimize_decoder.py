@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-from typing import Any
+from typing import Any, Callable
 
 import onnx
 import pytest
@@ -25,7 +25,7 @@ def _export(model: torch.nn.Module, tmp_path_factory: Any, name: str,
     model.config.return_dict = False
     model.eval()
     args = (torch.randint(0, 100, (batch, SEQ)),)
-    program = onnxsight.export(model, args)
+    program = onnxsight.export(model, args, optimize="ort-fusion")
     path = str(tmp_path_factory.mktemp(name) / f"{name}.onnx")
     program.save(path)
     return program, args, path
@@ -180,3 +180,22 @@ def test_causal_mask_of_another_query_length_is_refused() -> None:
 def test_the_forms_keep_the_graph_valid(gpt2: Any, llama: Any) -> None:
     for program, _, _ in (gpt2, llama):
         onnx.checker.check_model(program.model_proto, full_check=True)
+
+
+@pytest.mark.parametrize("build", [_gpt2, _llama], ids=["gpt2", "llama"])
+def test_the_default_export_leaves_out_the_decoder_forms(build: Callable[[Any], torch.nn.Module],
+                                                         tmp_path_factory: Any) -> None:
+    """The forms cost Shape arithmetic ORT folds again at load: only optimize="ort-fusion" writes them."""
+    transformers = pytest.importorskip("transformers")
+    model = build(transformers).eval()
+    model.config.use_cache, model.config.return_dict = False, False
+    args = (torch.randint(0, 100, (1, SEQ)),)
+    default = onnxsight.export(model, args)
+    forms = onnxsight.export(model, args, optimize="ort-fusion")
+    assert len(default.model_proto.graph.node) < len(forms.model_proto.graph.node)
+    assert "Shape" not in {n.op_type for n in default.model_proto.graph.node}
+    path = str(tmp_path_factory.mktemp("default") / "m.onnx")
+    default.save(path)
+    stats = _stats(_fused(path, opt_level=0))
+    assert not stats.get("Attention") and not stats.get("MultiHeadAttention")
+    torch.testing.assert_close(default(*args)[0], model(*args)[0], rtol=1e-4, atol=1e-4)

@@ -67,6 +67,11 @@ class ScatterAdd(torch.nn.Module):
         return torch.zeros(3, 4).scatter_add(0, torch.tensor([[0, 1, 2, 0]]), x[None])
 
 
+class KeyPaddingAttention(torch.nn.Module):
+    def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=keys[:, None, None, :])
+
+
 class TwoArgs(torch.nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return x * 2
@@ -306,6 +311,8 @@ CASES: tuple[Case, ...] = (
     Case("DTY005", Float8, options={"opset_version": 18}),
     Case("DTY006", Float8, marker="DTY005"),
     Case("ONX007", ScatterAdd, marker="export", options={"opset_version": 15}),
+    Case("ONX008", KeyPaddingAttention, args=(torch.randn(2, 2, 6, 8), torch.rand(2, 6) > 0.3), marker="export",
+         options={"optimize": "ort-fusion"}),
     Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
     Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from typing import Any
 
 import onnx
 import pytest
 import torch
 from onnx import numpy_helper
+from torch import nn
 
 import onnxsight
 
@@ -33,12 +35,71 @@ def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     return program, args, path
 
 
-def _ort_optimized(path: str) -> onnx.ModelProto:
+@pytest.fixture(scope="module")
+def masked_bert(tmp_path_factory: Any) -> tuple[Any, onnxsight.ONNXProgram, tuple, str]:
+    """BERT exported with (input_ids, attention_mask); the second sequence is padded after 5 tokens."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                     num_attention_heads=HEADS, intermediate_size=4 * HIDDEN,
+                                     max_position_embeddings=32)
+    model = transformers.BertModel(config, add_pooling_layer=False).eval()
+    model.config.return_dict = False
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 5:] = 0
+    args = (torch.randint(0, 100, (2, 8)), mask)
+    program = onnxsight.export(model, args, optimize="ort-fusion")
+    path = str(tmp_path_factory.mktemp("masked_bert") / "bert.onnx")
+    program.save(path)
+    return model, program, args, path
+
+
+@pytest.fixture(scope="module")
+def vit(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(image_size=32, patch_size=16, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                    num_attention_heads=HEADS, intermediate_size=4 * HIDDEN)
+    model = transformers.ViTModel(config, add_pooling_layer=False).eval()
+    model.config.return_dict = False
+    args = (torch.randn(1, 3, 32, 32),)
+    program = onnxsight.export(model, args)
+    path = str(tmp_path_factory.mktemp("vit") / "vit.onnx")
+    program.save(path)
+    return program, args, path
+
+
+class Encoder(nn.Module):
+    """A user's own pre-LN encoder (ViT's layout): its lines are where a broken fusion is shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(HIDDEN) for _ in range(LAYERS + 1))
+        self.q, self.k, self.v, self.out = (nn.ModuleList(nn.Linear(HIDDEN, HIDDEN) for _ in range(LAYERS))
+                                            for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(LAYERS):
+            h = self.norms[i](x)
+            q, k, v = (p[i](h).view(*x.shape[:2], HEADS, -1).transpose(1, 2) for p in (self.q, self.k, self.v))
+            attended = torch.nn.functional.scaled_dot_product_attention(q, k, v)  # the line a fusion names
+            x = x + self.out[i](attended.transpose(1, 2).reshape(x.shape))
+        return self.norms[-1](x)
+
+
+def _ort_optimized(path: str, model_type: str = "bert") -> onnx.ModelProto:
     from onnxruntime.transformers.optimizer import optimize_model
 
     with contextlib.redirect_stdout(io.StringIO()):
-        optimized = optimize_model(path, model_type="bert", num_heads=HEADS, hidden_size=HIDDEN)
+        optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN)
     return optimized.model
+
+
+def _break_first_attention(model: onnx.ModelProto) -> None:
+    """Scale the first fused Attention's packed weights by 1.5: a fusion that changes the numbers."""
+    attention = next(n for n in model.graph.node if n.op_type == "Attention")
+    weight = next(t for t in model.graph.initializer if t.name == attention.input[1])
+    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.5, weight.name))
 
 
 def test_ort_transformer_optimizer_fuses_attention_and_skip_layer_norms(bert: Any) -> None:
@@ -52,19 +113,53 @@ def test_ort_transformer_optimizer_fuses_attention_and_skip_layer_norms(bert: An
     assert result.info["compared"] >= 2 * LAYERS  # the values that survive fusion are still compared
 
 
-def test_a_broken_fusion_is_named_by_its_fused_op(bert: Any) -> None:
+def test_a_broken_fusion_is_named_by_its_fused_op_and_the_nodes_it_replaced(bert: Any) -> None:
     program, args, path = bert
     fused = _ort_optimized(path)
-    attention = next(n for n in fused.graph.node if n.op_type == "Attention")
-    weight = next(t for t in fused.graph.initializer if t.name == attention.input[1])
-    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.5, weight.name))
+    _break_first_attention(fused)
     result = onnxsight.verify(program, args, onnx_model=fused)
     assert not result.passed
     (root,) = result.root_causes.itertuples()
     assert root.onnx_op == "Attention"
     assert root.value == "reshape_1"  # the first layer's attention output: the value the fused node makes
-    message = next(d.message for d in result.diagnostics if d.code == "ACC002")
-    assert "Attention" in message and "reshape_1" in message
+    diagnostic = next(d for d in result.diagnostics if d.code == "ACC002")
+    assert "reshape_1 (aten.reshape.default -> Attention, which replaced 18 ONNX nodes (MatMul, Add, Reshape, " \
+           "Transpose, Div, Softmax) of FX nodes linear, view, transpose," in diagnostic.message
+    assert diagnostic.message.endswith("in encoder.layer.0.attention.self) is the first value to diverge: "
+                                       f"max abs diff {diagnostic.properties['max_abs_diff']:.3g} while all its "
+                                       "inputs match")
+    replaced = diagnostic.properties["replaced_fx_nodes"]
+    assert {"linear", "linear_1", "linear_2", "scaled_dot_product_attention", "reshape_1"} <= set(replaced)
+    assert "Softmax _Softmax_" in " ".join(diagnostic.properties["replaced_onnx_nodes"])
+    # the second layer's fused Attention is right: it is not named
+    assert not any("encoder.layer.1" in d.message for d in result.diagnostics if d.code == "ACC002")
+
+
+def test_a_broken_fusion_in_the_users_own_code_names_their_line(tmp_path: Any) -> None:
+    torch.manual_seed(0)
+    model, args = Encoder().eval(), (torch.randn(1, 6, HIDDEN),)
+    program = onnxsight.export(model, args)
+    program.save(tmp_path / "encoder.onnx")
+    fused = _ort_optimized(str(tmp_path / "encoder.onnx"), "vit")
+    assert [n.op_type for n in fused.graph.node].count("Attention") == LAYERS
+    assert onnxsight.verify(program, args, onnx_model=fused).passed
+    _break_first_attention(fused)
+    result = onnxsight.verify(program, args, onnx_model=fused)
+    diagnostic = next(d for d in result.diagnostics if d.code == "ACC002")
+    line = next(i for i, text in enumerate(open(__file__), 1) if "# the line a fusion names" in text)
+    assert re.search(rf"test_optimized_models\.py:(\d+, )*{line}\b", diagnostic.message), diagnostic.message
+    assert "scaled_dot_product_attention" in diagnostic.properties["replaced_fx_nodes"]
+
+
+def test_vit_fuses_one_attention_per_layer_at_the_default_opt_level(vit: Any) -> None:
+    program, args, path = vit
+    fused = _ort_optimized(path, "vit")
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("Attention") == LAYERS
+    assert ops.count("SkipLayerNormalization") == 2 * LAYERS
+    result = onnxsight.verify(program, args, onnx_model=fused)
+    assert result.passed
+    assert result.info["compared"] >= 2 * LAYERS
 
 
 def test_ort_session_optimized_model_is_verified_per_node(bert: Any, tmp_path: Any) -> None:
@@ -78,3 +173,46 @@ def test_ort_session_optimized_model_is_verified_per_node(bert: Any, tmp_path: A
     result = onnxsight.verify(program, args, onnx_model=str(tmp_path / "session.onnx"))
     assert result.passed
     assert result.info["compared"] > 0
+
+
+def test_bert_with_an_attention_mask_fuses_one_attention_per_layer(masked_bert: Any) -> None:
+    _, program, args, path = masked_bert
+    assert any(d.code == "ONX008" for d in program.diagnostics)
+    assert onnxsight.verify(program, args).passed
+    fused = _ort_optimized(path)
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("Attention") == LAYERS
+    assert ops.count("SkipLayerNormalization") == 2 * LAYERS
+    result = onnxsight.verify(program, args, onnx_model=fused)
+    assert result.passed
+    assert result.info["compared"] >= 2 * LAYERS
+
+
+def test_a_mask_with_a_hole_is_exact_as_exported_and_named_where_ort_reads_it_as_a_length(masked_bert: Any) -> None:
+    """ORT's fused BERT Attention takes the mask as a length per sequence (model_type="bert": ReduceSum of
+    the mask): a padding token in the middle is attended to there. The exported model is exact."""
+    _, program, (ids, mask), path = masked_bert
+    holed = mask.clone()
+    holed[0, 2] = 0
+    assert onnxsight.verify(program, (ids, holed)).passed
+    result = onnxsight.verify(program, (ids, holed), onnx_model=_ort_optimized(path))
+    assert not result.passed
+    (root,) = result.root_causes.itertuples()
+    assert (root.value, root.onnx_op) == ("reshape_1", "Attention")
+
+
+def test_a_sequence_of_padding_only_is_a_named_divergence_never_a_silent_one(masked_bert: Any) -> None:
+    """torch gives zeros for a fully masked attention row; the exported model (and ORT's fused one) the mean of
+    the values: verify names the first attention output, in the exported and in the fused model."""
+    _, program, (ids, mask), path = masked_bert
+    padding = mask.clone()
+    padding[1] = 0
+    exported = onnxsight.verify(program, (ids, padding))
+    assert not exported.passed
+    assert [r.value for r in exported.root_causes.itertuples()] == ["scaled_dot_product_attention"]
+    fused = onnxsight.verify(program, (ids, padding), onnx_model=_ort_optimized(path))
+    assert not fused.passed
+    message = next(d.message for d in fused.diagnostics if d.code == "ACC002")
+    assert message.startswith("reshape_1 (aten.reshape.default -> Attention, which replaced")
+    assert "scaled_dot_product_attention" in next(d for d in fused.diagnostics
+                                                  if d.code == "ACC002").properties["replaced_fx_nodes"]

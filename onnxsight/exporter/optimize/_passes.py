@@ -21,6 +21,8 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 
 # Model metadata key listing the values the passes removed (value -> pass), so a saved model says it too.
 OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
+# export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping).
+ORT_FUSION = "ort-fusion"
 
 
 @dataclass
@@ -30,6 +32,8 @@ class OptimizeReport:
     nodes_before: int = 0
     nodes_after: int = 0
     passes: dict[str, int] = field(default_factory=dict)
+    # graph input -> the attentions whose padding mask from it now averages fully masked rows (ONX008)
+    padding_masks: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         done = ", ".join(f"{name} {count}" for name, count in self.passes.items() if count) or "nothing to do"
@@ -51,15 +55,26 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
 
 
 # NOTE: run once, after the passes above reach their fixed point: they write the graph in the forms ONNX
-# Runtime's fusers match, which constant folding and the reshape pairs would otherwise undo.
-_FUSER_FORMS: list[tuple[str, Callable[[Graph], int]]] = [
-    ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
-    ("LLaMA rotary attention", _rotary.llama_rotary_attention),
-]
+# Runtime's transformer optimizer matches, which constant folding and the unsqueeze/reshape pairs would
+# otherwise undo. The forms of ``ort_fusion`` cost something the others do not: the padding-mask form gives
+# the mean of the values, not PyTorch's zeros, for a sequence of padding only (ONX008), and the decoder forms
+# add the Shape arithmetic ORT's fusers look for (larger files than torch.onnx's), so the user asks for them.
+def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
+    shaping: list[tuple[str, Callable[[Graph], int]]] = []
+    if ort_fusion:
+        shaping += [("attention padding masks", lambda g: _attention.padding_masks(g, report.padding_masks)),
+                    ("dead code", dead_code)]   # the guards the padding masks no longer need
+    shaping.append(("attention projection biases", _attention.projection_biases))
+    if ort_fusion:
+        shaping += [("GPT-2 causal attention", _decoder.gpt2_causal_attention),
+                    ("LLaMA rotary attention", _rotary.llama_rotary_attention)]
+    return [*shaping, ("dead code", dead_code)]
 
 
-def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeReport:
-    """Run every pass until none changes anything more; update ``translated`` in place."""
+def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: bool = False) -> OptimizeReport:
+    """Run every pass until none changes anything more, then the shaping passes once; update ``translated``
+    in place. ``ort_fusion``: also the forms ONNX Runtime's transformer optimizer needs that are not free
+    (``export(..., optimize="ort-fusion")``)."""
     report = OptimizeReport(nodes_before=len(translated.graph.node))
     if translated.functions:  # module_functions=: the graph is calls of local functions; left as built
         report.nodes_after = report.nodes_before
@@ -74,7 +89,7 @@ def optimize_translated(translated: TranslatedGraph, opset: int) -> OptimizeRepo
             changed += count
         if not changed:
             break
-    for name, run in [*_FUSER_FORMS, ("dead code", dead_code)]:
+    for name, run in _shaping(report, ort_fusion):
         report.passes[name] = report.passes.get(name, 0) + run(graph)
     _finish(graph, translated, weights)
     report.nodes_after = len(translated.graph.node)

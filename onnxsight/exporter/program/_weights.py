@@ -16,6 +16,7 @@ one copy chunk (a file), never the model.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -113,6 +114,8 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
         meta = source.meta(key)
         shape = tuple(meta.shape) if perm is None or len(meta.shape) != len(perm) else \
             tuple(meta.shape[i] for i in perm)
+        if name in translated.derived and perm is None:  # stored in another shape, the same elements in order
+            shape = tuple(tensor.shape) if math.prod(meta.shape) == tensor.numel() else shape
         if meta.dtype != tensor.dtype or shape != tuple(tensor.shape):
             mismatches.append(f"{key}: {_dtype(meta.dtype)} {list(meta.shape)} in the checkpoint, "
                               f"{_dtype(tensor.dtype)} {list(tensor.shape)} in the program")

@@ -1,0 +1,160 @@
+"""Attention shaped for ONNX Runtime's transformer optimizer: a pre-LN block's projection biases stored as
+[1, N] rows (so ORT's level-1 MatMulAddFusion leaves the block to the Python fusers), the same numbers, and a
+fake-mode export saved with a checkpoint writes them right."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections import Counter
+from typing import Any
+
+import onnx
+import pytest
+import torch
+from torch import nn
+
+import onnxsight
+
+HIDDEN, HEADS = 32, 4
+
+
+class PreLNBlock(nn.Module):
+    """ViT's attention, written out: LayerNorm, then Q/K/V, sdpa, the output projection, the residual, and the
+    next LayerNorm (ORT's fuser starts from it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.next_norm = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
+        self.q, self.k, self.v, self.o = (nn.Linear(HIDDEN, HIDDEN) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        heads = [p(h).view(x.shape[0], x.shape[1], HEADS, -1).transpose(1, 2) for p in (self.q, self.k, self.v)]
+        attended = torch.nn.functional.scaled_dot_product_attention(*heads)
+        return self.next_norm(x + self.o(attended.transpose(1, 2).reshape(x.shape)))
+
+
+class MaskedPreLNBlock(PreLNBlock):
+    """The same block with a key-padding mask from an input."""
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        h = self.norm(x)
+        heads = [p(h).view(x.shape[0], x.shape[1], HEADS, -1).transpose(1, 2) for p in (self.q, self.k, self.v)]
+        attended = torch.nn.functional.scaled_dot_product_attention(*heads, attn_mask=keys[:, None, None, :])
+        return self.next_norm(x + self.o(attended.transpose(1, 2).reshape(x.shape)))
+
+
+def _fused(path: str, model_type: str = "vit", **options: Any) -> Counter:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        optimized = optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN, **options)
+    return Counter(n.op_type for n in optimized.model.graph.node)
+
+
+@pytest.mark.parametrize("opt_level", [None, 0], ids=["default", "opt_level-0"])
+def test_a_pre_ln_block_fuses_into_one_attention(tmp_path: Any, opt_level: int | None) -> None:
+    torch.manual_seed(0)
+    model, x = PreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
+    program = onnxsight.export(model, (x,))
+    rows = {t.name: list(t.dims) for t in program.model_proto.graph.initializer if t.name.endswith(".bias.row")}
+    assert rows == {f"{p}.bias.row": [1, HIDDEN] for p in "qkvo"}
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-5, atol=1e-5)
+    program.save(tmp_path / "m.onnx")
+    assert _fused(str(tmp_path / "m.onnx"), opt_level=opt_level)["Attention"] == 1
+    plain = onnxsight.export(model, (x,), optimize=False)
+    plain.save(tmp_path / "plain.onnx")
+    assert _fused(str(tmp_path / "plain.onnx"))["Attention"] == 0  # what the rows are for
+
+
+def test_a_pre_ln_block_with_a_padding_mask_fuses_into_one_attention(tmp_path: Any) -> None:
+    torch.manual_seed(0)
+    model, x = MaskedPreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
+    keys = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    program = onnxsight.export(model, (x, keys), optimize="ort-fusion")
+    assert {t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")} == \
+        {f"{p}.bias.row" for p in "qkvo"}
+    torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
+    program.save(tmp_path / "m.onnx")
+    assert _fused(str(tmp_path / "m.onnx"), "bert")["Attention"] == 1
+
+
+def test_fake_export_saved_with_a_checkpoint_writes_the_bias_rows(tmp_path: Any) -> None:
+    import onnxruntime as ort
+
+    torch.manual_seed(1)
+    real, x = PreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
+    with onnxsight.fake_mode():
+        fake = PreLNBlock().eval()
+    program = onnxsight.export(fake, (x,))
+    assert "q.bias.row" in program.initializers
+    path = tmp_path / "m.onnx"
+    program.save(path, weights=real.state_dict())
+    assert [list(t.dims) for t in onnx.load(path, load_external_data=False).graph.initializer
+            if t.name == "q.bias.row"] == [[1, HIDDEN]]
+    out = ort.InferenceSession(str(path)).run(None, {"x": x.numpy()})[0]
+    torch.testing.assert_close(torch.from_numpy(out), real(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_post_ln_block_keeps_its_biases_as_they_are() -> None:
+    """BERT's layout (LayerNorm after the residual Add): ORT recognises it already, and a [1, N] bias would keep
+    the output projection's bias out of SkipLayerNormalization."""
+
+    class PostLN(PreLNBlock):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.norm(x)
+            heads = [p(h).view(x.shape[0], x.shape[1], HEADS, -1).transpose(1, 2) for p in (self.q, self.k, self.v)]
+            attended = torch.nn.functional.scaled_dot_product_attention(*heads)
+            return self.next_norm(h + self.o(attended.transpose(1, 2).reshape(x.shape)))
+
+    program = onnxsight.export(PostLN().eval(), (torch.randn(2, 6, HIDDEN),))
+    assert not [t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")]
+
+
+class PaddedAttention(nn.Module):
+    """sdpa with a key-padding mask from an input: ``keys`` (batch, seq) bool, or a full (batch, 1, L, S) mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.view(*x.shape[:2], HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        full = mask[:, None, None, :] if mask.dim() == 2 else mask
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=full)
+
+
+def test_a_key_padding_mask_from_an_input_takes_berts_additive_form() -> None:
+    torch.manual_seed(0)
+    model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
+    keys = torch.tensor([[True] * 6, [True, False, True, True, False, False]])
+    exact = onnxsight.export(model, (x, keys))  # the default keeps torch's guard: no ONX008, zeros for padding
+    assert "ReduceMax" in Counter(n.op_type for n in exact.model_proto.graph.node)
+    assert not [d for d in exact.diagnostics if d.code == "ONX008"]
+    program = onnxsight.export(model, (x, keys), optimize="ort-fusion")
+    ops = Counter(n.op_type for n in program.model_proto.graph.node)
+    assert "ReduceMax" not in ops and ops["Unsqueeze"] == 2 and ops["Sub"] == 1, ops  # the guard is gone
+    torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
+    note = next(d for d in program.diagnostics if d.code == "ONX008")
+    assert note.message.startswith("1 attention(s) read the padding mask from input mask as scores")
+    # a sequence of padding only: torch gives zeros, the additive form the mean of the values
+    dead = keys.clone()
+    dead[1] = False
+    torch.testing.assert_close(exact(x, dead)[0], model(x, dead), rtol=1e-5, atol=1e-5)
+    expected, got = model(x, dead), program(x, dead)[0]
+    assert torch.all(expected[1] == 0)
+    torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    v = model.qkv(x).chunk(3, dim=-1)[2].view(2, 6, HEADS, -1).transpose(1, 2)
+    torch.testing.assert_close(got[1], v[1].mean(dim=-2, keepdim=True).expand_as(got[1]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_mask_that_is_not_a_key_padding_mask_keeps_the_guard() -> None:
+    torch.manual_seed(0)
+    model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
+    full = torch.rand(2, 1, 6, 6) > 0.3
+    full[0, 0, 2] = False  # a fully masked row: torch's zeros
+    program = onnxsight.export(model, (x, full), optimize="ort-fusion")
+    assert "ReduceMax" in Counter(n.op_type for n in program.model_proto.graph.node)
+    assert not [d for d in program.diagnostics if d.code == "ONX008"]
+    torch.testing.assert_close(program(x, full)[0], model(x, full), rtol=1e-5, atol=1e-5)
