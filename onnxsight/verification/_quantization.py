@@ -77,3 +77,41 @@ def rounding(node: Any, expected: np.ndarray, actual: np.ndarray) -> str | None:
         return None
     apart = int(np.count_nonzero(diff))
     return f"{apart} of {diff.size} element{'s' if diff.size != 1 else ''} one step apart"
+
+
+def output_grids(pairs: Any) -> dict[str, Any]:
+    """For each graph output (``Pair`` of the engine), the per-tensor quantize or dequantize node nearest
+    before it, whose grid its differences are measured in; outputs of a float model have none.
+
+    NOTE: per-channel dequantizes (weights) are passed over: an activation's grid is what a deployed
+    integer kernel rounds to, and a weight's per-channel scales do not broadcast to the output.
+    """
+    grids: dict[str, Any] = {}
+    pairs = list(pairs)
+    if not pairs or not any(kind(node) for node in pairs[0].node.graph.nodes):
+        return grids
+    for pair in pairs:
+        frontier, seen = [pair.node], {pair.node}
+        while frontier and pair.value not in grids:
+            following = []
+            for node in frontier:
+                if kind(node) is not None and "per_tensor" in str(node.target):
+                    grids[pair.value] = node
+                    break
+                for source in node.all_input_nodes:
+                    if source not in seen:
+                        seen.add(source)
+                        following.append(source)
+            frontier = following
+    return grids
+
+
+def grid_step(node: Any, value_of: Callable[[Any], Any]) -> float | None:
+    """The step of ``node``'s grid in float units (its scale), for a per-tensor quantize or dequantize."""
+    scale = node.args[1]
+    if hasattr(scale, "op"):
+        scale = value_of(scale)
+        if scale is None:
+            return None
+        scale = scale.detach().cpu().double().numpy() if hasattr(scale, "detach") else scale
+    return float(np.asarray(scale, dtype=np.float64).reshape(-1)[0])
