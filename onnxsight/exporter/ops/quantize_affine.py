@@ -237,3 +237,14 @@ def _reduce(b: GraphBuilder, op: str, x: Value, axes: list[int], keepdim: bool, 
 def _shaped(value: Value, shape: tuple) -> Value:
     value.shape = shape
     return value
+
+
+@translation("aten::_int_mm.default")
+def int_mm(b: GraphBuilder, self: Value, mat2: Value) -> Value:
+    """_int_mm(Tensor self, Tensor mat2) -> Tensor
+
+    int8 x int8 -> int32 matrix product (torchao's ``Int8DynamicActivationInt8WeightConfig`` computes its
+    Linear layers so): MatMulInteger, ONNX Runtime's integer kernel.
+    """
+    shape = (self.shape[0], mat2.shape[1]) if self.shape and mat2.shape else None
+    return b.op("MatMulInteger", self, mat2, dtype=torch.int32, shape=shape)
