@@ -122,9 +122,10 @@ def suite() -> list[ModelSpec]:
     ]
     try:
         import_or_unavailable("torchvision", "quantized")
-    except SuiteUnavailable:
-        return specs  # the torchvision models need torchvision (make test-vision's environment)
+        missing = None
+    except SuiteUnavailable as exc:  # the torchvision models need torchvision (make test-vision's environment)
+        missing = str(exc)
     for name in ("resnet18", "mobilenet_v2"):
         specs.append(ModelSpec(f"int8_{name}", _builder(_torchvision(name), lambda: (torch.randn(2, 3, 64, 64),)),
-                               tags=("quantized", "vision", "torchvision"), dynamic=_BATCH))
+                               tags=("quantized", "vision", "torchvision"), dynamic=_BATCH, unavailable=missing))
     return specs
