@@ -100,22 +100,26 @@ def check_deployed(model: onnx.ModelProto, weights: Any, feeds: Mapping[str, np.
                                           actual_dtype=actual_dtype).passed:  # else ACC001 says it already
             failed.append((row, expected, actual, bounds))
     if failed:
-        _judge(failed, full, feeds, out, providers, session_options, record, ctx)
+        _judge(failed, full, feeds, out, providers, session_options, record, tolerance, ctx)
     return record
 
 
 def _judge(failed: Sequence[tuple[dict, np.ndarray, np.ndarray, Any]], model: onnx.ModelProto,
            feeds: Mapping[str, np.ndarray], out: EngineOutput, providers: Sequence[str], session_options: Any,
-           record: dict[str, Any], ctx: DiagnosticContext) -> None:
-    """ACC013 for each output the deployed session gets wrong that the same graph run whole unoptimised gets right.
+           record: dict[str, Any], tolerance: Tolerance, ctx: DiagnosticContext) -> None:
+    """ACC013 for each output the deployed session gets wrong, judged against the same graph run whole unoptimised.
 
     Where the unoptimised graph gives what the deployed session gives, the optimisations changed nothing
     and the per-node run has judged the graph: a quantize node that rounds a half step the other way
     (ACC012) moves the outputs after it in any whole-model run, while the per-node run goes on from
     PyTorch's integers; in isolated mode, or against float64 (``reference=``), drift accumulated over the
-    whole graph is not what the per-node judgement measures.
+    whole graph is not what the per-node judgement measures. A quantized output is judged in steps of its
+    grid: integer kernels requantize with their own rounding, so within ``tolerance.quantization_steps``
+    of the unoptimised graph ACC013 is a note; beyond, an error.
     """
     import onnxruntime as ort
+
+    from onnxsight.rules import Level
 
     plain = ort.SessionOptions()
     plain.log_severity_level = 4
@@ -125,25 +129,38 @@ def _judge(failed: Sequence[tuple[dict, np.ndarray, np.ndarray, Any]], model: on
     session = f"{record['optimization_level']}, {', '.join(providers)}"
     for row, expected, actual, bounds in failed:
         base = unoptimised.get(row["output"])
-        if base is not None and np.shape(base) == np.shape(actual) and compare(base, actual, bounds).passed:
+        comparable = base is not None and np.shape(base) == np.shape(actual)
+        if comparable and compare(base, actual, bounds).passed:
             row["passed"] = True
             row["explained_by"] = ("the graph run whole without optimisations gives the same"
                                    + (": quantize rounding (ACC012)" if out.rounding else ""))
             continue
+        apart = _max_abs(base, actual) if comparable else None
+        row["unoptimised_max_abs_diff"] = apart
+        row["unoptimised_max_diff_steps"] = steps = _in_steps(apart, row["step"]) if apart is not None else None
+        within = steps is not None and steps <= tolerance.quantization_steps
+        row["passed"] = within
         if kernels is None:
             record["fused_kernels"] = kernels = fused_kernels(model, providers, session_options)
         baseline = _max_abs(expected, base) if base is not None else row["per_node_max_abs_diff"]
         row["baseline_max_abs_diff"] = baseline
+        if steps is not None:
+            verdict = (f"{steps:.2g} quantization steps from it, {'within' if within else 'beyond'} the tolerance "
+                       f"of {tolerance.quantization_steps:g}")
+        else:
+            verdict = f"beyond the tolerance (atol={bounds.atol:g}, rtol={bounds.rtol:g})"
         ctx.emit(rules.DEPLOYED_SESSION_DIFFERS, node=out.nodes.get(row["output"]),
+                 level=Level.NOTE if within else None,
                  properties={"onnx_value": row["output"], "fused_kernels": kernels,
                              **{k: row[k] for k in ("max_abs_diff", "max_diff_steps", "step", "per_node_max_abs_diff",
-                                                    "baseline_max_abs_diff")}},
+                                                    "baseline_max_abs_diff", "unoptimised_max_abs_diff",
+                                                    "unoptimised_max_diff_steps")}},
                  output=row["output"], session=session, reference="PyTorch",
                  max_abs_diff=f"{row['max_abs_diff']:.3g}",
                  steps=_steps_text(row["max_diff_steps"], row["grid"], row["step"]),
                  baseline="the same graph without optimisations (ORT_DISABLE_ALL)" if base is not None
                  else "the per-node run", baseline_diff=f"{baseline:.3g}",
-                 baseline_steps=_steps_text(_in_steps(baseline, row["step"]), None, None),
+                 baseline_steps=_steps_text(_in_steps(baseline, row["step"]), None, None), verdict=verdict,
                  cause=_cause(model, kernels, record["optimization_level"]))
 
 
@@ -221,8 +238,8 @@ def _max_abs(expected: np.ndarray, actual: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(expected, dtype=np.float64) - np.asarray(actual, dtype=np.float64))))
 
 
-def _in_steps(diff: float, step: float | None) -> float | None:
-    return None if not step else float(diff) / step
+def _in_steps(diff: float | None, step: float | None) -> float | None:
+    return None if not step or diff is None else float(diff) / step
 
 
 def _steps_text(steps: float | None, grid: str | None, step: float | None) -> str:

@@ -101,8 +101,31 @@ def _torchvision(name: str) -> Callable[[], torch.nn.Module]:
     def make() -> torch.nn.Module:
         import torchvision
 
+        if name == "resnet18":
+            return _resnet18(torchvision)
         return getattr(torchvision.models, name)(weights=None)
     return make
+
+
+def _resnet18(torchvision: Any) -> torch.nn.Module:
+    """torchvision's ResNet-18 (random weights) with the second ReLU of each block a module of its own.
+
+    NOTE: torchvision's BasicBlock calls one ReLU module twice; torchao 0.18's X86InductorQuantizer then
+    finds one partition with two outputs and refuses the model ("Input partition has more than one output
+    node"). The network computes the same.
+    """
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    class Block(BasicBlock):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.relu2 = torch.nn.ReLU(inplace=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+            return self.relu2(out + (x if self.downsample is None else self.downsample(x)))
+
+    return ResNet(Block, [2, 2, 2, 2])
 
 
 def suite() -> list[ModelSpec]:
