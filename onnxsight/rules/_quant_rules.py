@@ -76,8 +76,9 @@ DEPLOYED_SESSION_DIFFERS = define(
          "Runtime's own: every graph optimisation), while the per-node run matches and the same graph "
          "run whole without optimisations does not differ so. For a quantized model the difference is "
          "given in steps of the output's quantization grid (the scale of the last per-tensor quantize "
-         "before it) and judged in them: within `Tolerance.quantization_steps` (default 1) of the "
-         "unoptimised graph it is a note, beyond it an error. The fused kernels the optimised session "
+         "before it) and judged in them: where the optimised session adds at most "
+         "`Tolerance.quantization_steps` (default 1) to the unoptimised graph's own difference it is a "
+         "note, beyond it an error. The fused kernels the optimised session "
          "runs that the model does not have are named.",
     why="`verify()` compares every intermediate value by running the graph in chunks, each value a "
         "graph output of its chunk; ONNX Runtime cannot fuse across a value that is an output, so "
@@ -94,7 +95,7 @@ DEPLOYED_SESSION_DIFFERS = define(
         # ACC013: output add_1 of the deployed ONNX Runtime session (ORT_ENABLE_ALL, CPUExecutionProvider)
         # differs from PyTorch by 0.00977 (1.2 quantization steps of dequantize_per_tensor_3's grid, step
         # 0.00808) where the same graph without optimisations (ORT_DISABLE_ALL) differs by 2.38e-07
-        # (2.9e-05 quantization steps), 1.2 quantization steps from it, beyond the tolerance of 1: ONNX
+        # (2.9e-05 quantization steps), 1.2 quantization steps more, beyond the tolerance of 1: ONNX
         # Runtime fused the quantized graph into integer kernels that round differently from the
         # QuantizeLinear/DequantizeLinear it was given (MatMulNBits x4 (com.microsoft)) ...
     """,

@@ -66,10 +66,10 @@ class Tolerance:
     ``overrides`` maps an ONNX value name or glob (``"layers.*.softmax*"``) to
     ``(atol, rtol)``; the first matching pattern wins. An element mismatches when
     ``|actual - expected| > atol + rtol * |expected|``; a value passes when at most
-    ``max_mismatch_fraction`` of its elements mismatch. ``quantization_steps``: how far, in steps of a
-    quantized output's grid, the deployed session (its integer kernels) may be from the same graph run
-    unoptimised: such kernels requantize with their own rounding, one step at a half step, as a
-    QuantizeLinear can (ACC013 is then a note, not an error).
+    ``max_mismatch_fraction`` of its elements mismatch. ``quantization_steps``: how much, in steps of a
+    quantized output's grid, the deployed session (its integer kernels) may add to the difference from
+    PyTorch of the same graph run unoptimised: such kernels requantize with their own rounding, one step at
+    a half step as a QuantizeLinear can (ACC013 is then a note, not an error).
     """
 
     dtypes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
