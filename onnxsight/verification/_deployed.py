@@ -46,8 +46,8 @@ def check_deployed(model: onnx.ModelProto, weights: Any, feeds: Mapping[str, np.
     """Run ``model`` whole in one session and compare its graph outputs with PyTorch's (``out.output_values``).
 
     ``fed``: values the per-node run took from PyTorch (random draws, tie orders); a whole-model run draws
-    its own, so its outputs cannot be compared. Returns what ``info["deployed"]`` records: the session, and per output the differences (absolute and
-    in steps) of the deployed and the per-node run.
+    its own, so its outputs cannot be compared. Returns what ``info["deployed"]`` records: the session, and
+    per output the differences (absolute and in steps) of the deployed and the per-node run.
     """
     level = _level_name(session_options)
     record: dict[str, Any] = {"compared": False, "optimization_level": level, "providers": list(providers)}
