@@ -44,7 +44,7 @@ class _Granularity:
     missing: tuple[int, ...] = ()   # dims torchao's (keepdim=False) scale leaves out: blocks of the whole dim
 
 
-def _granularity(b: GraphBuilder, op: str, x: Value, block_size: Sequence[Any]) -> _Granularity:
+def _granularity(b: GraphBuilder, x: Value, block_size: Sequence[Any]) -> _Granularity:
     shape = x.shape
     if shape is None or len(shape) != len(block_size):
         raise UnsupportedVariant("block_size", list(block_size), "one entry per dim of an input of known rank")
@@ -149,7 +149,7 @@ def quantize_affine(b: GraphBuilder, input: Value, block_size: Sequence[Any], sc
         tensor = torch.ops.torchao.quantize_affine.default(values[0], list(block_size), values[1], zp, output_dtype,
                                                            quant_min, quant_max)
         return _store(b, tensor, b.node.name)
-    grain = _granularity(b, "quantize_affine", input, block_size)
+    grain = _granularity(b, input, block_size)
     s = _param(b, scale, input, grain, torch.float32)
     q = b.op("QuantizeLinear", _float_input(b, input), s, _zero_point(b, zero_point, s, input, grain, dtype),
              axis=grain.axis, block_size=grain.block, dtype=dtype, shape=input.shape)
@@ -166,7 +166,7 @@ def dequantize_affine(b: GraphBuilder, input: Value, block_size: Sequence[Any], 
     ``(input - zero_point) * scale`` per block: DequantizeLinear, then a Cast to ``output_dtype``.
     """
     dtype, _, _ = _checked(b, input_dtype, quant_min, quant_max)
-    grain = _granularity(b, "dequantize_affine", input, block_size)
+    grain = _granularity(b, input, block_size)
     s = _param(b, scale, input, grain, torch.float32)
     zp = _param(b, zero_point, input, grain, dtype) if zero_point is not None and (
         zero_point.shape is None or 0 not in zero_point.shape) else None
@@ -193,7 +193,7 @@ def choose_qparams_affine(b: GraphBuilder, input: Value, mapping_type: str, bloc
     if mapping_type not in _MAPPINGS:
         raise UnsupportedVariant("mapping_type", repr(mapping_type), ", ".join(repr(m) for m in _MAPPINGS))
     _, low, high = _checked(b, target_dtype, quant_min, quant_max)
-    grain = _granularity(b, "choose_qparams_affine", input, block_size)
+    grain = _granularity(b, input, block_size)
     if grain.kind == "block" and grain.block != input.shape[grain.axis]:
         raise UnsupportedVariant("block_size", f"{list(block_size)} (blocks of {grain.block} along dim {grain.axis})",
                                  "blocks of 1 or of the whole dim (per tensor, per axis, per token)")
