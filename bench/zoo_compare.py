@@ -319,6 +319,8 @@ def _run_all(opts: argparse.Namespace) -> list[dict[str, Any]]:
         for suite in load_suites(opts.suite):
             if suite.skipped:
                 print(f"{suite.name}: skipped: {suite.skipped}", file=sys.stderr)
+            for model, reason in suite.skipped_models:
+                print(f"{suite.name}/{model}: skipped: {reason}", file=sys.stderr)
             for spec in (s for s in suite.specs if s.matches(opts.filter)):
                 row = rows[spec.name] = {**_run_one(suite, spec, opts, tmp), "commit": _commit()}
                 print(f"{spec.name}: {row['wall']:.0f} s", file=sys.stderr, flush=True)

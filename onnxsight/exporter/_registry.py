@@ -46,6 +46,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.vision",
     "onnxsight.exporter.ops.moe",
     "onnxsight.exporter.ops.quantize",
+    "onnxsight.exporter.ops.quantize_affine",
 )
 
 _ATTR = "__onnxsight_translations__"

@@ -1,4 +1,5 @@
-"""Rules about quantized models: eager-mode quantized modules, and quantize rounding in verification."""
+"""Rules about quantized models: eager-mode quantized modules, quantize rounding in verification, and the
+deployed session whose fused (integer) kernels differ from the per-node run."""
 
 from __future__ import annotations
 
@@ -62,3 +63,46 @@ QUANTIZE_ROUNDING = define(
     how="Nothing to fix. `result.nodes['max_diff_steps']` gives every quantized value's difference "
         "in quantization steps.",
     tags=("accuracy", "verification", "quantization"))
+
+DEPLOYED_SESSION_DIFFERS = define(
+    "ACC013", "deployed-session-differs", E,
+    "output {output} of the deployed ONNX Runtime session ({session}) differs from {reference} by "
+    "{max_abs_diff}{steps} where {baseline} differs by {baseline_diff}{baseline_steps}, {verdict}: {cause}",
+    "Deploy with the optimisation level the per-node run matches (ORT_ENABLE_BASIC: "
+    "SessionOptions.graph_optimization_level), or accept the difference with a tolerance for this output "
+    "(Tolerance(overrides={output: (atol, rtol)}), or Tolerance(quantization_steps=...) for a quantized one).",
+    what="Reports a graph output that differs from PyTorch when the whole model runs in one ONNX "
+         "Runtime session with the session options it will be deployed with (by default ONNX "
+         "Runtime's own: every graph optimisation), while the per-node run matches and the same graph "
+         "run whole without optimisations does not differ so. For a quantized model the difference is "
+         "given in steps of the output's quantization grid (the scale of the last per-tensor quantize "
+         "before it) and judged in them: where the optimised session adds at most "
+         "`Tolerance.quantization_steps` (default 1) to the unoptimised graph's own difference it is a "
+         "note, beyond it an error. The fused kernels the optimised session "
+         "runs that the model does not have are named.",
+    why="`verify()` compares every intermediate value by running the graph in chunks, each value a "
+        "graph output of its chunk; ONNX Runtime cannot fuse across a value that is an output, so "
+        "the per-node run never sees the fusions a deployed session makes. For a quantized model the "
+        "largest ones replace QuantizeLinear/DequantizeLinear around a MatMul or Conv with an "
+        "integer kernel (`MatMulNBits`, `QLinearMatMul`, `MatMulInteger`, `QLinearConv`, "
+        "`DynamicQuantizeLinear`...) that rounds differently from the graph as written: a "
+        "requantization one step off at a half step is rounding (a note), a kernel that quantizes "
+        "its activations its own way (`MatMulNBits` quantizes them in blocks of its own) moves outputs "
+        "by more. Without this check a model whose every node matches would pass while the model users "
+        "run does not.",
+    example="""
+        result = onnxsight.verify(prog)     # a dynamically quantized transformer block, static shapes
+        # ACC013: output add_1 of the deployed ONNX Runtime session (ORT_ENABLE_ALL, CPUExecutionProvider)
+        # differs from PyTorch by 0.00977 (1.2 quantization steps of dequantize_per_tensor_3's grid, step
+        # 0.00808) where the same graph without optimisations (ORT_DISABLE_ALL) differs by 2.38e-07
+        # (2.9e-05 quantization steps), 1.2 quantization steps more, beyond the tolerance of 1: ONNX
+        # Runtime fused the quantized graph into integer kernels that round differently from the
+        # QuantizeLinear/DequantizeLinear it was given (MatMulNBits x4 (com.microsoft)) ...
+    """,
+    how="""
+        Decide which result you deploy. If the integer kernels' rounding is acceptable, widen the
+        tolerance (`Tolerance(quantization_steps=2)`, or `Tolerance(overrides={"add_1": (1e-2, 0)})`);
+        otherwise deploy with `SessionOptions.graph_optimization_level = ORT_ENABLE_BASIC` and verify with
+        the same options (`onnxsight.verify(prog, session_options=options)`).
+    """,
+    tags=("accuracy", "verification", "quantization", "onnxruntime"))

@@ -13,6 +13,7 @@ from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
 from onnxsight.verification._fused import replaced_nodes
 from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
+from onnxsight.verification._deployed import check_deployed
 from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
 from onnxsight.verification._float_model import feeds_for, layer_errors
 from onnxsight.verification._engine import EngineConfig, EngineOutput, Plan, plan_values, run_engine
@@ -42,7 +43,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
            memory_budget: int = DEFAULT_MEMORY_BUDGET, provider_fallback: bool = False,
            torch_device: str = "cpu", max_repros: int = DEFAULT_MAX_REPROS,
            reference: str | None = None, repro_dir: str | os.PathLike | None = None,
-           other_sizes: bool = False, float_model: Any = None) -> VerificationResult:
+           other_sizes: bool = False, float_model: Any = None, session_options: Any = None) -> VerificationResult:
     """Compare ``prog`` (an :class:`onnxsight.ONNXProgram`) with PyTorch, value by value.
 
     ``args``/``kwargs`` default to the example inputs; ``random_inputs=True`` draws seeded
@@ -68,6 +69,12 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     ``memory_budget`` (or they pass 2 GB), all chunk sessions are fed one copy, the program's own
     tensors or an ``onnx_model`` file's external data mapped in place (VER016/VER017 when that
     file is missing or short), so a model above 2 GB verifies in about its own size of memory.
+
+    The whole model also runs once in one session as it will be deployed (``session_options``, an
+    ``onnxruntime.SessionOptions``; default ONNX Runtime's own, every graph optimisation), and every
+    graph output is compared with PyTorch: the chunked per-node run cannot see the fusions such a
+    session makes (Q/DQ into integer kernels), so an output that differs only there fails with ACC013,
+    in quantization steps, naming the fused kernels (``result.info["deployed"]``, ``_deployed.py``).
 
     ``float_model``: for a quantized program, the float model it was quantized from; every layer's
     output in the ONNX model is also compared with the float model's (``_float_model.py``), worst
@@ -99,6 +106,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
                                                                        if r["root_cause"]])
     emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline,
                      rounding=out.rounding, fused=fused)
+    deployed = None if out.error else check_deployed(model, weights, feeds, out, used, session_options, tolerance,
+                                                     ctx, fed=[p.value for p in plan.fed], memory_budget=memory_budget)
     coverage = _coverage(plan, out, index, ctx)
     names = dim_names(prog)
     sizes_checked, skipped, rounding = [named(sizes, names)], [], []
@@ -110,7 +119,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
             "inputs": "random" if random_inputs else "example", "seed": seed,
             "tolerance": tolerance.to_dict(), "coverage": summary(coverage), "sizes_checked": sizes_checked,
             "sizes_skipped": skipped, "sizes_within_noise_floor": rounding,
-            "seconds": time.perf_counter() - start}
+            "deployed": deployed, "seconds": time.perf_counter() - start}
     if float_model is not None:
         call = (tuple(user_inputs), {}) if args is None and not kwargs or random_inputs else (
             tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))

@@ -43,8 +43,12 @@ class ChunkExecutor:
         """Compute ``targets``. Values in ``reference`` are fed instead of computed (isolated mode)."""
         reference = reference or {}
         targets = [t for t in targets if self.index.is_computed(t)]
+        # NOTE: a value an earlier chunk computed (paired again with an FX view of it) is not computed
+        # again: the engine may have replaced it (a quantize's PyTorch integers, ACC012) for later chunks
+        ready = {t: self.env[t] for t in targets if t in self.env and t not in reference}
+        targets = [t for t in targets if t not in ready]
         if not targets:
-            return {}
+            return ready
         stop = set(self.env) | set(reference)
         nodes = self.index.slice(targets, stop)
         renames = {name: name + FED_SUFFIX for name in reference}
@@ -85,7 +89,7 @@ class ChunkExecutor:
             self.env[name] = results[name]
         for name in [n for n in self.env if not self._needed_later(n)]:
             del self.env[name]
-        return {t: results[t] for t in targets}
+        return {**ready, **{t: results[t] for t in targets}}
 
     def probe(self, targets: Sequence[str], reference: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Compute ``targets`` from ``reference`` values as a side check: what later chunks read (the values

@@ -37,6 +37,7 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
             counts[root] = counts.get(root, 0) + 1
     output_set = set(outputs)
+    noted: set[str] = set()
     for row in rows:
         node = nodes.get(row["value"])
         props = _properties(row)
@@ -47,7 +48,8 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
             ctx.emit(rules.BORDERLINE_DECISION, node=node, properties={**props, "value": row["value"]},
                      value=row["value"], target=row["target"], reference=reference,
                      detail=borderline[row["value"]], count=counts.get(row["value"], 0))
-        if row["value"] in rounding:
+        if row["value"] in rounding and row["value"] not in noted:  # once: an FX view of it shares the value
+            noted.add(row["value"])
             ctx.emit(rules.QUANTIZE_ROUNDING, node=node, properties={**props, "value": row["value"]},
                      value=row["value"], target=row["target"], reference=reference, detail=rounding[row["value"]])
         if not row["root_cause"]:

@@ -61,6 +61,10 @@ class EngineOutput:
     outputs: frozenset[str] = frozenset()  # graph outputs: compared end to end, never excused
     borderline: dict[str, str] = field(default_factory=dict)  # value -> what its borderline decision was
     rounding: dict[str, str] = field(default_factory=dict)  # quantize value -> its elements one step apart
+    # graph output -> (PyTorch's value, the per-node run's value), for the deployed session's check
+    output_values: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # graph output -> (its quantization grid's step, the quantize/dequantize node giving it)
+    output_steps: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -183,6 +187,9 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
     pending: list[Pair] = []
     pending_bytes = 0
     executed: set[Any] = set()
+    grids: dict[Any, list[str]] = {}  # quantize/dequantize node -> the graph outputs on its grid
+    for value, grid in quant.output_grids([p for p in pairs if p.value in out.outputs]).items():
+        grids.setdefault(grid, []).append(value)
 
     def torch_value(pair: Pair) -> Any:
         value = torch_runner.env[pair.node]
@@ -223,6 +230,9 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
 
     for node, value in torch_runner.iterate(user_inputs):
         executed.add(node)
+        if node in grids:  # the step of an output's grid, while the scale PyTorch computed is alive
+            size = quant.grid_step(node, torch_runner.env.get)
+            out.output_steps.update({value: (size, node.name) for value in grids[node] if size is not None})
         for pair in fed_by_node.get(node, ()):
             fed_values[pair.value] = to_numpy(torch_value(pair))
         for pair in by_node.get(node, ()):
@@ -308,6 +318,8 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         "upstream": pair.upstream,
     }
     out.rows.append(row)
+    if pair.value in out.outputs:
+        out.output_values[pair.value] = (expected, np.asarray(actual))
     if root_cause and len(out.repros) < config.max_repros:
         case = capture_repro(executor.index, pair.value, set(out.nodes), expected, reference_values)
         if case is not None:

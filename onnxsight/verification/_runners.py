@@ -194,8 +194,10 @@ class OrtRunner:
     """ONNX Runtime on a provider list; one session per loaded model, feeds and outputs as numpy."""
 
     def __init__(self, providers: Sequence[str] = ("CPUExecutionProvider",), *,
-                 ctx: DiagnosticContext | None = None, fallback: bool = False) -> None:
+                 ctx: DiagnosticContext | None = None, fallback: bool = False,
+                 session_options: Any = None) -> None:
         self.requested = list(providers)
+        self.session_options = session_options  # the user's onnxruntime.SessionOptions; None: ORT's defaults
         self.providers = list(providers)
         self.ctx = ctx or DiagnosticContext()
         self.fallback = fallback
@@ -228,8 +230,10 @@ class OrtRunner:
     def _create(self, model: onnx.ModelProto) -> Any:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.log_severity_level = _ORT_LOG_SEVERITY
+        options = self.session_options
+        if options is None:
+            options = ort.SessionOptions()
+            options.log_severity_level = _ORT_LOG_SEVERITY
         session = ort.InferenceSession(model.SerializeToString(), options,
                                        providers=with_provider_options(self.providers))
         used = session.get_providers()

@@ -46,7 +46,7 @@ TEMPLATE = """<!DOCTYPE html>
 <div class="meta">run <code>{{ run_id }}</code>{% if started %}, started {{ started }}{% endif %}
  &middot; {{ headline }}{% if interrupted %} &middot; <strong>interrupted: partial results</strong>{% endif %}</div>
 <div class="chips">{% for status, n in tally %}<span class="s-{{ status }}">{{ status }}: {{ n }}</span>{% endfor %}</div>
-{% for name, reason in skipped %}<p class="meta">Suite <strong>{{ name }}</strong> skipped: {{ reason }}</p>{% endfor %}
+{% for name, reason in skipped %}<p class="meta">{{ 'Model' if '/' in name else 'Suite' }} <strong>{{ name }}</strong> skipped: {{ reason }}</p>{% endfor %}
 
 <h2>Changes since baseline</h2>
 {% if baseline is none %}<p class="meta">No baseline (run with <code>--baseline DIR</code> or <code>--baseline auto</code>).</p>

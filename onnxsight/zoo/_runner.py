@@ -186,8 +186,9 @@ def run(options: RunOptions, *, stream: TextIO | None = None, progress: bool = T
     run_id, options = _run_identity(options)
     suites = load_suites(list(options.suites))
     skipped = [(s.name, s.skipped) for s in suites if s.skipped]
-    for name, reason in skipped:
-        stream.write(f"skipped suite {name}: {reason}\n")
+    skipped += [(f"{s.name}/{model}", reason) for s in suites for model, reason in s.skipped_models]
+    for name, reason in skipped:  # a model as suite/model
+        stream.write(f"skipped {'model' if '/' in name else 'suite'} {name}: {reason}\n")
     tasks = _tasks(suites, options)
     store = ResultsStore(options.store or default_store_path(options.out_dir))
     store.begin_run(run_id, out_dir=options.out_dir, suites=[s.name for s in suites], host=platform.node(),

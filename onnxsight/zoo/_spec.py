@@ -47,6 +47,8 @@ class ModelSpec:
     An explicit ``dynamic_shapes`` (torch.export style) takes precedence.
     ``module_functions`` is passed to ``onnxsight.export`` (True, or nn.Module classes): the model is
     exported with its module calls as ONNX functions, run and verified that way.
+    ``unavailable`` says why the model cannot run here (a package that does not import): it is not run,
+    and the run lists it as skipped with that reason.
     """
 
     name: str
@@ -58,11 +60,13 @@ class ModelSpec:
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None
     dynamic: Mapping[str, Mapping[int, str]] | None = None
     module_functions: Any = False
+    unavailable: str | None = None
 
     def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
                  dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None,
                  custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
-                 dynamic: Mapping[str, Mapping[int, str]] | None = None, module_functions: Any = False) -> None:
+                 dynamic: Mapping[str, Mapping[int, str]] | None = None, module_functions: Any = False,
+                 unavailable: str | None = None) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "build", build)
         object.__setattr__(self, "tags", tuple(tags))
@@ -72,6 +76,7 @@ class ModelSpec:
         object.__setattr__(self, "custom_translations", custom_translations)
         object.__setattr__(self, "dynamic", dict(dynamic) if dynamic else None)
         object.__setattr__(self, "module_functions", module_functions)
+        object.__setattr__(self, "unavailable", unavailable)
 
     @property
     def source(self) -> tuple[str | None, int | None]:
@@ -105,12 +110,14 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class Suite:
-    """A loaded suite: its reference (name or file), models, or the reason it was skipped."""
+    """A loaded suite: its reference (name or file), models, or the reason it was skipped; ``skipped_models``:
+    ``(model, reason)`` for the models that cannot run here (``ModelSpec.unavailable``), not in ``specs``."""
 
     ref: str
     name: str
     specs: tuple[ModelSpec, ...] = ()
     skipped: str | None = None
+    skipped_models: tuple[tuple[str, str], ...] = ()
 
     def spec(self, model: str) -> ModelSpec:
         for spec in self.specs:
@@ -241,7 +248,8 @@ def load_suite(ref: str) -> Suite:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"suite {name} has duplicate model names: {', '.join(duplicates)}")
-    return Suite(ref, name, specs=specs)
+    return Suite(ref, name, specs=tuple(s for s in specs if not s.unavailable),
+                 skipped_models=tuple((s.name, s.unavailable) for s in specs if s.unavailable))
 
 
 def load_suites(refs: Sequence[str] | str) -> list[Suite]:

@@ -75,7 +75,7 @@ def markdown_summary(results: Sequence[ModelResult], *, run_id: str, changes: Se
         lines.append(f"| {_cell(r.name)} | {_cell(r.suite)} | {r.status} | {_cell(r.stage)} | "
                      f"{fmt_seconds(r.export_seconds)} | {fmt_diff(r.max_abs_diff)} | {_cell(problem(r))} |")
     for name, reason in skipped:
-        lines += ["", f"Suite **{_cell(name)}** skipped: {_cell(reason)}"]
+        lines += ["", f"{'Model' if '/' in name else 'Suite'} **{_cell(name)}** skipped: {_cell(reason)}"]
     if artifacts:
         lines += ["", *[f"- {label}: `{_cell(path)}`" for label, path in artifacts.items()]]
     return "\n".join(lines) + "\n"

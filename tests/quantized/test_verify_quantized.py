@@ -116,3 +116,58 @@ def test_group_wise_dequantize_is_measured_per_group() -> None:
     assert result.passed, [d.message for d in result.diagnostics]
     steps = result.nodes.set_index("value")["max_diff_steps"]
     assert steps["dequantize_per_channel_group"] == 0
+
+
+@pytest.fixture(scope="module")
+def dynamic_transformer_block() -> tuple:
+    """The zoo's dynamically quantized transformer block with static shapes: ONNX Runtime's default session
+    fuses its weights' DequantizeLinear and MatMul into MatMulNBits, which rounds its activations its own way."""
+    from onnxsight.zoo.suites.quantized import TransformerBlock, quantize
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 8, 32),)
+    return export(quantize(TransformerBlock().eval(), args, dynamic=True), args), args
+
+
+def test_integer_kernels_of_the_deployed_session_are_reported(dynamic_transformer_block: tuple) -> None:
+    program, args = dynamic_transformer_block
+    result = onnxsight.verify(program, args)
+    assert not result.passed and result.root_causes.empty        # every node matches per node
+    found = [d for d in result.diagnostics if d.code == "ACC013"]
+    assert len(found) == 1
+    message, props = found[0].message, found[0].properties
+    assert found[0].fields["output"] == program.output_names[0]
+    assert "quantization steps of dequantize_per_tensor" in message and props["max_diff_steps"] > 1
+    assert "integer kernels" in message and "MatMulNBits" in message
+    assert any(k.startswith("MatMulNBits") for k in result.info["deployed"]["fused_kernels"])
+    assert props["baseline_max_abs_diff"] < 1e-5 and props["added_steps"] > 1   # the unoptimised graph matches
+
+
+def test_the_same_graph_deployed_unfused_passes(dynamic_transformer_block: tuple) -> None:
+    import onnxruntime as ort
+
+    program, args = dynamic_transformer_block
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    result = onnxsight.verify(program, args, session_options=options)
+    assert result.passed, [d.message for d in result.diagnostics]
+    assert result.info["deployed"]["compared"]
+
+
+def test_half_step_rounding_in_the_deployed_session_is_not_blamed_on_it() -> None:
+    """The whole-model run rounds 1.55 / 0.1 to 15 where PyTorch has 16 (ACC012); the unoptimised graph
+    gives the same, so the deployed session is not what differs."""
+    x = torch.tensor([1.55, 0.3, -0.72, 2.0])
+    result = onnxsight.verify(export(HalfStep(), (x,)), (x,))
+    assert result.passed and not any(d.code == "ACC013" for d in result.diagnostics)
+    row = result.info["deployed"]["outputs"][0]
+    assert row["max_abs_diff"] == pytest.approx(0.2) and "ACC012" in row["explained_by"]
+
+
+def test_integer_kernels_within_the_steps_tolerance_are_a_note(dynamic_transformer_block: tuple) -> None:
+    program, args = dynamic_transformer_block
+    result = onnxsight.verify(program, args, tolerance=onnxsight.Tolerance(quantization_steps=2))
+    assert result.passed, [d.message for d in result.diagnostics]
+    notes = [d for d in result.diagnostics if d.code == "ACC013"]
+    assert len(notes) == 1 and notes[0].level.name == "NOTE" and "within the tolerance of 2" in notes[0].message
+    assert result.info["deployed"]["outputs"][0]["passed"]

@@ -277,6 +277,15 @@ def _bake_reshape(model: onnx.ModelProto, shape: list[int]) -> onnx.ModelProto:
     for node in faulty.graph.node:
         if node.op_type == "Reshape":
             node.input[1] = "baked_shape"
+    # the shape computation no Reshape reads any more is removed, so the model loads whole (as deployed)
+    needed = {o.name for o in faulty.graph.output}
+    kept = []
+    for node in reversed(list(faulty.graph.node)):
+        if needed & set(node.output):
+            kept.append(node)
+            needed |= set(node.input)
+    del faulty.graph.node[:]
+    faulty.graph.node.extend(reversed(kept))
     return faulty
 
 

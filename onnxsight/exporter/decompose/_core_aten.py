@@ -63,12 +63,20 @@ KEPT_OPS: tuple = (
 )
 
 
+# Quantization primitives of torchao (loaded only where torchao is imported): their composite kernels
+# would turn a QuantizeLinear into Mul/Round/Add/Clip, which ONNX Runtime does not fuse (ops/quantize_affine.py).
+KEPT_QUANTIZATION_OPS = ("torchao.quantize_affine.default", "torchao.dequantize_affine.default",
+                         "torchao.choose_qparams_affine.default")
+
+
 def decomposition_table(keep: tuple = KEPT_OPS) -> dict:
     """torch.export's default core-ATen table without the ops we translate directly."""
     table = torch.export.default_decompositions()
     for op in keep:
         if op in table:
             table.pop(op)
+    for op in [op for op in table if str(op) in KEPT_QUANTIZATION_OPS]:
+        table.pop(op)
     return table
 
 

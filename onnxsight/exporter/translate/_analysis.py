@@ -172,7 +172,7 @@ def _dtype_checks(node: torch.fx.Node, op: str, emit: Callable[..., None], *, al
 def _quantization_parameters(node: torch.fx.Node) -> bool:
     """A quantization op's float64 scale (``choose_qparams``, torch.ao's convention): no float64 computation."""
     source = node.args[0] if node.target is operator.getitem and node.args else node
-    return isinstance(source, torch.fx.Node) and str(source.target).startswith("quantized_decomposed.")
+    return isinstance(source, torch.fx.Node) and str(source.target).startswith(("quantized_decomposed.", "torchao."))
 
 
 def _edge_case(base: str, overload: str, node: torch.fx.Node) -> str | None:

@@ -1,0 +1,174 @@
+"""torchao's affine quantization primitives (quantize_affine, dequantize_affine, choose_qparams_affine) as QDQ.
+
+Each granularity against eager at several sizes (a dynamic batch, verified per node), the weights stored as
+integers, torchao's quantize_() configs end to end, and what ONNX cannot express refused by rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import onnxsight
+from onnxsight.exporter._api import export
+
+with contextlib.redirect_stderr(io.StringIO()):
+    pytest.importorskip("torchao", reason="torchao is not installed: pip install onnxsight[quant]")
+
+ao = torch.ops.torchao
+
+
+class DynamicQDQ(torch.nn.Module):
+    """choose_qparams_affine -> quantize_affine -> dequantize_affine on an activation; None: the whole dim."""
+
+    def __init__(self, block: list[int | None], mapping: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.block, self.mapping, self.dtype = block, mapping, dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        block = [x.shape[i] if b is None else b for i, b in enumerate(self.block)]
+        zp_dtype = torch.int32 if self.mapping == "ASYMMETRIC" else torch.int8
+        scale, zp = ao.choose_qparams_affine(x, self.mapping, block, self.dtype, None, None, None, torch.float32,
+                                             zp_dtype)
+        q = ao.quantize_affine(x, block, scale, zp, self.dtype, None, None)
+        return ao.dequantize_affine(q, block, scale, zp, self.dtype, None, None) * 2
+
+
+CASES = {  # name: (block, mapping, dtype, example shape, opset, ONNX granularity)
+    "per_tensor_asymmetric_uint8": ([None, None], "ASYMMETRIC", torch.uint8, (4, 16), 18, None),
+    "per_row_symmetric_int8": ([1, None], "SYMMETRIC", torch.int8, (4, 16), 18, "axis"),
+    "per_row_no_clipping_err": ([1, None], "SYMMETRIC_NO_CLIPPING_ERR", torch.int8, (4, 16), 17, "axis"),
+    "per_token_3d": ([1, 1, None], "SYMMETRIC", torch.int8, (2, 5, 16), 21, "block_size"),
+}
+
+
+def _attribute(program: Any, op: str, name: str) -> Any:
+    node = next(n for n in program.model_proto.graph.node if n.op_type == op)
+    return next((a for a in node.attribute if a.name == name), None)
+
+
+def _within_a_step(program: Any, model: torch.nn.Module, x: torch.Tensor) -> None:
+    """The ONNX output against eager: equal but where a half step rounds the other way (one step, x2)."""
+    expected = model(x).numpy()
+    actual = np.asarray(program(x)[0])
+    scale = np.abs(expected).max() / 100
+    assert np.abs(actual - expected).max() <= 2 * scale + 1e-6
+    assert np.mean(actual != expected) < 0.05
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dynamic_activation_quantization_matches_eager_at_several_sizes(name: str) -> None:
+    block, mapping, dtype, shape, opset, granularity = CASES[name]
+    model = DynamicQDQ(block, mapping, dtype)
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    batch = {0: torch.export.Dim("batch", min=1, max=64)}
+    program = export(model, (x,), dynamic_shapes=(batch,), opset_version=opset)
+    ops = {n.op_type for n in program.model_proto.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "ReduceMax"} <= ops
+    if granularity is not None:
+        assert _attribute(program, "QuantizeLinear", granularity) is not None
+    # NOTE: not a batch of 1 for a per-tensor block of the batch: there torchao's block of 1 keeps the dim
+    # in the scale's shape ([1], where other sizes give []); the ONNX graph's scale has one shape
+    for batch_size in (shape[0], 2, 7):
+        inputs = (torch.randn(batch_size, *shape[1:]),)
+        _within_a_step(program, model, inputs[0])
+        result = onnxsight.verify(program, inputs)
+        assert result.passed and result.root_causes.empty, [d.message for d in result.diagnostics]
+
+
+class AffineWeight(torch.nn.Module):
+    """A Linear whose weight is held as integers and dequantized with dequantize_affine, as torchao stores it."""
+
+    def __init__(self, block: list[int], dtype: torch.dtype, quant_min: int | None, quant_max: int | None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        weight = torch.randn(24, 32)
+        self.block, self.dtype, self.range = block, dtype, (quant_min, quant_max)
+        scale, zp = ao.choose_qparams_affine(weight, "ASYMMETRIC", block, dtype, quant_min, quant_max, None,
+                                             torch.float32, torch.int32)
+        self.register_buffer("q", ao.quantize_affine(weight, block, scale, zp, dtype, quant_min, quant_max))
+        self.register_buffer("scale", scale)
+        self.register_buffer("zp", zp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = ao.dequantize_affine(self.q, self.block, self.scale, self.zp, self.dtype, *self.range)
+        return torch.nn.functional.linear(x, w)
+
+
+WEIGHTS = {  # name: (block, dtype, quant_min, quant_max, opset, stored dtype)
+    "per_channel_int8": ([1, 32], torch.int8, None, None, 18, torch.int8),
+    "per_tensor_uint8": ([24, 32], torch.uint8, None, None, 17, torch.uint8),
+    "groups_of_8_int8": ([1, 8], torch.int8, None, None, 21, torch.int8),
+    "groups_of_16_uint4": ([1, 16], torch.uint4, None, None, 21, torch.uint8),
+    "groups_of_8_int4_range": ([1, 8], torch.int8, -8, 7, 23, torch.int8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTS))
+def test_weights_are_stored_as_integers_and_dequantized_per_block(name: str) -> None:
+    block, dtype, low, high, opset, stored = WEIGHTS[name]
+    model = AffineWeight(block, dtype, low, high)
+    x = torch.randn(3, 32)
+    program = export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", max=64)},), opset_version=opset)
+    node = next(n for n in program.model_proto.graph.node if n.op_type == "DequantizeLinear")
+    assert program.initializers[node.input[0]].dtype == stored
+    blocked = block[1] not in (1, 32) and block[0] == 1
+    assert (_attribute(program, "DequantizeLinear", "block_size") is not None) == blocked
+    for batch_size in (3, 1, 9):
+        x = torch.randn(batch_size, 32)
+        torch.testing.assert_close(torch.as_tensor(np.asarray(program(x)[0])), model(x), atol=1e-5, rtol=1e-5)
+    assert onnxsight.verify(program, (x,)).passed
+
+
+class TwoDimBlocks(torch.nn.Module):
+    def __init__(self, block: list[int]) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale, zp = ao.choose_qparams_affine(x, "ASYMMETRIC", self.block, torch.uint8, None, None, None, torch.float32,
+                                             torch.int32)
+        return ao.quantize_affine(x, self.block, scale, zp, torch.uint8, None, None)
+
+
+@pytest.mark.parametrize(("block", "opset", "words"), [
+    ([1, 8], 18, ["blocks along dim 1", "opset 18", "opset 21"]),
+    ([2, 8], 21, ["[2, 8]", "blocks along one dim"]),
+])
+def test_what_qdq_cannot_express_is_refused_naming_it(block: list[int], opset: int, words: list[str]) -> None:
+    with pytest.raises(onnxsight.ExportError) as info:
+        export(TwoDimBlocks(block), (torch.randn(4, 16),), opset_version=opset)
+    messages = [d.message for d in info.value.diagnostics if d.code == "OPS006"]
+    assert messages and all(any(w in m for m in messages) for w in words), messages
+    assert any("torchao" in m for m in messages)
+
+
+def _config(name: str) -> Any:
+    from torchao import quantization as q
+
+    return {"int8_dynamic_int8_weight": q.Int8DynamicActivationInt8WeightConfig(),
+            "intx_weight_only": q.IntxWeightOnlyConfig(),
+            "int8_dynamic_intx_weight": q.Int8DynamicActivationIntxWeightConfig()}[name]
+
+
+@pytest.mark.parametrize("name", ["int8_dynamic_int8_weight", "intx_weight_only", "int8_dynamic_intx_weight"])
+def test_quantize_configs_export_and_verify(name: str) -> None:
+    """torchao's quantize_() on a float model, then export: QDQ (and MatMulInteger for int8 x int8)."""
+    from torchao.quantization import quantize_
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    quantize_(model, _config(name))
+    for batch_size in (4, 1):
+        x = torch.randn(batch_size, 32)
+        program = export(model, (x,), opset_version=21)
+        ops = {n.op_type for n in program.model_proto.graph.node}
+        assert "DequantizeLinear" in ops or "MatMulInteger" in ops
+        result = onnxsight.verify(program, (x,))
+        assert result.passed and result.root_causes.empty, [d.message for d in result.diagnostics]
