@@ -36,6 +36,7 @@ _INTERNAL = {
     "Translation": "onnxsight.exporter._registry",
     "target_key": "onnxsight.exporter._registry",
     "op_display": "onnxsight.exporter.translate._nodes",
+    "onnx_shape": "onnxsight.exporter._dtypes",
     "require_artifacts_dir": "onnxsight.exporter.inputs._arguments",
     "refuse_arguments": "onnxsight.exporter.inputs._arguments",
     "infer_dynamic_shapes": "onnxsight.exporter.inputs._auto_dims",

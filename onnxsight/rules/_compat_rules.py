@@ -82,7 +82,9 @@ DTYPE_NEEDS_NEWER_OPSET = define(
     "{dtype} (at {op}) exists in ONNX from opset {required}; the export targets opset {opset}",
     "Export with opset_version set to the opset the message names, or leave opset_version out.",
     what="Checks, before translation, that every dtype the captured program computes with exists in "
-         "the ONNX opset asked for: float8 types from opset 19.",
+         "the ONNX opset asked for: float8 types from opset 19, float4 (`float4_e2m1fn_x2`) from "
+         "opset 23. A weight or input of such a dtype is located at the first line of your code "
+         "that reads it.",
     why="Translated anyway, the model would fail ONNX's checker on a Cast node the user never wrote "
         "(ONX004), and the message would not say that the opset is the problem.",
     example="""
@@ -107,9 +109,10 @@ OPSET_RAISED_FOR_DTYPE = define(
     "ONNX from opset {required}",
     "Pass opset_version explicitly to choose the opset yourself.",
     what="Notes that `opset_version` was left out and the default opset lacks a dtype the model "
-         "computes with (float8 before 19), so the export targets the lowest opset that has it.",
-    why="torch.onnx users pass float8 models without choosing an opset; the default opset cannot hold "
-        "them, and the choice of a newer one is said, not made silently.",
+         "computes with (float8 before 19, float4 before 23), so the export targets the lowest opset "
+         "that has it.",
+    why="torch.onnx users pass float8 and float4 models without choosing an opset; the default opset "
+        "cannot hold them, and the choice of a newer one is said, not made silently.",
     example="""
         onnxsight.export(F8(), (x,))   # DTY006: targets opset 19 instead of the default 18
     """,

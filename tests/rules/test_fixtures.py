@@ -62,6 +62,15 @@ class Float8(torch.nn.Module):
         return x.to(torch.float8_e4m3fn).float()  # @DTY005
 
 
+class Float4Slice(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.zeros(4, 4, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.w[:, :2].view(torch.uint8)  # @DTY007
+
+
 class ScatterAdd(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.zeros(3, 4).scatter_add(0, torch.tensor([[0, 1, 2, 0]]), x[None])
@@ -305,6 +314,7 @@ CASES: tuple[Case, ...] = (
     Case("IO006", ReturnsNumbers, marker="export"),
     Case("DTY005", Float8, options={"opset_version": 18}),
     Case("DTY006", Float8, marker="DTY005"),
+    Case("DTY007", Float4Slice, args=(torch.randn(4, 2),)),
     Case("ONX007", ScatterAdd, marker="export", options={"opset_version": 15}),
     Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),

@@ -18,6 +18,7 @@ from onnx import helper
 from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops import float4
 
 aten = torch.ops.aten
 
@@ -51,6 +52,8 @@ def aten_zeros(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dty
                device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
     """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
+    if _dtype(b, dtype) is float4.FLOAT4:  # torch.empty(..., dtype=torch.float4_e2m1fn_x2)
+        return float4.float4_zeros(b, b.int_list(size), len(size))
     return _full(b, b.int_list(size), 0, _dtype(b, dtype))
 
 

@@ -22,7 +22,7 @@ from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter.translate._complex_io import from_pairs, to_pairs
 from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
-from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter._dtypes import onnx_shape, to_onnx
 from onnxsight.exporter.translate._inline import inline_functions
 from onnxsight.exporter.inputs._fake import dataless, fake_weights_error, has_data
 from onnxsight.exporter._record import ExportRecord
@@ -75,7 +75,7 @@ def _initializer(translated: TranslatedGraph, name: str, tensor: torch.Tensor, *
     if data and external is None:
         proto = torch_to_tensor_proto(tensor, name)
     else:
-        proto = onnx.TensorProto(name=name, dims=list(tensor.shape),
+        proto = onnx.TensorProto(name=name, dims=onnx_shape(tensor.dtype, tensor.shape),
                                  data_type=torch_to_tensor_proto(tensor.flatten()[:0], name).data_type)
     if external is not None:
         location, offset, length = external
