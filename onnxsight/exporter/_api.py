@@ -29,6 +29,7 @@ from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSE
                                                   convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
+from onnxsight.exporter.inputs._torch_onnx_inputs import collected_shapes, keyword_dict
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
@@ -110,6 +111,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
             captured, model, args, kwargs = adopt_program(ctx, model, args, kwargs, dynamic_shapes, dynamic_axes)
+        else:
+            args, kwargs = keyword_dict(model, args, kwargs)  # torch.onnx's (x, {"mask": m})
+            dynamic_shapes = collected_shapes(ctx, dynamic_shapes, model, args, kwargs)
         dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import torch
 
@@ -51,6 +52,22 @@ def onnx_shape(dtype: torch.dtype | None, shape: tuple | list) -> list:
         return list(shape)
     last = shape[-1]
     return [*shape[:-1], last * 2 if isinstance(last, int) else None]
+
+
+def float4_values(tensor: torch.Tensor) -> np.ndarray:
+    """torch's packed float4 pairs as ml_dtypes float4 values, as ONNX counts them (see onnx_shape)."""
+    import ml_dtypes  # shipped with onnx
+
+    packed = tensor.detach().cpu().contiguous().view(torch.uint8).numpy()
+    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1)
+    return codes.reshape(*packed.shape[:-1], -1).view(ml_dtypes.float4_e2m1fn)
+
+
+def float4_pairs(values: np.ndarray) -> torch.Tensor:
+    """ml_dtypes float4 values (last dim even) packed back into torch's float4_e2m1fn_x2 pairs."""
+    codes = np.ascontiguousarray(values).view(np.uint8) & 0x0F
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return torch.from_numpy(np.ascontiguousarray(packed)).view(torch.float4_e2m1fn_x2)
 
 
 def to_torch(data_type: int) -> torch.dtype:

@@ -54,6 +54,31 @@ TORCH_ONNX_ARGUMENT_IGNORED = define(
     """,
     tags=("arguments", "torch.onnx"))
 
+TORCH_ONNX_PROGRAM_API_REFUSED = define(
+    "ARG020", "torch-onnx-program-api-not-supported", E,
+    "ONNXProgram.{name} is torch.onnx's: {reason}; instead, {instead}",
+    "Write what the message names instead.",
+    what="Refuses an attribute, method or argument of torch.onnx's `ONNXProgram` that onnxsight's "
+         "program does not have in the same meaning (`model`, an onnx_ir model; `apply_weights`; "
+         "`rename_axes`; `compute_values`; `save(keep_initializers_as_inputs=True)`), naming "
+         "onnxsight's way. Those it has run as in torch.onnx: `model_proto`, `save`, `optimize()`, "
+         "`call_reference`, calling the program, `initialize_inference_session()`, `release()`.",
+    why="Code written for torch.onnx's program should either work or say what to write instead; a "
+        "bare `AttributeError` names neither, and accepting a method that changes nothing (weights "
+        "applied to a copy, axes renamed in a model nobody saves) would be a silent wrong answer.",
+    example="""
+        prog = onnxsight.export(model, (x,))
+        prog.model.graph
+        # AttributeError: ARG020 ONNXProgram.model is torch.onnx's: an onnx_ir model, which onnxsight
+        # does not build; instead, prog.model_proto (an onnx.ModelProto) ...
+    """,
+    how="""
+        ```python
+        graph = prog.model_proto.graph
+        ```
+    """,
+    tags=("torch.onnx",))
+
 OPSET_CONVERSION_FAILED = define(
     "ONX007", "opset-conversion-failed", E,
     "the model translated at opset {source} could not be converted to opset {target}: {error}; "

@@ -43,6 +43,8 @@ def to_numpy(value: Any) -> np.ndarray:
 
         tensor = value.detach().cpu()
         if tensor.dtype is torch.float4_e2m1fn_x2:  # exact in float32, counted as ONNX counts them
+            from onnxsight.exporter import float4_values
+
             return float4_values(tensor).astype(np.float32)
         if tensor.dtype in (torch.bfloat16,) or "float8" in str(tensor.dtype):
             tensor = tensor.float()
@@ -51,19 +53,6 @@ def to_numpy(value: Any) -> np.ndarray:
     if array.dtype.kind == "V" or "bfloat16" in str(array.dtype) or "float8" in str(array.dtype):
         return array.astype(np.float32)
     return array
-
-
-def float4_values(tensor: Any) -> np.ndarray:
-    """torch's packed float4 pairs (``float4_e2m1fn_x2``) as ml_dtypes float4 values, as ONNX counts them.
-
-    Two values a byte, low nibble first, as ONNX's FLOAT4E2M1 packs them: the last dim doubles.
-    """
-    import ml_dtypes
-    import torch
-
-    packed = tensor.detach().cpu().contiguous().view(torch.uint8).numpy()
-    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1)
-    return codes.reshape(*packed.shape[:-1], -1).view(ml_dtypes.float4_e2m1fn)
 
 
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}

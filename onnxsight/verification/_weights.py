@@ -145,7 +145,7 @@ def _tensor_array(tensor: Any) -> np.ndarray:
         return tensor.view(bits).numpy().view(getattr(ml_dtypes, name.replace("float8", "float8_")
                                                                    if name != "bfloat16" else name))
     if name == "float4_e2m1fn_x2":
-        from onnxsight.verification._metrics import float4_values
+        from onnxsight.exporter import float4_values
 
         return float4_values(tensor)
     return tensor.numpy()
