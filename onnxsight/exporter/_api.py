@@ -15,7 +15,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._export_flag import onnx_exporting
-from onnxsight.exporter.capture._modes import eval_semantics
+from onnxsight.exporter.capture._modes import eval_semantics, training_dependent
 from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
@@ -144,6 +144,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
     target, opset = opset, max(opset, TRANSLATED_OPSETS.start)  # 15, 16: translated at 17, then converted
+    training = training_dependent(model) if captured is None else []
+    if training:  # torch.onnx would export the training graph: said, as the graph here is eval()'s
+        ctx.emit(rules.TRAINING_MODE_EXPORTED_AS_EVAL, model=type(model).__name__, modules=", ".join(training))
     with eval_semantics(model), record.stage("capture") as stage:  # the user's modes are restored exactly
         if captured is not None:  # an ExportedProgram: captured as it is (its module() is never switched)
             exported, stage.status, stage.detail = captured, "skipped", "the model is an ExportedProgram"

@@ -165,3 +165,37 @@ def test_save_keep_initializers_as_inputs_is_refused(tmp_path) -> None:
     assert not (tmp_path / "m.onnx").exists()
     program.save(tmp_path / "m.onnx", keep_initializers_as_inputs=False)   # torch.onnx's default: the same file
     assert (tmp_path / "m.onnx").exists()
+
+
+# --- a model left in training mode ------------------------------------------------------------------------------
+
+class Regularised(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.norm(self.fc(x)))
+
+
+def test_a_model_in_training_mode_is_exported_as_eval_and_says_so() -> None:
+    """torch.onnx exports the training graph of a model left in train(), with a warning; onnxsight its
+    inference behaviour (verified against eval()), and says which modules it concerns (CAP015)."""
+    model, x = Regularised(), torch.randn(8, 4)
+    program = onnxsight.export(model, (x,), verify=True)
+    assert program.verification.passed and model.training            # the model's mode is left alone
+    (warning,) = [d for d in program.diagnostics if d.code == "CAP015"]
+    assert warning.level.value == "warning"
+    assert "norm (BatchNorm1d)" in warning.message and "drop (Dropout)" in warning.message
+    assert "fc" not in warning.message.split("training mode")[1]
+    (out,) = program(x)
+    torch.testing.assert_close(out, model.eval()(x))
+
+
+def test_no_word_for_a_training_model_whose_modules_do_not_depend_on_the_mode() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())     # train() changes nothing here
+    program = onnxsight.export(model, (X,))
+    assert not [d for d in program.diagnostics if d.code == "CAP015"]
+    assert not [d for d in onnxsight.export(Regularised().eval(), (X,)).diagnostics if d.code == "CAP015"]

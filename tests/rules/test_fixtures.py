@@ -315,6 +315,8 @@ CASES: tuple[Case, ...] = (
     Case("DTY005", Float8, options={"opset_version": 18}),
     Case("DTY006", Float8, marker="DTY005"),
     Case("DTY007", Float4Slice, args=(torch.randn(4, 2),)),
+    Case("CAP015", lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)), args=(torch.randn(2, 4),),
+         marker="export"),
     Case("ONX007", ScatterAdd, marker="export", options={"opset_version": 15}),
     Case("ONX006", lambda: torch.nn.Sequential(Sin()), marker="export",
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
