@@ -1,4 +1,4 @@
-"""The opset a captured program's dtypes need: float8 exists in ONNX from opset 19.
+"""The opset a captured program's dtypes need: float8 exists in ONNX from opset 19, float4 from 23.
 
 Checked before translation: translated anyway, a float8 model at opset 18 fails the ONNX checker on
 a Cast node the user never wrote (ONX004). Without ``opset_version`` the export targets the lowest
@@ -34,7 +34,7 @@ def choose_opset(program: torch.export.ExportedProgram, opset: int, ctx: Diagnos
         op = op_display(node.target)
     else:  # a weight or input has no line of its own: the first op that reads it has
         reader = next((user for user in node.users if user.op == "call_function"), None)
-        op = f"{_input_kind(program, node)}" + (f", read by {op_display(reader.target)}" if reader else "")
+        op = _input_kind(program, node) + (f", read by {op_display(reader.target)}" if reader else "")
         node = reader or node
     name = str(dtype).removeprefix("torch.")
     if chosen:
