@@ -112,40 +112,19 @@ def dynamic_dim(text: str) -> tuple[str, int, str | None]:
     return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else None
 
 
-def check_dynamic_names(model: Any, dims: list[tuple[str, int, str | None]], input_names: list[str] | None) -> None:
-    """``--dynamic NAME:...`` must name an input: forward()'s argument, an ``--input-names`` name or a leaf path.
-
-    NOTE: export() only warns (ARG016) about a ``dynamic_axes`` key that names nothing, as torch.onnx did
-    for code written for it; ``--dynamic`` is onnxsight's own flag, and a dim asked dynamic that
-    names no input would export static, so the command line refuses it (exit 3).
-    """
-    import inspect
-
-    from onnxsight import rules
-
-    forward = getattr(model, "forward", None)
-    try:
-        arguments = [p for p in inspect.signature(forward).parameters if p != "self"] if forward else []
-    except (TypeError, ValueError):
-        return  # no signature to check against: export() checks the names
-    given = list(input_names or [])
-    for name, _, _ in dims:
-        if name not in arguments and name not in given and "[" not in name:
-            names = f"forward()'s arguments are {arguments}" + (f"; --input-names are {given}" if given else "")
-            raise UsageError(f"{rules.BAD_DYNAMIC_SHAPES.code} " + rules.BAD_DYNAMIC_SHAPES.format(
-                error=f"--dynamic names {name!r}, which is not an input: {names}"))
-
-
 def dynamic_axes(dims: list[tuple[str, int, str | None]]) -> dict[str, dict[int, str]]:
     """Repeated ``--dynamic`` flags -> torch.onnx-style ``dynamic_axes`` ({input: {axis: dim name}}).
 
-    NAME is forward()'s argument name or one of ``--input-names``; export() checks
-    both and the axis against the input's rank (ARG003).
+    NAME is forward()'s argument name, one of ``--input-names`` or a leaf path; export() resolves it
+    and checks the axis against the input's rank. Every NAME must name an input: one that names none
+    is ARG003 (exit 3), where a legacy ``dynamic_axes`` key only warns (see ``RequiredAxes``).
     """
+    from onnxsight.exporter import RequiredAxes
+
     axes: dict[str, dict[int, str]] = {}
     for name, axis, dim in dims:
         axes.setdefault(name, {})[axis] = dim or f"{name}_dim_{axis}"
-    return axes
+    return RequiredAxes(axes, source="--dynamic")
 
 
 def names_list(text: str) -> list[str]:

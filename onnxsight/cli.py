@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence, TextIO
 
-from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, check_dynamic_names, dynamic_axes, load_model,
+from onnxsight._cli_inputs import (UsageError, batch_dynamic_shapes, dynamic_axes, load_model,
                                    load_translations, model_location, split_target)
 from onnxsight._cli_parser import EXIT_CODES, EXIT_EXPORT, EXIT_OK, EXIT_USAGE, EXIT_VERIFY, build_parser
 
@@ -110,7 +110,6 @@ def _load(options: argparse.Namespace, console: Console) -> tuple[Any, tuple, di
         if getattr(options, "verbose", False):
             arguments["verbose"] = True  # torch's own log output too
     if options.dynamic:
-        check_dynamic_names(model, options.dynamic, options.input_names)  # ARG003, exit 3
         arguments["dynamic_axes"] = dynamic_axes(options.dynamic)
     elif options.dynamic_batch:
         arguments["dynamic_shapes"] = batch_dynamic_shapes(model, args, kwargs)

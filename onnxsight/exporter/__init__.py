@@ -36,8 +36,12 @@ _INTERNAL = {
     "Translation": "onnxsight.exporter._registry",
     "target_key": "onnxsight.exporter._registry",
     "op_display": "onnxsight.exporter.translate._nodes",
+    "onnx_shape": "onnxsight.exporter._dtypes",
+    "float4_values": "onnxsight.exporter._dtypes",
     "require_artifacts_dir": "onnxsight.exporter.inputs._arguments",
     "refuse_arguments": "onnxsight.exporter.inputs._arguments",
+    "RequiredAxes": "onnxsight.exporter.inputs._arguments",
+    "keyword_dict": "onnxsight.exporter.inputs._torch_onnx_inputs",
     "infer_dynamic_shapes": "onnxsight.exporter.inputs._auto_dims",
     "example_inputs": "onnxsight.exporter.inputs._auto_dims",
     "inline_functions": "onnxsight.exporter.translate._inline",
@@ -54,7 +58,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter.inputs._auto_dims import example_inputs, infer_dynamic_shapes
     from onnxsight.exporter._builder import GraphBuilder, Value
     from onnxsight.exporter.translate._inline import inline_functions
-    from onnxsight.exporter.inputs._arguments import refuse_arguments, require_artifacts_dir
+    from onnxsight.exporter.inputs._arguments import RequiredAxes, refuse_arguments, require_artifacts_dir
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)
     from onnxsight.exporter.program._onnx_program import ONNXProgram

@@ -15,7 +15,7 @@ from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import _errors as errors
 from onnxsight.exporter.translate._analysis import analyze_program
 from onnxsight.exporter.capture._export_flag import onnx_exporting
-from onnxsight.exporter.capture._modes import eval_semantics
+from onnxsight.exporter.capture._modes import eval_semantics, training_dependent
 from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
@@ -29,6 +29,7 @@ from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSE
                                                   convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
 from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
+from onnxsight.exporter.inputs._torch_onnx_inputs import collected_shapes, keyword_dict
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
@@ -112,6 +113,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
             captured, model, args, kwargs = adopt_program(ctx, model, args, kwargs, dynamic_shapes, dynamic_axes)
+        else:
+            args, kwargs = keyword_dict(model, args, kwargs)  # torch.onnx's (x, {"mask": m})
+            dynamic_shapes = collected_shapes(ctx, dynamic_shapes, model, args, kwargs)
         dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
@@ -145,6 +149,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
     target, opset = opset, max(opset, TRANSLATED_OPSETS.start)  # 15, 16: translated at 17, then converted
+    training = training_dependent(model) if captured is None else []
+    if training:  # torch.onnx would export the training graph: said, as the graph here is eval()'s
+        ctx.emit(rules.TRAINING_MODE_EXPORTED_AS_EVAL, model=type(model).__name__, modules=", ".join(training))
     with eval_semantics(model), record.stage("capture") as stage:  # the user's modes are restored exactly
         if captured is not None:  # an ExportedProgram: captured as it is (its module() is never switched)
             exported, stage.status, stage.detail = captured, "skipped", "the model is an ExportedProgram"

@@ -89,7 +89,8 @@ class _Graph:
 def torch_to_tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
     """TensorProto holding ``tensor``'s bytes (one copy; bfloat16/float8 handled via raw bytes)."""
     tensor = tensor.detach().cpu().contiguous()
-    proto = onnx.TensorProto(name=name, data_type=_dtypes.to_onnx(tensor.dtype), dims=list(tensor.shape))
+    proto = onnx.TensorProto(name=name, data_type=_dtypes.to_onnx(tensor.dtype),
+                             dims=_dtypes.onnx_shape(tensor.dtype, tensor.shape))
     if tensor.numel():
         proto.raw_data = tensor_bytes_view(tensor).tobytes()
     return proto
@@ -358,7 +359,7 @@ def value_info(value: Value) -> onnx.ValueInfoProto:
     if dtype is not None and dtype.is_complex:  # carried as (real, imaginary) pairs, see Value
         dtype, shape = dtype.to_real(), None if shape is None else (*shape, 2)
     elem = _dtypes.to_onnx(dtype) if dtype is not None else onnx.TensorProto.UNDEFINED
-    shape = None if shape is None else [d if isinstance(d, (int, str)) else None for d in shape]
+    shape = None if shape is None else [d if isinstance(d, (int, str)) else None for d in _dtypes.onnx_shape(dtype, shape)]
     return helper.make_tensor_value_info(value.name, elem, shape)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import torch
 
@@ -25,6 +26,7 @@ _TORCH_TO_ONNX: dict[torch.dtype, int] = {
     torch.float8_e4m3fnuz: onnx.TensorProto.FLOAT8E4M3FNUZ,
     torch.float8_e5m2: onnx.TensorProto.FLOAT8E5M2,
     torch.float8_e5m2fnuz: onnx.TensorProto.FLOAT8E5M2FNUZ,
+    torch.float4_e2m1fn_x2: onnx.TensorProto.FLOAT4E2M1,   # two values a byte: see onnx_shape
 }
 _ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
 
@@ -37,6 +39,35 @@ def to_onnx(dtype: torch.dtype) -> int:
         return _TORCH_TO_ONNX[dtype]
     except KeyError:
         raise TypeError(f"dtype {dtype} has no ONNX equivalent") from None
+
+
+def onnx_shape(dtype: torch.dtype | None, shape: tuple | list) -> list:
+    """The ONNX dims of a tensor of ``dtype`` and torch ``shape``.
+
+    NOTE: torch's float4_e2m1fn_x2 is a shell dtype, one element per byte holding two float4 values
+    (low nibble first); ONNX's FLOAT4E2M1 counts the values, packed the same way. The bytes are
+    the same, the last dim doubles (as torch.onnx writes it); a symbolic last dim is left unnamed.
+    """
+    if dtype is not torch.float4_e2m1fn_x2 or not shape:
+        return list(shape)
+    last = shape[-1]
+    return [*shape[:-1], last * 2 if isinstance(last, int) else None]
+
+
+def float4_values(tensor: torch.Tensor) -> np.ndarray:
+    """torch's packed float4 pairs as ml_dtypes float4 values, as ONNX counts them (see onnx_shape)."""
+    import ml_dtypes  # shipped with onnx
+
+    packed = tensor.detach().cpu().contiguous().view(torch.uint8).numpy()
+    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1)
+    return codes.reshape(*packed.shape[:-1], -1).view(ml_dtypes.float4_e2m1fn)
+
+
+def float4_pairs(values: np.ndarray) -> torch.Tensor:
+    """ml_dtypes float4 values (last dim even) packed back into torch's float4_e2m1fn_x2 pairs."""
+    codes = np.ascontiguousarray(values).view(np.uint8) & 0x0F
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return torch.from_numpy(np.ascontiguousarray(packed)).view(torch.float4_e2m1fn_x2)
 
 
 def to_torch(data_type: int) -> torch.dtype:

@@ -38,6 +38,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.composite",
     "onnxsight.exporter.ops.spectral",
     "onnxsight.exporter.ops.complex_values",
+    "onnxsight.exporter.ops.float4",
     "onnxsight.exporter.ops.sampling",
     "onnxsight.exporter.ops.distance",
     "onnxsight.exporter.ops.embedding_bag",

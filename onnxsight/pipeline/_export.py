@@ -18,7 +18,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.exporter import ExportError, ONNXProgram
 from onnxsight.exporter import export as export_core
-from onnxsight.exporter import require_artifacts_dir
+from onnxsight.exporter import keyword_dict, require_artifacts_dir
 from onnxsight.pipeline._examples import resolve_dynamic_shapes, verify_examples
 from onnxsight.pipeline._run_record import build_run_record
 from onnxsight.pipeline._torch_onnx import TorchOnnxOptions, torch_onnx_options
@@ -69,6 +69,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with
+    args, kwargs = keyword_dict(model, args, kwargs)  # torch.onnx's (x, {"mask": m}): verified as called
     inputs = (model, args, kwargs)
     verify = verify or float_model is not None
     if report:

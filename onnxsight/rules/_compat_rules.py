@@ -54,6 +54,31 @@ TORCH_ONNX_ARGUMENT_IGNORED = define(
     """,
     tags=("arguments", "torch.onnx"))
 
+TORCH_ONNX_PROGRAM_API_REFUSED = define(
+    "ARG020", "torch-onnx-program-api-not-supported", E,
+    "ONNXProgram.{name} is torch.onnx's: {reason}; instead, {instead}",
+    "Write what the message names instead.",
+    what="Refuses an attribute, method or argument of torch.onnx's `ONNXProgram` that onnxsight's "
+         "program does not have in the same meaning (`model`, an onnx_ir model; `apply_weights`; "
+         "`rename_axes`; `compute_values`; `save(keep_initializers_as_inputs=True)`), naming "
+         "onnxsight's way. Those it has run as in torch.onnx: `model_proto`, `save`, `optimize()`, "
+         "`call_reference`, calling the program, `initialize_inference_session()`, `release()`.",
+    why="Code written for torch.onnx's program should either work or say what to write instead; a "
+        "bare `AttributeError` names neither, and accepting a method that changes nothing (weights "
+        "applied to a copy, axes renamed in a model nobody saves) would be a silent wrong answer.",
+    example="""
+        prog = onnxsight.export(model, (x,))
+        prog.model.graph
+        # AttributeError: ARG020 ONNXProgram.model is torch.onnx's: an onnx_ir model, which onnxsight
+        # does not build; instead, prog.model_proto (an onnx.ModelProto) ...
+    """,
+    how="""
+        ```python
+        graph = prog.model_proto.graph
+        ```
+    """,
+    tags=("torch.onnx",))
+
 OPSET_CONVERSION_FAILED = define(
     "ONX007", "opset-conversion-failed", E,
     "the model translated at opset {source} could not be converted to opset {target}: {error}; "
@@ -82,7 +107,9 @@ DTYPE_NEEDS_NEWER_OPSET = define(
     "{dtype} (at {op}) exists in ONNX from opset {required}; the export targets opset {opset}",
     "Export with opset_version set to the opset the message names, or leave opset_version out.",
     what="Checks, before translation, that every dtype the captured program computes with exists in "
-         "the ONNX opset asked for: float8 types from opset 19.",
+         "the ONNX opset asked for: float8 types from opset 19, float4 (`float4_e2m1fn_x2`) from "
+         "opset 23. A weight or input of such a dtype is located at the first line of your code "
+         "that reads it.",
     why="Translated anyway, the model would fail ONNX's checker on a Cast node the user never wrote "
         "(ONX004), and the message would not say that the opset is the problem.",
     example="""
@@ -107,9 +134,10 @@ OPSET_RAISED_FOR_DTYPE = define(
     "ONNX from opset {required}",
     "Pass opset_version explicitly to choose the opset yourself.",
     what="Notes that `opset_version` was left out and the default opset lacks a dtype the model "
-         "computes with (float8 before 19), so the export targets the lowest opset that has it.",
-    why="torch.onnx users pass float8 models without choosing an opset; the default opset cannot hold "
-        "them, and the choice of a newer one is said, not made silently.",
+         "computes with (float8 before 19, float4 before 23), so the export targets the lowest opset "
+         "that has it.",
+    why="torch.onnx users pass float8 and float4 models without choosing an opset; the default opset "
+        "cannot hold them, and the choice of a newer one is said, not made silently.",
     example="""
         onnxsight.export(F8(), (x,))   # DTY006: targets opset 19 instead of the default 18
     """,

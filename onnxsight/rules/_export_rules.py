@@ -439,6 +439,29 @@ PACKED_SEQUENCE_REFUSED = define(
     """,
     tags=("capture", "rnn"))
 
+TRAINING_MODE_EXPORTED_AS_EVAL = define(
+    "CAP015", "training-mode-exported-as-eval", W,
+    "{model} is in training mode; onnxsight exports its inference behaviour, as after eval(), for the "
+    "modules whose behaviour depends on the mode: {modules}",
+    "Call model.eval() before export (the model's own mode is never changed by export).",
+    what="Warns when the model, or a submodule whose behaviour depends on the mode (dropout, batch norm "
+         "and instance norm with running statistics, recurrent layers with dropout), is in training mode "
+         "at export. onnxsight captures every model with eval semantics (dropout off, running statistics) "
+         "and verifies it against that behaviour, without switching the model's own flags.",
+    why="torch.onnx exports the training graph of such a model (a Dropout node, batch statistics) with a "
+        "warning; a call moved from torch.onnx gets a different graph here, and says so.",
+    example="""
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+        onnxsight.export(model, (x,))
+        # CAP015: Sequential is in training mode; ... : 1 (Dropout)
+    """,
+    how="""
+        ```python
+        onnxsight.export(model.eval(), (x,))
+        ```
+    """,
+    tags=("capture", "torch.onnx"))
+
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(
     "DEC001", "decomposition-failed", E,

@@ -222,6 +222,32 @@ DTYPE_NOT_RUN_BY_ORT = define(
         "(CUDA has bfloat16 for most ops).",
     tags=("dtype", "onnxruntime"))
 
+FLOAT4_OP_NOT_TRANSLATED = define(
+    "DTY007", "float4-op-not-translated", E,
+    "{op} on {value} of dtype float4_e2m1fn_x2 (two float4 values a byte) has no ONNX translation; "
+    "onnxsight translates float4 tensors as weights, inputs and outputs, their copies, and their byte "
+    "views (.view(torch.uint8), .view(torch.float4_e2m1fn_x2))",
+    "Apply the op to the bytes: view the float4 tensor as uint8 first (w.view(torch.uint8)), and view "
+    "the result back if it must stay float4.",
+    what="Reports an op other than a byte view or a copy that reads or makes a `float4_e2m1fn_x2` "
+         "value. ONNX holds float4 as FLOAT4E2M1 from opset 23, counting values where PyTorch counts "
+         "packed pairs (the last dim doubles), and ONNX Runtime 1.32 runs no op on it.",
+    why="A shape op on packed pairs (a slice or transpose of the last dim, a reshape) is a different "
+        "op on the values ONNX counts; translated as written it would move the wrong nibbles, "
+        "silently.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                w = self.w[:, :2]                     # DTY007: aten.slice.Tensor on a float4 weight
+                return x + w.view(torch.uint8)
+    """,
+    how="""
+        ```python
+        w = self.w.view(torch.uint8)[:, :2]           # slice the bytes: the same pairs
+        ```
+    """,
+    tags=("dtype", "torch.onnx"))
+
 # NOTE: removed, never emitted. Translations keep float64 as ONNX DOUBLE; where an ONNX operator has
 # no double variant (Celu, Elu, ...) they compute it from ops that run in double instead of casting.
 FLOAT64_DOWNCAST = define(

@@ -27,7 +27,9 @@ def elem_type_name(elem_type: int) -> str:
 
 def elem_type_of(dtype_name: str) -> int:
     """dtype name -> ONNX elem type (``float32`` -> ``FLOAT``)."""
-    key = {"float32": "FLOAT", "float64": "DOUBLE"}.get(dtype_name, dtype_name.upper())
+    # torch's float8_e4m3fn is ONNX's FLOAT8E4M3FN; its float4_e2m1fn_x2 (pairs) holds FLOAT4E2M1 values
+    key = {"float32": "FLOAT", "float64": "DOUBLE", "float4_e2m1fn_x2": "FLOAT4E2M1"}.get(
+        dtype_name, dtype_name.upper().replace("_", ""))
     return int(getattr(onnx.TensorProto, key, onnx.TensorProto.UNDEFINED))
 
 

@@ -42,6 +42,10 @@ def to_numpy(value: Any) -> np.ndarray:
         import torch
 
         tensor = value.detach().cpu()
+        if tensor.dtype is torch.float4_e2m1fn_x2:  # exact in float32, counted as ONNX counts them
+            from onnxsight.exporter import float4_values
+
+            return float4_values(tensor).astype(np.float32)
         if tensor.dtype in (torch.bfloat16,) or "float8" in str(tensor.dtype):
             tensor = tensor.float()
         return tensor.numpy()

@@ -116,11 +116,13 @@ def _from_program(prog: Any) -> tuple[onnx.ModelProto, Weights]:
     present = {t.name for t in model.graph.initializer}
     missing = [name for name in tensors if name not in present]
     if missing:  # above 2 GB: typed placeholders whose bytes stay in the program's tensors
+        from onnxsight.exporter import onnx_shape
+
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         for name in missing:
             tensor = tensors[name]
-            copy.graph.initializer.append(onnx.TensorProto(name=name, dims=list(tensor.shape),
+            copy.graph.initializer.append(onnx.TensorProto(name=name, dims=onnx_shape(tensor.dtype, tensor.shape),
                                                            data_type=elem_type_of(dtype_name(tensor.dtype))))
         model = copy
     sources = {name: (lambda t=tensor: _tensor_array(t)) for name, tensor in tensors.items()}
@@ -142,6 +144,10 @@ def _tensor_array(tensor: Any) -> np.ndarray:
         bits = torch.uint16 if name == "bfloat16" else torch.uint8
         return tensor.view(bits).numpy().view(getattr(ml_dtypes, name.replace("float8", "float8_")
                                                                    if name != "bfloat16" else name))
+    if name == "float4_e2m1fn_x2":
+        from onnxsight.exporter import float4_values
+
+        return float4_values(tensor)
     return tensor.numpy()
 
 

@@ -51,3 +51,25 @@ def test_key_naming_an_input_with_a_wrong_axis_is_still_an_error() -> None:
         onnxsight.export(One(), (X,), dynamic_axes={"x": {5: "b"}, "seq_lengths": {0: "b"}})
     codes = sorted(d.rule.code for d in info.value.diagnostics)
     assert codes == ["ARG003", "ARG016"], codes
+
+
+def test_required_axes_refuse_a_key_naming_nothing_with_the_same_name_resolution() -> None:
+    """The command line's --dynamic (RequiredAxes): the keys export() resolves, an unknown one refused (ARG003)."""
+    from onnxsight.exporter import RequiredAxes
+
+    class Gate(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: dict[str, torch.Tensor]) -> torch.Tensor:
+            return a + b["x"]
+
+    args = (X, {"x": torch.randn(2, 3)})
+    axes = RequiredAxes({"a": {0: "batch"}, "x": {0: "batch"}}, source="--dynamic")   # "x": a leaf, by input_names
+    program = onnxsight.export(Gate(), args, dynamic_axes=axes, input_names=["a", "x"])
+    assert [v.type.tensor_type.shape.dim[0].dim_param for v in program.model_proto.graph.input] == ["batch"] * 2
+    assert not [d for d in program.diagnostics if d.rule.code == "ARG016"]
+    with pytest.raises(InvalidArgumentError) as info:
+        onnxsight.export(Gate(), args, dynamic_axes=RequiredAxes({"y": {0: "batch"}}, source="--dynamic"),
+                         input_names=["a", "x"], output_names=["y"])
+    (error,) = info.value.diagnostics
+    assert error.rule.code == "ARG003" and error.level.value == "error"
+    assert "--dynamic names 'y', which is not an input" in error.message
+    assert "forward()'s arguments are ['a', 'b']; input names are ['a', 'x']" in error.message

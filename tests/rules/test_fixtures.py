@@ -62,6 +62,15 @@ class Float8(torch.nn.Module):
         return x.to(torch.float8_e4m3fn).float()  # @DTY005
 
 
+class Float4Slice(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.zeros(4, 4, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.w[:, :2].view(torch.uint8)  # @DTY007
+
+
 class ScatterAdd(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.zeros(3, 4).scatter_add(0, torch.tensor([[0, 1, 2, 0]]), x[None])
@@ -310,6 +319,9 @@ CASES: tuple[Case, ...] = (
     Case("IO006", ReturnsNumbers, marker="export"),
     Case("DTY005", Float8, options={"opset_version": 18}),
     Case("DTY006", Float8, marker="DTY005"),
+    Case("DTY007", Float4Slice, args=(torch.randn(4, 2),)),
+    Case("CAP015", lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)), args=(torch.randn(2, 4),),
+         marker="export"),
     Case("ONX007", ScatterAdd, marker="export", options={"opset_version": 15}),
     Case("ONX008", KeyPaddingAttention, args=(torch.randn(2, 2, 6, 8), torch.rand(2, 6) > 0.3), marker="export",
          options={"optimize": "ort-fusion"}),
@@ -371,7 +383,9 @@ def test_fixture_table_covers_the_rules_the_exporter_emits() -> None:
     # ONX005 (a module call whose nodes interleave with its caller's: tests/exporter/test_module_functions.py),
     # CAP010/CAP011 (capture patches of a library's functions: tests/exporter/test_capture_patches.py),
     # OPS008 (a torchvision op, needs torchvision: tests/vision/test_detection_ops.py),
-    # QNT001 (eager-mode quantized modules: tests/quantized/test_eager_quantized.py).
+    # QNT001 (eager-mode quantized modules: tests/quantized/test_eager_quantized.py),
+    # ARG020 (raised by torch.onnx's ONNXProgram API on a program: tests/exporter/test_torch_onnx_program_api.py).
     assert untested <= {"CAP003", "CAP004", "CAP006", "DEC001", "VAL004", "OPS006", "DTY003", "INT001", "VAL006",
-                        "VAL008", "VAL009", "VAL010", "ARG014", "ONX005", "CAP010", "CAP011", "OPS008", "QNT001"}
+                        "VAL008", "VAL009", "VAL010", "ARG014", "ONX005", "CAP010", "CAP011", "OPS008", "QNT001",
+                        "ARG020"}
 

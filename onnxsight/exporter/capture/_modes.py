@@ -47,3 +47,29 @@ def eval_semantics(model: torch.nn.Module) -> Iterator[None]:
     finally:
         for module, flag in saved:
             module.training = flag
+
+
+def training_dependent(model: torch.nn.Module) -> list[str]:
+    """``name (Class)`` of each submodule in training mode whose behaviour depends on the mode.
+
+    Dropout, batch norm, instance norm with running statistics, recurrent layers and attention with
+    dropout: the modules whose training graph differs from the one :func:`eval_semantics` captures.
+    """
+    if is_exported_graph(model):
+        return []
+    found = []
+    for name, module in model.named_modules():
+        if module.training and _mode_dependent(module):
+            found.append(f"{name or 'the model'} ({type(module).__name__})")
+    return found
+
+
+def _mode_dependent(module: torch.nn.Module) -> bool:
+    nn = torch.nn
+    if isinstance(module, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)):
+        return True
+    if isinstance(module, nn.modules.instancenorm._InstanceNorm):
+        return bool(module.track_running_stats)
+    if isinstance(module, (nn.RNNBase, nn.MultiheadAttention)):
+        return bool(module.dropout)
+    return False

@@ -327,6 +327,20 @@ def _check_axes(ctx: DiagnosticContext, where: str, value: torch.Tensor, axes: l
                      error=f"axis {axis} of input {where} does not exist: {where} has rank {rank} ({valid})")
 
 
+class RequiredAxes(dict):
+    """``dynamic_axes`` whose every key must name an input: a key naming nothing is ARG003, not ARG016.
+
+    NOTE: export() only warns (ARG016) about a legacy ``dynamic_axes`` key that names nothing, as
+    torch.onnx did for code written for it. A caller of its own (the command line's ``--dynamic``,
+    named by ``source``) asks for dims that must be dynamic; one that names no input would export
+    static, so it is refused, by the same name resolution export() uses.
+    """
+
+    def __init__(self, axes: Mapping[str, Any], *, source: str) -> None:
+        super().__init__(axes)
+        self.source = source
+
+
 def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynamic_axes: Any,
                         input_names: Any, output_names: Any) -> None:
     """torch.onnx-style ``{input: {axis: name}}``: every key an input (or output) name, every axis real."""
@@ -345,6 +359,10 @@ def _check_dynamic_axes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynami
                          error=f"input {key} is a {type(bound[key]).__name__}, not a tensor: name the tensors in "
                                f"it ({leaves_text(bound, key)}) in input_names, one name per tensor input in "
                                "order, as torch.onnx reads them, and key dynamic_axes by those names")
+            elif isinstance(dynamic_axes, RequiredAxes):
+                given = f"; input names are {given_names}" if given_names else ""
+                ctx.emit(rules.BAD_DYNAMIC_SHAPES, error=f"{dynamic_axes.source} names {key!r}, which is not an "
+                                                         f"input: forward()'s arguments are {names}{given}")
             elif key not in outputs:  # torch.onnx warned and went on: the key changes nothing in the graph
                 given = f"; input_names are {given_names}" if given_names else ""
                 ctx.emit(rules.DYNAMIC_AXES_KEY_NAMES_NOTHING, key=repr(key),

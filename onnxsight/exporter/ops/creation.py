@@ -18,6 +18,7 @@ from onnx import helper
 from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import translation
+from onnxsight.exporter.ops import float4
 
 aten = torch.ops.aten
 
@@ -51,6 +52,8 @@ def aten_zeros(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dty
                device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
     """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
+    if _dtype(b, dtype) is float4.FLOAT4:  # torch.empty(..., dtype=torch.float4_e2m1fn_x2)
+        return float4.float4_zeros(b, b.int_list(size), len(size))
     return _full(b, b.int_list(size), 0, _dtype(b, dtype))
 
 
@@ -271,6 +274,21 @@ def aten_randn(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dty
     bool? pin_memory=None) -> Tensor"""
     dtype = _dtype(b, dtype)
     return _random_like(b, "RandomNormalLike", _full(b, b.int_list(size), 0, dtype), dtype)
+
+
+@translation(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
+def aten_normal(b: GraphBuilder, mean: Value | float, std: Value | float = 1.0, *, generator: Any = None) -> Value:
+    """normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+    (also normal.Tensor_float and normal.float_Tensor: one of them a Python float)
+
+    Each element drawn from N(mean_i, std_i), the parameters broadcast: mean + std * N(0, 1).
+    """
+    dtype = b.node.out_dtype or torch.get_default_dtype()
+    mean_value, std_value = (b.cast(v, dtype) if isinstance(v, Value) else b.scalar(float(v), dtype)
+                             for v in (mean, std))
+    shaped = b.op("Add", mean_value, std_value, dtype=dtype, shape=b.node.out_shape)   # the broadcast shape
+    standard = _random_like(b, "RandomNormalLike", shaped, dtype)
+    return b.op("Add", mean_value, b.op("Mul", std_value, standard), dtype=dtype, shape=b.node.out_shape)
 
 
 @translation(aten.rand_like.default)

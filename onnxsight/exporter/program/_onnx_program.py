@@ -22,12 +22,13 @@ from onnxsight.diagnostics import Diagnostic, DiagnosticContext
 from onnxsight.exporter.translate._complex_io import from_pairs, to_pairs
 from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter._builder import tensor_bytes_view, torch_to_tensor_proto
-from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter._dtypes import onnx_shape, to_onnx
 from onnxsight.exporter.translate._inline import inline_functions
 from onnxsight.exporter.inputs._fake import dataless, fake_weights_error, has_data
 from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter.program._stream import embedded_size, write_embedded
 from onnxsight.exporter.translate._graph import TranslatedGraph
+from onnxsight.exporter.program._torch_onnx_api import TorchOnnxMethods, refusal
 from onnxsight.exporter.program._weights import save_with_weights
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3  # protobuf's hard limit on one message
@@ -75,7 +76,7 @@ def _initializer(translated: TranslatedGraph, name: str, tensor: torch.Tensor, *
     if data and external is None:
         proto = torch_to_tensor_proto(tensor, name)
     else:
-        proto = onnx.TensorProto(name=name, dims=list(tensor.shape),
+        proto = onnx.TensorProto(name=name, dims=onnx_shape(tensor.dtype, tensor.shape),
                                  data_type=torch_to_tensor_proto(tensor.flatten()[:0], name).data_type)
     if external is not None:
         location, offset, length = external
@@ -135,8 +136,8 @@ def assemble(translated: TranslatedGraph, *, with_data: bool = True,
     return model
 
 
-class ONNXProgram:
-    """The result of :func:`onnxsight.export`."""
+class ONNXProgram(TorchOnnxMethods):
+    """The result of :func:`onnxsight.export` (with torch.onnx's methods its users call: ``_torch_onnx_api``)."""
 
     def __init__(self, translated: TranslatedGraph, exported_program: torch.export.ExportedProgram,
                  diagnostics: Sequence[Diagnostic], record: ExportRecord) -> None:
@@ -191,7 +192,7 @@ class ONNXProgram:
                 model.graph.initializer.append(_initializer(self._translated, name, tensor, data=True))
             else:
                 model.graph.value_info.append(helper.make_tensor_value_info(name, to_onnx(tensor.dtype),
-                                                                            list(tensor.shape)))
+                                                                            onnx_shape(tensor.dtype, tensor.shape)))
         return model
 
     def _embedded(self) -> onnx.ModelProto:
@@ -267,7 +268,7 @@ class ONNXProgram:
 
     def save(self, path: str | os.PathLike | Any, *, external_data: bool | None = None,
              inline_functions: bool = False, weights: Any = None, strict: bool = True,
-             include_initializers: bool = True) -> list[str]:
+             include_initializers: bool = True, keep_initializers_as_inputs: bool = False) -> list[str]:
         """Write the model; ``external_data=None`` uses external data above 2 GB. Returns the files written.
 
         ``inline_functions=True`` writes a program exported with ``module_functions=`` as one flat
@@ -288,7 +289,14 @@ class ONNXProgram:
 
         ``include_initializers=False`` (torch.onnx's name) writes the graph alone, each weight described
         in ``graph.value_info``: the structure of any program, fake-mode ones included, for inspection.
+        ``keep_initializers_as_inputs=True`` (torch.onnx's) is refused (ARG020, a TypeError).
         """
+        if keep_initializers_as_inputs:
+            raise TypeError(refusal(
+                "save(keep_initializers_as_inputs=True)",
+                "it lists the weights as graph inputs too, to be fed at run time",
+                "make a weight that must be fed at run time an argument of forward(); onnxsight writes IR 10+ "
+                "models, where initializers need not be inputs"))
         self.check_weights()
         if not include_initializers:
             if weights is not None:

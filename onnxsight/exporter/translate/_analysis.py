@@ -117,6 +117,8 @@ def _node_checks(program: torch.export.ExportedProgram, ctx: DiagnosticContext, 
     """Per-node rules, each reported once per (rule, op, source line)."""
     seen: set[tuple[str, str, str]] = set()
     user_inputs = set(program.graph_signature.user_inputs)
+    targets = {spec.arg.name: spec.target for spec in program.graph_signature.input_specs  # b_w -> w
+               if spec.target and hasattr(spec.arg, "name")}
     user_dtypes = {val.dtype for node in program.graph_module.graph.nodes
                    if node.op == "placeholder" and node.name in user_inputs
                    for val in [node.meta.get("val")] if isinstance(val, torch.Tensor)}
@@ -143,6 +145,8 @@ def _node_checks(program: torch.export.ExportedProgram, ctx: DiagnosticContext, 
         if code and _DATA_ATTR.search(code):
             emit(rules.TENSOR_DATA_USE, node, code=code.strip()[:120])
         _dtype_checks(node, op, emit, allow_float64=torch.float64 in user_dtypes)
+        if op not in _FLOAT4_OPS:
+            _float4_check(node, op, emit, targets)
 
 
 def _dtype_checks(node: torch.fx.Node, op: str, emit: Callable[..., None], *, allow_float64: bool) -> None:
@@ -167,6 +171,24 @@ def _dtype_checks(node: torch.fx.Node, op: str, emit: Callable[..., None], *, al
     if others or not inputs:
         emit(rules.FLOAT64_COMPUTATION, node, op=op, value=node.name,
              from_dtype=", ".join(others) if others else "Python values")
+
+
+# ops translated on float4_e2m1fn_x2 values: its byte views (ops/float4.py), copies (Identity), empty
+_FLOAT4_OPS = frozenset({"aten.view.dtype", "aten.clone.default", "aten.alias.default", "aten.alias_copy.default",
+                         "aten.detach.default", "aten._assert_tensor_metadata.default", "aten.empty.memory_format"})
+
+
+def _float4_check(node: torch.fx.Node, op: str, emit: Callable[..., None], targets: dict[str, str]) -> None:
+    """DTY007: an op on packed float4 pairs other than a byte view or a copy (see ops/float4.py).
+
+    ``targets``: a lifted weight's placeholder -> its name in the model (``b_w`` -> ``w``).
+    """
+    float4 = torch.float4_e2m1fn_x2
+    values = [(targets.get(n.name, n.name), v) for n in node.all_input_nodes for v in _vals(n)]
+    values += [(node.name, v) for v in _vals(node)]
+    name = next((name for name, v in values if isinstance(v, torch.Tensor) and v.dtype is float4), None)
+    if name is not None:
+        emit(rules.FLOAT4_OP_NOT_TRANSLATED, node, op=op, value=name)
 
 
 def _quantization_parameters(node: torch.fx.Node) -> bool:

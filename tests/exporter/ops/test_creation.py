@@ -80,3 +80,20 @@ def test_random_ops_have_the_right_shape_dtype_and_support(make, dtype: torch.dt
         assert values == {0.0, 1.0}
     else:
         assert actual.isfinite().all() and len(values) > 100
+
+
+@pytest.mark.parametrize("make", [
+    lambda mean, std: torch.normal(mean, std),
+    lambda mean, std: torch.normal(mean, 3.0),
+    lambda mean, std: torch.normal(2.0, std),
+    lambda mean, std: torch.distributions.Normal(0.0, 1.0).sample(mean.shape) * std + mean,   # as torch.onnx's test
+], ids=["Tensor_Tensor", "Tensor_float", "float_Tensor", "distributions.Normal"])
+def test_normal_with_tensor_parameters_has_their_mean_and_spread(make) -> None:  # noqa: ANN001
+    """torch.normal(mean, std): each element from N(mean_i, std_i); checked by the sample's moments."""
+    mean, std = torch.full((200, 100), 2.0), torch.full((200, 100), 3.0)
+    expected = make(mean, std)
+    (actual,) = onnxsight.export(Fn(make), (mean, std))(mean, std)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    # 20000 draws: the mean's standard error is 3 / sqrt(20000) = 0.02, the spread's about 0.015
+    assert abs(actual.mean().item() - 2.0) < 0.1 and abs(actual.std().item() - 3.0) < 0.1
+    assert len(set(actual.flatten().tolist())) > 10000
