@@ -127,12 +127,13 @@ def _custom_translation_table(ctx: DiagnosticContext, options: TorchOnnxOptions,
 def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
     mode = getattr(value, "name", str(value)).upper()
     training = bool(getattr(model, "training", False))
-    if mode in ("EVAL", "PRESERVE") and not training:
-        return  # what onnxsight exports: the model as it is, in eval mode
+    if mode == "EVAL" or (mode == "PRESERVE" and not training):
+        return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
     if mode == "TRAINING":
         reason = "onnxsight exports inference graphs (dropout off, batch norm using its running statistics)"
     else:
-        reason = f"{type(model).__name__} is in training mode, and export never changes the model's mode"
+        reason = (f"{type(model).__name__} is in training mode, and PRESERVE would export its training graph, which "
+                  "onnxsight does not export")
     _refuse(ctx, "training", value, reason, "call model.eval() before export and drop the argument")
 
 

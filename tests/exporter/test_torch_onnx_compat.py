@@ -182,11 +182,29 @@ def test_torch_onnx_keywords_onnxsight_cannot_honour_are_refused_by_name(argumen
     assert f"{argument}=" in diagnostic.message and instead in diagnostic.message
 
 
-def test_training_eval_of_a_model_in_training_mode_is_refused_and_the_mode_kept() -> None:
+def test_training_eval_of_a_model_in_training_mode_exports_eval_semantics_and_keeps_the_mode() -> None:
+    torch.manual_seed(0)
+    model, x = DropoutNet().train(), torch.randn(2, 4)
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.EVAL)
+    assert model.training and model.drop.training
+    (out,) = program(x)
+    torch.testing.assert_close(out, model.eval()(x))
+
+
+def test_training_preserve_of_a_model_in_training_mode_is_refused_and_the_mode_kept() -> None:
     model = Small().train()
     with pytest.raises(onnxsight.exporter.InvalidArgumentError, match=r"Small is in training mode.*model\.eval\(\)"):
-        onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.EVAL)
+        onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.PRESERVE)
     assert model.training
+
+
+class DropoutNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.drop = torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc(x))
 
 
 def test_export_modules_as_functions_is_module_functions() -> None:
