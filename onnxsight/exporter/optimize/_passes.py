@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _batchnorm, _fold, _simplify
+from onnxsight.exporter.optimize import _attention, _batchnorm, _fold, _rmsnorm, _simplify
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -44,6 +44,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         (_batchnorm.PASS_NAME, _batchnorm.fold_batch_norms),
         ("identities", _simplify.identities),
         ("constant attention masks", _attention.constant_masks),
+        (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 else 0),
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
