@@ -35,11 +35,11 @@ def rms_norms(graph: Graph) -> int:
         last = nodes[-1]
         out = last.output[0]
         if scale is None:
-            width = graph.static_shape(x)
+            width = _width(graph, x)
             if width is None:
                 continue
             scale = graph.fresh(f"{out}_scale")
-            graph.initializers[scale] = torch.ones(width[-1], dtype=_torch_dtype(graph.elem_type(x)))
+            graph.initializers[scale] = torch.ones(width, dtype=_torch_dtype(graph.elem_type(x)))
         norm = onnx.helper.make_node("RMSNormalization", [x, scale], [out], name=graph.fresh(f"{out}_rms"),
                                      axis=-1, epsilon=eps, stash_type=1)
         norm.metadata_props.extend(last.metadata_props)
@@ -84,8 +84,7 @@ def _match(graph: Graph, pow_node: onnx.NodeProto) -> tuple[str, float, str | No
     if weighted is not None:
         other = [name for name in weighted.input if name != mul.output[0]]
         weight = graph.constant(other[0]) if len(other) == 1 else None
-        shape = graph.static_shape(x)
-        if weight is not None and weight.dim() == 1 and shape is not None and weight.numel() == shape[-1] \
+        if weight is not None and weight.dim() == 1 and weight.numel() == _width(graph, x) \
                 and graph.elem_type(other[0]) == graph.elem_type(x):
             return x, float(eps.reshape(-1)[0]), other[0], [*nodes, weighted]
     return x, float(eps.reshape(-1)[0]), None, nodes
@@ -98,6 +97,13 @@ def _only_reader(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeP
     if len(readers) != 1 or out in graph.pinned or readers[0].op_type != op_type or readers[0].domain:
         return None
     return readers[0]
+
+
+def _width(graph: Graph, name: str) -> int | None:
+    """The size of ``name``'s last axis where it is a known int (other axes may be dynamic)."""
+    info = graph.info(name)
+    dims = info.type.tensor_type.shape.dim if info is not None and info.type.tensor_type.HasField("shape") else ()
+    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
 
 
 def _torch_dtype(elem_type: int | None) -> torch.dtype:
