@@ -34,7 +34,7 @@ PASS_NAME = "batch-norm folding"
 Source = Optional[tuple[str, Optional[tuple[int, ...]]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # holds tensors: compared by identity
 class FoldedWeight:
     """How one folded initializer is computed: ``compute(target, scale, shift, mean, var)``.
 
