@@ -151,3 +151,30 @@ def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies() -> Non
         ids = torch.randint(0, 128, (1, length))
         result = onnxsight.verify(program, (ids,))
         assert result.passed, result.root_causes
+
+
+class GQA(nn.Module):
+    def __init__(self, scale: float | None) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=True)
+
+
+@pytest.mark.parametrize("scale", [None, 0.1])
+@pytest.mark.parametrize("mask", ["bool", "padding", "float_per_head"])
+def test_grouped_query_attention_with_masks_is_one_attention_node(mask: str, scale: float | None) -> None:
+    """8 query heads over 2 key/value heads, query length 5 over 7 keys, each mask form ONNX Runtime takes."""
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 5, 16, generator=generator)
+    k, v = torch.randn(2, 2, 7, 16, generator=generator), torch.randn(2, 2, 7, 16, generator=generator)
+    masks = {"bool": torch.rand(5, 7, generator=generator) > 0.3,
+             "padding": torch.where(torch.arange(7) < 5, 0.0, float("-inf")).expand(2, 1, 1, 7).contiguous(),
+             "float_per_head": torch.randn(2, 8, 5, 7, generator=generator)}
+    args = (q, k, v, masks[mask])
+    model = GQA(scale)
+    program = onnxsight.export(model, args, opset_version=23)
+    assert _ops(program)["Attention"] == 1 and "Softmax" not in _ops(program)
+    torch.testing.assert_close(program(*args)[0], model(*args), rtol=1e-5, atol=1e-5)
+    assert onnxsight.verify(program, args).passed
