@@ -178,3 +178,34 @@ def test_grouped_query_attention_with_masks_is_one_attention_node(mask: str, sca
     assert _ops(program)["Attention"] == 1 and "Softmax" not in _ops(program)
     torch.testing.assert_close(program(*args)[0], model(*args), rtol=1e-5, atol=1e-5)
     assert onnxsight.verify(program, args).passed
+
+
+class HalfRMSNorm(nn.Module):
+    """LlamaRMSNorm as transformers writes it, for a half-precision model: float32 inside, the weight after."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * x.to(dtype)
+
+
+def test_half_precision_rms_norm_keeps_the_float32_stash() -> None:
+    torch.manual_seed(0)
+    model, x = HalfRMSNorm(16).half().eval(), torch.randn(2, 5, 16).half() * 4
+    program = onnxsight.export(model, (x,), opset_version=23)
+    nodes = program.model_proto.graph.node
+    assert [n.op_type for n in nodes] == ["RMSNormalization"]
+    assert onnx_attribute(nodes[0], "stash_type") == 1
+    torch.testing.assert_close(program(x)[0], model(x), rtol=1e-3, atol=1e-3)
+    assert onnxsight.verify(program, (x,)).passed
+
+
+def onnx_attribute(node: object, name: str) -> object:
+    import onnx
+
+    return next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name)

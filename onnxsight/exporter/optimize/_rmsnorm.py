@@ -1,6 +1,6 @@
 """RMS norms written out (LLaMA's ``x * rsqrt(mean(x^2) + eps) * w``) as one ONNX ``RMSNormalization`` (opset 23).
 
-transformers' ``LlamaRMSNorm`` (and Qwen's, Mistral's, Gemma's with a 1 + w weight...) does not call
+transformers' ``LlamaRMSNorm`` (and Mistral's, Qwen's) does not call
 ``F.rms_norm``: torch.export records ``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``, which
 translate to seven nodes. From opset 23 the standard has the op, and the whole chain is one node:
 
@@ -8,9 +8,10 @@ translate to seven nodes. From opset 23 the standard has the op, and the whole c
 
 ``RMSNormalization(x, w, axis=-1, epsilon=eps)`` computes ``x / sqrt(mean(x^2) + eps) * w``. The
 last value of the chain keeps its name (the verifier pairs it with PyTorch's); the values inside
-it are listed as optimised away. Matched in float32 and float64 only, where the op's float32 stash
-is the precision the chain computed in already (a half-precision model's chain runs between Casts
-to float32 and back, and the weight multiplies after the Cast: not matched).
+it are listed as optimised away. Matched in float32 and float64, and in half precision where the
+chain runs between a Cast to float32 and a Cast back, the weight multiplied after it (LLaMA's
+``hidden_states.to(torch.float32)`` ... ``self.weight * hidden_states.to(input_dtype)``): the op's
+float32 stash (``stash_type=1``) is those Casts.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from __future__ import annotations
 import onnx
 import torch
 
+from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 PASS_NAME = "RMS norms"
 _WIDE = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
+_HALF = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 
 def rms_norms(graph: Graph) -> int:
@@ -39,7 +42,7 @@ def rms_norms(graph: Graph) -> int:
             if width is None:
                 continue
             scale = graph.fresh(f"{out}_scale")
-            graph.initializers[scale] = torch.ones(width, dtype=_torch_dtype(graph.elem_type(x)))
+            graph.initializers[scale] = torch.ones(width, dtype=to_torch(graph.elem_type(x)))
         norm = onnx.helper.make_node("RMSNormalization", [x, scale], [out], name=graph.fresh(f"{out}_rms"),
                                      axis=-1, epsilon=eps, stash_type=1)
         norm.metadata_props.extend(last.metadata_props)
@@ -80,14 +83,31 @@ def _match(graph: Graph, pow_node: onnx.NodeProto) -> tuple[str, float, str | No
     if mul is None or set(mul.input) != {x, inverse.output[0]}:
         return None
     nodes = [pow_node, mean, add, sqrt, inverse, mul]
-    weighted = _only_reader(graph, mul, "Mul")
+    x, nodes = _half_precision(graph, x, nodes)
+    weighted = _only_reader(graph, nodes[-1], "Mul")
     if weighted is not None:
-        other = [name for name in weighted.input if name != mul.output[0]]
+        other = [name for name in weighted.input if name != nodes[-1].output[0]]
         weight = graph.constant(other[0]) if len(other) == 1 else None
         if weight is not None and weight.dim() == 1 and weight.numel() == _width(graph, x) \
                 and graph.elem_type(other[0]) == graph.elem_type(x):
             return x, float(eps.reshape(-1)[0]), other[0], [*nodes, weighted]
     return x, float(eps.reshape(-1)[0]), None, nodes
+
+
+def _half_precision(graph: Graph, wide: str, nodes: list[onnx.NodeProto]) -> tuple[str, list[onnx.NodeProto]]:
+    """A half-precision model's chain, ``Cast(x, float32) -> ... -> Cast(back)``: the op's float32 stash
+    (``stash_type=1``) is those Casts, so it reads x itself and the chain takes in the Cast back (and the Cast
+    to float32, where the chain alone reads it). Else the chain as it is."""
+    cast_in = graph.producer.get(wide)
+    source = cast_in.input[0] if cast_in is not None and cast_in.op_type == "Cast" and not cast_in.domain else None
+    if source is None or graph.elem_type(source) not in _HALF or graph.elem_type(wide) != onnx.TensorProto.FLOAT:
+        return wide, nodes
+    cast_out = _only_reader(graph, nodes[-1], "Cast")
+    if cast_out is None or attribute(cast_out, "to") != graph.elem_type(source):
+        return wide, nodes
+    readers = graph.readers.get(wide, [])
+    alone = wide not in graph.pinned and all(r is nodes[0] or r is nodes[-1] for r in readers)
+    return source, [cast_in, *nodes, cast_out] if alone else [*nodes, cast_out]
 
 
 def _only_reader(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeProto | None:
@@ -104,7 +124,3 @@ def _width(graph: Graph, name: str) -> int | None:
     info = graph.info(name)
     dims = info.type.tensor_type.shape.dim if info is not None and info.type.tensor_type.HasField("shape") else ()
     return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
-
-
-def _torch_dtype(elem_type: int | None) -> torch.dtype:
-    return torch.float64 if elem_type == onnx.TensorProto.DOUBLE else torch.float32
