@@ -103,7 +103,7 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
     constants = dict(getattr(exported, "constants", {}) or {})
     tied = _tied_names({**translated.initializers, **(getattr(exported, "state_dict", {}) or {}), **constants})
     non_persistent = set(getattr(exported.graph_signature, "non_persistent_buffers", ()) or ())
-    plan: dict[str, str | None] = {}
+    plan: dict[str, Any] = {}
     missing: list[str] = []
     mismatches: list[str] = []
 
