@@ -191,7 +191,7 @@ bench-ort: setup
 # (decomposed), as exported and after ORT's transformer optimizer, interleaved (docs/optimization.md).
 .PHONY: bench-opset23
 bench-opset23: setup
-	$(PY) bench/opset23.py --json docs/opset23-latency.json
+	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.
