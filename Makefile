@@ -187,6 +187,12 @@ bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
 	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
 
+# ORT CPU latency of opset-23 BERT/LLaMA graphs with the standard's Attention/RMSNormalization and without
+# (decomposed), as exported and after ORT's transformer optimizer, interleaved (docs/optimization.md).
+.PHONY: bench-opset23
+bench-opset23: setup
+	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
+
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.
 SARIF_DIR ?= artifacts/sarif

@@ -172,4 +172,8 @@ def test_weights_no_node_reads_are_left_out() -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).eval()
     program = onnxsight.export(model, (torch.randn(1, 3, 8, 8),))
     names = {i.name for i in program.model_proto.graph.initializer}
+    read = {name for node in program.model_proto.graph.node for name in node.input}
+    assert names <= read and "1.num_batches_tracked" not in names   # the batch norm is folded into the conv
+    plain = onnxsight.export(model, (torch.randn(1, 3, 8, 8),), optimize=False)
+    names = {i.name for i in plain.model_proto.graph.initializer}
     assert "1.running_mean" in names and "1.num_batches_tracked" not in names

@@ -25,7 +25,8 @@ class Graph:
     ``aliases``: value -> the value that now holds it (an Identity removed, a Cast that changed
     nothing); ``removed``: value -> the pass that removed it with no value left to compare it by;
     ``derived``: initializer -> (the initializer it was computed from, the permutation applied; None: the
-    same elements in another shape).
+    same elements in another shape);
+    ``computed``: initializer -> how it is computed from several weights (``_batchnorm.FoldedWeight``).
     """
 
     proto: onnx.GraphProto
@@ -34,6 +35,7 @@ class Graph:
     aliases: dict[str, str] = field(default_factory=dict)
     removed: dict[str, str] = field(default_factory=dict)
     derived: dict[str, tuple[str, tuple[int, ...] | None]] = field(default_factory=dict)
+    computed: dict[str, Any] = field(default_factory=dict)
     producer: dict[str, onnx.NodeProto] = field(default_factory=dict)
     readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)   # graph inputs/outputs and values read by subgraphs

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _decoder, _fold, _rotary, _simplify
+from onnxsight.exporter.optimize import _attention, _batchnorm, _decoder, _fold, _rmsnorm, _rotary, _simplify
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -45,8 +45,10 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("constants to initializers", _fold.constants_to_initializers),
         ("constant folding", lambda g: _fold.fold_constants(g, opset)),
         ("transposed weights", _fold.transposed_weights),
+        (_batchnorm.PASS_NAME, _batchnorm.fold_batch_norms),
         ("identities", _simplify.identities),
         ("constant attention masks", _attention.constant_masks),
+        (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 else 0),
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
@@ -141,5 +143,6 @@ def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> Non
                if name not in existing and name in set(translated.value_names.values())}
     translated.optimized_away.update(removed)
     translated.derived.update({k: v for k, v in graph.derived.items() if k in graph.initializers})
+    translated.computed.update({k: v for k, v in graph.computed.items() if k in graph.initializers})
     if translated.optimized_away:
         translated.metadata[OPTIMIZED_AWAY_KEY] = json.dumps(translated.optimized_away, sort_keys=True)

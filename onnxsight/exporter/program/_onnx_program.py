@@ -107,7 +107,8 @@ def embedded_constant(translated: TranslatedGraph, name: str, tensor: torch.Tens
     """Whether initializer ``name`` is a small constant of the exporter's (not a weight) kept in the model."""
     from onnxsight.exporter.inputs._fake import has_data
 
-    return (name not in translated.initializer_kinds and name not in translated.derived and has_data(tensor)
+    return (name not in translated.initializer_kinds and name not in translated.derived
+            and name not in translated.computed and has_data(tensor)
             and tensor.numel() * tensor.element_size() <= _EMBEDDED_CONSTANT_BYTES)
 
 

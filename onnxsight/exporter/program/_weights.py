@@ -65,6 +65,12 @@ def save_with_weights(translated: Any, exported: Any, path: Any, weights: Any, *
     try:
         for name, tensor in translated.initializers.items():
             key = plan[name]
+            if name in translated.computed:  # folded by the optimize stage: computed again from the checkpoint's
+                offset = os.lseek(fd, 0, os.SEEK_CUR)
+                length = write_tensor(_computed(translated.computed[name], source, key), fd)
+                external[name] = (location, offset, length)
+                os.write(fd, b"\0" * ((-(offset + length)) % ALIGN))
+                continue
             if key is None and embedded_constant(translated, name, tensor):
                 continue
             perm = translated.derived[name][1] if key is not None and name in translated.derived else None
@@ -90,27 +96,25 @@ def save_with_weights(translated: Any, exported: Any, path: Any, weights: Any, *
     return [path, data_path]
 
 
-def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, strict: bool) -> dict[str, str | None]:
-    """initializer -> checkpoint key (None: the program's own tensor); emits VAL008/VAL009/VAL010."""
+def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, strict: bool) -> dict[str, Any]:
+    """initializer -> checkpoint key (None: the program's own tensor), or for an initializer computed from
+    several weights, a tuple of keys (one per operand); emits VAL008/VAL009/VAL010."""
     keys = set(source.keys())
     expected = set(getattr(exported, "state_dict", {}) or {})
     constants = dict(getattr(exported, "constants", {}) or {})
     tied = _tied_names({**translated.initializers, **(getattr(exported, "state_dict", {}) or {}), **constants})
     non_persistent = set(getattr(exported.graph_signature, "non_persistent_buffers", ()) or ())
-    plan: dict[str, str | None] = {}
+    plan: dict[str, Any] = {}
     missing: list[str] = []
     mismatches: list[str] = []
-    for name, tensor in translated.initializers.items():
-        source_name, perm = translated.derived.get(name, (name, None))
+
+    def lookup(source_name: str, perm: Any, tensor: Any) -> str | None:
         key = next((k for k in tied.get(source_name, [source_name]) if k in keys), None)
         if key is None:
-            if has_data(tensor) and (not strict or source_name not in expected):
-                plan[name] = None
-            else:
+            if not (has_data(tensor) and (not strict or source_name not in expected)):
                 missing.append(_describe(source_name, non_persistent, translated.initializer_kinds.get(source_name),
                                          expected))
-            continue
-        plan[name] = key
+            return None
         meta = source.meta(key)
         shape = tuple(meta.shape) if perm is None or len(meta.shape) != len(perm) else \
             tuple(meta.shape[i] for i in perm)
@@ -119,10 +123,20 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
         if meta.dtype != tensor.dtype or shape != tuple(tensor.shape):
             mismatches.append(f"{key}: {_dtype(meta.dtype)} {list(meta.shape)} in the checkpoint, "
                               f"{_dtype(tensor.dtype)} {list(tensor.shape)} in the program")
+        return key
+
+    for name, tensor in translated.initializers.items():
+        if name in translated.computed:
+            recipe = translated.computed[name]
+            plan[name] = tuple(None if src is None or operand is None else lookup(src[0], src[1], operand)
+                               for src, operand in zip(recipe.sources, recipe.tensors))
+            continue
+        plan[name] = lookup(*translated.derived.get(name, (name, None)), tensor)
     if missing:
         ctx.emit(rules.CHECKPOINT_MISSING_WEIGHTS, source=source.description, count=len(missing),
                  keys=listing(missing))
-    known = expected | set(constants) | set(translated.initializers) | {s for s, _ in translated.derived.values()}
+    known = expected | set(constants) | set(translated.initializers) | {s for s, _ in translated.derived.values()} \
+        | {src[0] for recipe in translated.computed.values() for src in recipe.sources if src is not None}
     unexpected = [k for k in source.keys() if k not in known]
     if unexpected and strict:
         ctx.emit(rules.CHECKPOINT_UNEXPECTED_KEYS, source=source.description, count=len(unexpected),
@@ -131,6 +145,13 @@ def _plan(ctx: DiagnosticContext, translated: Any, exported: Any, source: Any, s
         ctx.emit(rules.CHECKPOINT_WEIGHT_MISMATCH, source=source.description, count=len(mismatches),
                  mismatches=listing(mismatches, 4))
     return plan
+
+
+def _computed(recipe: Any, source: Any, keys: tuple[str | None, ...]) -> torch.Tensor:
+    """A folded initializer computed from the checkpoint's tensors (the program's own where ``keys`` has None)."""
+    operands = [own if key is None else _read(source, key).permute(src[1]) if src[1] else _read(source, key)
+                for key, src, own in zip(keys, recipe.sources, recipe.tensors)]
+    return recipe.compute(operands).contiguous()
 
 
 def _read(source: Any, key: str) -> torch.Tensor:

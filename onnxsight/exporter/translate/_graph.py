@@ -41,9 +41,11 @@ class TranslatedGraph:
     complex_outputs: dict[str, torch.dtype] = field(default_factory=dict)
     functions: list[onnx.FunctionProto] = field(default_factory=list)   # module_functions= (see _functions.py)
     # Set by the optimize stage: initializer -> (weight it was computed from, permutation or None for the same
-    # elements in another shape), and
-    # value -> the pass that removed it (verification lists it with that reason).
+    # elements in another shape), initializer -> how it is computed from several weights (``compute(tensors)``
+    # of its ``sources``: a batch norm folded), and value -> the pass that removed it (verification lists it
+    # with that reason).
     derived: dict[str, tuple[str, tuple[int, ...] | None]] = field(default_factory=dict)
+    computed: dict[str, Any] = field(default_factory=dict)
     optimized_away: dict[str, str] = field(default_factory=dict)
 
 

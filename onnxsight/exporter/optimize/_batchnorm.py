@@ -1,0 +1,167 @@
+"""Inference batch norms folded into the Conv, ConvTranspose or Gemm before them: one node instead of two.
+
+``BatchNormalization`` in inference mode is a per-channel affine map,
+``y = (x - mean) * s + shift`` with ``s = scale / sqrt(var + eps)``, and so is
+what a Conv/ConvTranspose/Gemm adds to its product per output channel. The
+folded op computes ``x * (W s) + ((B - mean) s + shift)``: its weight scaled per
+output channel and a new bias. It is what torch.onnx and ONNX Runtime do (ORT
+when it loads a model); doing it at export makes the file itself lean, for
+ORT's pattern-matching fusers and for the other runtimes users feed it to.
+
+The folded op's output keeps the batch norm's value name (the verifier pairs it
+with PyTorch's batch norm); the product before the batch norm is gone and is
+listed as optimised away. A batch norm in training mode is not an inference
+``BatchNormalization`` (its translation normalises with the batch's statistics),
+so it is never folded. The new weights are computed from the model's weights:
+each records how (:class:`FoldedWeight`), so that ``save(path, weights=checkpoint)``
+computes them again from the checkpoint's tensors, fake-mode exports included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import onnx
+import torch
+
+from onnxsight.exporter.optimize._graph import Graph, attribute
+
+PASS_NAME = "batch-norm folding"
+
+# A weight input of a fold: the state_dict tensor it is read from and the permutation the program stores it
+# with (the transposed-weights pass), or None for an exporter constant (its tensor is in ``tensors``).
+Source = Optional[tuple[str, Optional[tuple[int, ...]]]]
+
+
+@dataclass(frozen=True, eq=False)   # holds tensors: compared by identity
+class FoldedWeight:
+    """How one folded initializer is computed: ``compute(target, scale, shift, mean, var)``.
+
+    ``kind`` is ``"weight"`` (the op's weight scaled per output channel) or ``"bias"``
+    (``(beta * bias - mean) * s + shift``; a missing bias is zero). ``sources`` say where each of the five
+    operands comes from at ``save(weights=...)``; ``tensors`` are the program's own, used where a source
+    is an exporter constant (or the checkpoint lacks it and the program has data).
+    """
+
+    kind: str
+    sources: tuple[Source, ...]
+    tensors: tuple[Optional[torch.Tensor], ...]
+    epsilon: float
+    channel_axis: int = 0   # the weight's output-channel axis (1 for ConvTranspose and Gemm with transB=0)
+    groups: int = 1         # ConvTranspose's groups: its output channels are split over axis 0 too
+    beta: float = 1.0       # Gemm's beta, folded into the new bias
+    dtype: torch.dtype = torch.float32
+
+    def compute(self, operands: Sequence[Optional[torch.Tensor]]) -> torch.Tensor:
+        """The folded tensor from ``operands`` (target, scale, shift, mean, var), in float64, then ``dtype``."""
+        target, scale, shift, mean, var = (None if t is None else t.to(torch.float64) for t in operands)
+        assert scale is not None and shift is not None and mean is not None and var is not None
+        s = scale * torch.rsqrt(var + self.epsilon)
+        if self.kind == "bias":
+            bias = torch.zeros_like(mean) if target is None else (self.beta * target).reshape(-1).expand_as(mean)
+            return ((bias - mean) * s + shift).to(self.dtype)
+        assert target is not None
+        return _scaled(target, s, self.channel_axis, self.groups).to(self.dtype)
+
+
+def _scaled(weight: torch.Tensor, s: torch.Tensor, axis: int, groups: int) -> torch.Tensor:
+    """``weight`` with output channel c multiplied by s[c]; ConvTranspose keeps group g's channels at
+    axis 1 of rows g * Cin/groups ... (g + 1) * Cin/groups."""
+    rest = [1] * (weight.dim() - 2)
+    if axis == 0:
+        return weight * s.reshape(-1, *[1] * (weight.dim() - 1))
+    if groups == 1:
+        return weight * s.reshape(1, -1, *rest)
+    split = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:])
+    return (split * s.reshape(groups, 1, -1, *rest)).reshape(weight.shape)
+
+
+def fold_batch_norms(graph: Graph) -> int:
+    """BatchNormalization(Conv/ConvTranspose/Gemm(x, W, B)) -> that op with W and B folded, where the op's
+    output is read by the batch norm alone and every parameter is a weight or constant. Returns nodes removed."""
+    done = 0
+    for bn in list(graph.nodes):
+        if bn.op_type != "BatchNormalization" or bn.domain or attribute(bn, "training_mode", 0) \
+                or sum(1 for o in bn.output if o) != 1 or len(bn.input) != 5:
+            continue
+        op = graph.producer.get(bn.input[0])
+        if op is None or op.domain or op.op_type not in ("Conv", "ConvTranspose", "Gemm") \
+                or graph.uses(bn.input[0]) != 1 or len(op.input) < 2:
+            continue
+        folds = _folds(graph, op, bn)
+        if folds is None:
+            continue
+        _rewrite(graph, op, bn, folds)
+        done += 1
+    return done
+
+
+def _folds(graph: Graph, op: onnx.NodeProto, bn: onnx.NodeProto) -> tuple[FoldedWeight, FoldedWeight] | None:
+    """The op's new weight and bias, or None where this pair does not fold (a parameter computed at run
+    time, channels that do not line up, a Gemm bias of another shape, a weight folded already)."""
+    names = [op.input[1], op.input[2] if len(op.input) > 2 else "", *bn.input[1:5]]
+    if any(name in graph.computed for name in names if name):
+        return None
+    weight, bias, *params = [graph.constant(name) if name else None for name in names]
+    if weight is None or (names[1] and bias is None) or any(t is None for t in params) \
+            or not weight.dtype.is_floating_point or weight.dim() < 2:
+        return None
+    channels = params[0].numel()
+    if any(t.dim() != 1 or t.numel() != channels for t in params):
+        return None
+    axis, groups, beta = 0, 1, 1.0
+    if op.op_type == "ConvTranspose":
+        axis, groups = 1, attribute(op, "group", 1)
+        out_channels = weight.shape[1] * groups
+    elif op.op_type == "Gemm":
+        axis, beta = (0 if attribute(op, "transB", 0) else 1), attribute(op, "beta", 1.0)
+        out_channels = weight.shape[axis]
+        if weight.dim() != 2 or (bias is not None and bias.numel() not in (1, channels)):
+            return None
+    else:
+        out_channels = weight.shape[0]
+    if out_channels != channels or weight.shape[0] % groups:
+        return None
+    sources = [_source(graph, name) if name else None for name in names]
+    eps = float(attribute(bn, "epsilon", 1e-5))
+    return (FoldedWeight("weight", (sources[0], *sources[2:]), (weight, *params), eps, axis, groups,
+                         dtype=weight.dtype),
+            FoldedWeight("bias", (sources[1], *sources[2:]), (bias, *params), eps, beta=beta, dtype=weight.dtype))
+
+
+def _source(graph: Graph, name: str) -> Source:
+    if name in graph.derived:
+        return graph.derived[name]
+    return (name, None) if name in graph.weights else None
+
+
+def _rewrite(graph: Graph, op: onnx.NodeProto, bn: onnx.NodeProto, folds: tuple[FoldedWeight, FoldedWeight]) -> None:
+    """The op reads the folded weight and bias and writes the batch norm's value; the batch norm goes."""
+    weight_name = op.input[1]
+    base = weight_name.removesuffix(".weight")
+    for index, name, fold in ((1, graph.fresh(f"{weight_name}.folded"), folds[0]),
+                              (2, graph.fresh(f"{base}.bias.folded"), folds[1])):
+        graph.initializers[name] = fold.compute(fold.tensors)
+        graph.computed[name] = fold
+        graph.weights.add(name)
+        if index < len(op.input) and op.input[index]:
+            graph.set_input(op, index, name)
+        else:
+            del op.input[index:]
+            op.input.append(name)
+            graph.readers.setdefault(name, []).append(op)
+    if op.op_type == "Gemm":
+        _set_float(op, "beta", 1.0)
+    product, out = op.output[0], bn.output[0]
+    graph.remove([bn])
+    op.output[0] = out
+    graph.producer.pop(product, None)
+    graph.producer[out] = op
+    graph.removed[product] = PASS_NAME
+
+
+def _set_float(node: onnx.NodeProto, name: str, value: float) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.f = value
