@@ -32,8 +32,11 @@ OPTIMIZED_AWAY = "optimised away"       # an optimisation pass removed it (folde
 OUTPUTS_ONLY = "outputs only"           # per_node=False
 NOT_REACHED = "not reached"             # ONNX Runtime failed before this value's chunk
 NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned nothing for it (ACC009)
+# an optimised model's fused op holds the value in another layout; each entry's reason names the op and both
+# shapes ("held by RotaryEmbedding in another layout: [1, 16, 256], PyTorch [1, 4, 16, 64]"), counted as this
+OTHER_LAYOUT = "held by a fused op in another layout"
 REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, NON_TENSOR, NO_COUNTERPART,
-           OPTIMIZED_AWAY, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
+           OPTIMIZED_AWAY, OTHER_LAYOUT, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
 COLUMNS = ("value", "fx_node", "target", "compared", "reason")
@@ -208,7 +211,8 @@ def frame(entries: Sequence[Entry], compared: set[str], failed_reason: Mapping[s
 
 def summary(table: pd.DataFrame) -> dict[str, int]:
     """Counts by reason, in the vocabulary's order."""
-    counts = table["reason"].value_counts().to_dict() if len(table) else {}
+    reasons = table["reason"].map(lambda r: OTHER_LAYOUT if str(r).startswith("held by ") else r)
+    counts = reasons.value_counts().to_dict() if len(table) else {}
     return {reason: int(counts[reason]) for reason in REASONS if reason in counts}
 
 

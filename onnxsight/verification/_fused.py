@@ -79,6 +79,14 @@ def replaced_nodes(prog: Any, index: GraphIndex, values: Sequence[str]) -> dict[
     return found
 
 
+def fused_op(prog: Any, index: GraphIndex, value: str) -> str | None:
+    """The op type of the node of ``index`` (an optimised model) making ``value`` when that node is a fusion
+    the exported graph does not have; None when the exported graph's own node makes it."""
+    if value not in replaced_nodes(prog, index, [value]):
+        return None
+    return index.nodes[index.producer[value]].op_type
+
+
 def _fx_nodes(keys: Sequence[str], fx_nodes: Mapping[str, Any]) -> list[Any]:
     """The FX nodes of ``value_names`` keys (``split__0`` is an output of the node ``split``), each once."""
     found: dict[str, Any] = {}
