@@ -27,8 +27,8 @@ from onnxsight.diagnostics import DiagnosticContext, node_location
 from onnxsight.verification._bundle import ReproCase, capture_repro
 from onnxsight.verification._chunks import ChunkExecutor, OrtFailure
 from onnxsight.verification._coverage import (FOLDED, GRAPH_INPUT, NO_COUNTERPART, NON_TENSOR, OPTIMIZED_AWAY,
-                                              OUTPUTS_ONLY, Entry, is_value_node, multi_output_groups, output_indices,
-                                              placeholder_entries, randomness, tie_order)
+                                              OUTPUTS_ONLY, Entry, is_value_node, multi_output_groups, other_layout,
+                                              output_indices, placeholder_entries, randomness, tie_order)
 from onnxsight.verification._decisions import decision
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._metrics import compare, onnx_layout, real_view, to_numpy
@@ -330,8 +330,7 @@ def _other_layout(pair: Pair, expected: np.ndarray, actual: np.ndarray, config: 
     op = config.fused_op(pair.value) if config.fused_op is not None else None
     if op is None:
         return False
-    out.other_layout[pair.value] = (f"held by {op} in another layout: {list(np.shape(actual))}, "
-                                    f"PyTorch {list(expected.shape)}")
+    out.other_layout[pair.value] = other_layout(op, np.shape(actual), expected.shape)
     return True
 
 
