@@ -11,7 +11,7 @@ import onnx
 
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
-from onnxsight.verification._fused import fused_op, replaced_nodes
+from onnxsight.verification._fused import Fusions, replaced_nodes
 from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
 from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
 from onnxsight.verification._float_model import feeds_for, layer_errors
@@ -89,7 +89,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
     else:
         user_inputs, sizes = checked_inputs(prog, args, kwargs, device=torch_device)
     config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros,
-                          fused_op=None if onnx_model is None else lambda value: fused_op(prog, index, value))
+                          fused_op=None if onnx_model is None else Fusions(prog, index).op)
     run = _Run(prog, index, providers, provider_fallback, torch_device, per_node, config, reference)
     out, plan, feeds, torch_name, used = run(user_inputs, ctx)
     pairs = plan.pairs

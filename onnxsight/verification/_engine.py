@@ -201,10 +201,26 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
         except OrtFailure:
             return None
 
+    layouts: dict[str, bool] = {}  # isolated mode: fused value -> whether ONNX Runtime holds PyTorch's shape
+
+    def keep_own_layouts(reference: dict[str, np.ndarray]) -> None:
+        """Isolated mode on an optimised model: a value a fused op holds in another layout is computed by
+        ONNX Runtime from PyTorch's inputs, not fed PyTorch's (its readers would get the wrong layout)."""
+        for name in [n for n in reference if config.fused_op is not None and config.fused_op(n) is not None]:
+            if name not in layouts:
+                try:
+                    own = executor.probe([name], {k: v for k, v in reference.items() if k != name}).get(name)
+                except OrtFailure:
+                    own = None
+                layouts[name] = own is None or np.shape(own) == np.shape(reference[name])
+            if not layouts[name]:
+                del reference[name]
+
     def flush() -> None:
         nonlocal pending, pending_bytes
         if pending and out.error is None:
             reference = _pending_inputs(pending, paired, torch_runner) if isolated else {}
+            keep_own_layouts(reference)
             reference.update(fed_values)
             try:
                 results = executor.run([p.value for p in pending], reference)

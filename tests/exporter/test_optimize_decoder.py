@@ -117,6 +117,9 @@ def test_llama_fused_model_passes_verification(llama: Any) -> None:
     readers = result.nodes[result.nodes["value"].isin(read)]
     assert set(readers["onnx_op"]) == {"MultiHeadAttention"} and len(readers) >= LAYERS
     assert readers["passed"].astype(bool).all()
+    # isolated mode feeds the attention ONNX Runtime's own Q, in its layout, not PyTorch's
+    isolated = onnxsight.verify(program, args, onnx_model=fused, mode="isolated")
+    assert isolated.passed and isolated.coverage_summary["held by a fused op in another layout"] == LAYERS
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])

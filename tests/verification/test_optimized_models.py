@@ -251,9 +251,10 @@ def _relaid(program: onnxsight.ONNXProgram, transpose: onnx.NodeProto, fused: bo
     return model
 
 
-def test_a_fused_op_holding_a_value_in_another_layout_lists_it_and_compares_what_reads_it() -> None:
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_a_fused_op_holding_a_value_in_another_layout_lists_it_and_compares_what_reads_it(mode: str) -> None:
     program, args, transpose = _transposed()
-    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=True))
+    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=True), mode=mode)
     assert result.passed
     coverage = result.coverage.set_index("value")
     assert coverage.loc[transpose.output[0], "reason"] == \
@@ -264,10 +265,11 @@ def test_a_fused_op_holding_a_value_in_another_layout_lists_it_and_compares_what
     assert result.outputs["passed"].astype(bool).all() and len(result.outputs) == 1  # the sum reading it
 
 
-def test_a_shape_mismatch_of_a_node_the_exported_graph_has_stays_an_error() -> None:
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_a_shape_mismatch_of_a_node_the_exported_graph_has_stays_an_error(mode: str) -> None:
     # the exported graph's own Transpose with another perm is a wrong model, never a value in another layout
     program, args, transpose = _transposed()
-    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=False))
+    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=False), mode=mode)
     assert not result.passed
     assert list(result.root_causes["value"]) == [transpose.output[0]]
     assert result.root_causes["shape_mismatch"].astype(bool).all()
