@@ -201,11 +201,12 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
         except OrtFailure:
             return None
 
-    layouts: dict[str, bool] = {}  # isolated mode: fused value -> whether ONNX Runtime holds PyTorch's shape
+    layouts: dict[str, bool] = {}  # isolated mode: value -> whether ONNX Runtime holds it in PyTorch's shape
 
     def keep_own_layouts(reference: dict[str, np.ndarray]) -> None:
         """Isolated mode on an optimised model: a value a fused op holds in another layout is computed by
-        ONNX Runtime from PyTorch's inputs, not fed PyTorch's (its readers would get the wrong layout)."""
+        ONNX Runtime from PyTorch's inputs, not fed PyTorch's (its readers would get the wrong layout).
+        A fused value compared in an earlier chunk is known; one in this chunk is found by a probe."""
         for name in [n for n in reference if config.fused_op is not None and config.fused_op(n) is not None]:
             if name not in layouts:
                 try:
@@ -235,6 +236,8 @@ def run_engine(torch_runner: TorchRunner, ort_runner: OrtRunner, index: GraphInd
                                                                                       feeds),
                                   rejudge=None if isolated else on_pytorch_inputs,
                                   value_of=torch_runner.env.get)
+                    if pair.value in results:
+                        layouts.setdefault(pair.value, pair.value not in out.other_layout)
         done = set(executed)
         for node in list(torch_runner.env):
             if node.op != "placeholder" and all(user in done for user in node.users if user.op != "output"):
