@@ -11,7 +11,7 @@ import onnx
 
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._diagnose import emit_diagnostics
-from onnxsight.verification._fused import replaced_nodes
+from onnxsight.verification._fused import Fusions, replaced_nodes
 from onnxsight.verification._checks import MODES, check_model_inputs, check_options, check_program
 from onnxsight.verification._deployed import check_deployed
 from onnxsight.verification._coverage import NOT_REACHED, emit_coverage, frame, summary
@@ -95,7 +95,8 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
         sizes = bind_sizes(prog, user_inputs, device=torch_device)
     else:
         user_inputs, sizes = checked_inputs(prog, args, kwargs, device=torch_device)
-    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros)
+    config = EngineConfig(mode=mode, tolerance=tolerance, memory_budget=memory_budget, max_repros=max_repros,
+                          fused_op=None if onnx_model is None else Fusions(prog, index).op)
     run = _Run(prog, index, providers, provider_fallback, torch_device, per_node, config, reference)
     out, plan, feeds, torch_name, used = run(user_inputs, ctx)
     pairs = plan.pairs
@@ -159,7 +160,7 @@ class _Run:
         config = EngineConfig(mode=self.config.mode, tolerance=self.config.tolerance,
                               memory_budget=self.config.memory_budget,
                               max_repros=self.config.max_repros if max_repros is None else max_repros,
-                              reference=noise_floor)
+                              reference=noise_floor, fused_op=self.config.fused_op)
         try:
             out = run_engine(torch_runner, ort_runner, self.index, self.plan.pairs, user_inputs, feeds, config, ctx,
                              fed=self.plan.fed)
@@ -173,7 +174,7 @@ def _coverage(plan: Plan, out: EngineOutput, index: GraphIndex, ctx: DiagnosticC
     """The coverage table of one run, with ACC009 for values that had to be compared, and ACC008."""
     compared = {row["value"] for row in out.rows}
     unreached = {p.value: NOT_REACHED for p in plan.pairs if out.error and p.value not in compared}
-    table = frame(plan.entries, compared, unreached)
+    table = frame(plan.entries, compared, {**unreached, **out.other_layout})
     emit_coverage(table, index.graph_outputs, compared, ctx, {e.value: e.node for e in plan.entries})
     return table
 

@@ -32,8 +32,12 @@ OPTIMIZED_AWAY = "optimised away"       # an optimisation pass removed it (folde
 OUTPUTS_ONLY = "outputs only"           # per_node=False
 NOT_REACHED = "not reached"             # ONNX Runtime failed before this value's chunk
 NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned nothing for it (ACC009)
+# an optimised model's fused op holds the value in another layout; each entry's reason names the op and both
+# shapes (``other_layout``), counted as this
+OTHER_LAYOUT = "held by a fused op in another layout"
+_HELD_BY = "held by "
 REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, NON_TENSOR, NO_COUNTERPART,
-           OPTIMIZED_AWAY, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
+           OPTIMIZED_AWAY, OTHER_LAYOUT, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
 COLUMNS = ("value", "fx_node", "target", "compared", "reason")
@@ -54,6 +58,11 @@ _DROPOUTS = {
     "lstm": ("dropout", "train"), "gru": ("dropout", "train"), "rnn_tanh": ("dropout", "train"),
     "rnn_relu": ("dropout", "train"),
 }
+
+
+def other_layout(op: str, shape: Sequence[int], torch_shape: Sequence[int]) -> str:
+    """``held by RotaryEmbedding in another layout: [1, 16, 256], PyTorch [1, 4, 16, 64]``."""
+    return f"{_HELD_BY}{op} in another layout: {list(shape)}, PyTorch {list(torch_shape)}"
 
 
 def exact_by_construction(reason: str | None) -> bool:
@@ -208,7 +217,8 @@ def frame(entries: Sequence[Entry], compared: set[str], failed_reason: Mapping[s
 
 def summary(table: pd.DataFrame) -> dict[str, int]:
     """Counts by reason, in the vocabulary's order."""
-    counts = table["reason"].value_counts().to_dict() if len(table) else {}
+    reasons = table["reason"].map(lambda r: OTHER_LAYOUT if str(r).startswith(_HELD_BY) else r)
+    counts = reasons.value_counts().to_dict() if len(table) else {}
     return {reason: int(counts[reason]) for reason in REASONS if reason in counts}
 
 

@@ -49,24 +49,16 @@ class Replaced:
 def replaced_nodes(prog: Any, index: GraphIndex, values: Sequence[str]) -> dict[str, Replaced]:
     """value -> what the node of ``index`` (an optimised model) making it replaced in ``prog``'s own graph,
     for the ``values`` whose node is not the exported graph's node for that value (a fusion)."""
-    exported = list(prog.model_proto.graph.node)
-    producer = {name: node for node in exported for name in node.output if name}
-    position = {id(node): i for i, node in enumerate(exported)}
-    kept = set(index.producer) | set(index.initializers) | set(index.graph_inputs)
+    fusions = Fusions(prog, index)
     fx_of: dict[str, list[str]] = {}
     for fx, onnx_name in prog.value_names.items():
         fx_of.setdefault(onnx_name, []).append(fx)
     fx_nodes = {node.name: node for node in prog.exported_program.graph.nodes}
     found: dict[str, Replaced] = {}
     for value in values:
-        i = index.producer.get(value)
-        if i is None or value not in producer:
+        region = fusions.region(value)
+        if region is None:
             continue
-        fused = index.nodes[i]
-        region = sorted(_region(fused, producer, kept), key=lambda node: position[id(node)])
-        original = producer[value]
-        if len(region) < 2 and (original.op_type, original.domain) == (fused.op_type, fused.domain):
-            continue  # the exported node itself, not a fusion
         fx = _fx_nodes([fx for node in region for out in node.output for fx in fx_of.get(out, ())], fx_nodes)
         by_file: dict[str, list[str]] = {}
         for loc in dict.fromkeys(node_location(node)[0] for node in fx):
@@ -77,6 +69,41 @@ def replaced_nodes(prog: Any, index: GraphIndex, values: Sequence[str]) -> dict[
         found[value] = Replaced(tuple(f"{n.op_type} {n.name}".strip() for n in region),
                                 tuple(node.name for node in fx), tuple(lines), modules)
     return found
+
+
+class Fusions:
+    """Which values of ``index`` (an optimised model) a fused node makes, a node ``prog``'s exported graph
+    does not have; the exported graph is indexed once, each value is looked at once."""
+
+    def __init__(self, prog: Any, index: GraphIndex) -> None:
+        exported = list(prog.model_proto.graph.node)
+        self.index = index
+        self.producer = {name: node for node in exported for name in node.output if name}
+        self.position = {id(node): i for i, node in enumerate(exported)}
+        self.kept = set(index.producer) | set(index.initializers) | set(index.graph_inputs)
+        self._regions: dict[str, list[onnx.NodeProto] | None] = {}
+
+    def region(self, value: str) -> list[onnx.NodeProto] | None:
+        """The exported graph's nodes that the node making ``value`` replaced, in graph order; None when that
+        node is the exported graph's own (or ``value`` is not made by a node on both sides)."""
+        if value not in self._regions:
+            self._regions[value] = self._find(value)
+        return self._regions[value]
+
+    def op(self, value: str) -> str | None:
+        """The op type of the fused node making ``value``; None when it is not a fusion."""
+        return None if self.region(value) is None else self.index.op_type(value)
+
+    def _find(self, value: str) -> list[onnx.NodeProto] | None:
+        i = self.index.producer.get(value)
+        if i is None or value not in self.producer:
+            return None
+        fused = self.index.nodes[i]
+        region = sorted(_region(fused, self.producer, self.kept), key=lambda node: self.position[id(node)])
+        original = self.producer[value]
+        if len(region) < 2 and (original.op_type, original.domain) == (fused.op_type, fused.domain):
+            return None  # the exported node itself, not a fusion
+        return region
 
 
 def _fx_nodes(keys: Sequence[str], fx_nodes: Mapping[str, Any]) -> list[Any]:

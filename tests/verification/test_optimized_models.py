@@ -216,3 +216,79 @@ def test_a_sequence_of_padding_only_is_a_named_divergence_never_a_silent_one(mas
     assert message.startswith("reshape_1 (aten.reshape.default -> Attention, which replaced")
     assert "scaled_dot_product_attention" in next(d for d in fused.diagnostics
                                                   if d.code == "ACC002").properties["replaced_fx_nodes"]
+
+
+class Transposed(nn.Module):
+    """A transposed value read by a sum over both axes: the sum is the same in either layout."""
+
+    def __init__(self, output_transposed: bool = False) -> None:
+        super().__init__()
+        self.output_transposed = output_transposed
+
+    def forward(self, x: torch.Tensor) -> Any:
+        t = (x * 2).transpose(1, 2)
+        total = t.sum(dim=(1, 2))
+        return (total, t) if self.output_transposed else total
+
+
+def _transposed(output_transposed: bool = False) -> tuple[onnxsight.ONNXProgram, tuple, onnx.NodeProto]:
+    args = (torch.randn(1, 3, 5),)
+    program = onnxsight.export(Transposed(output_transposed).eval(), args)
+    (transpose,) = (n for n in program.model_proto.graph.node if n.op_type == "Transpose")
+    return program, args, transpose
+
+
+def _relaid(program: onnxsight.ONNXProgram, transpose: onnx.NodeProto, fused: bool) -> onnx.ModelProto:
+    """A copy whose Transpose keeps its output's name but not PyTorch's layout: ``fused``, an Identity stands in
+    for it (a node the exported graph does not have, as a fusion's); else the exported node itself, perm undone."""
+    model = onnx.ModelProto()
+    model.CopyFrom(program.model_proto)
+    node = next(n for n in model.graph.node if n.output[0] == transpose.output[0])
+    if fused:
+        node.CopyFrom(onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name="fused"))
+    else:
+        next(a for a in node.attribute if a.name == "perm").ints[:] = [0, 1, 2]
+    return model
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_a_fused_op_holding_a_value_in_another_layout_lists_it_and_compares_what_reads_it(mode: str) -> None:
+    program, args, transpose = _transposed()
+    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=True), mode=mode)
+    assert result.passed
+    coverage = result.coverage.set_index("value")
+    assert coverage.loc[transpose.output[0], "reason"] == \
+        "held by Identity in another layout: [1, 3, 5], PyTorch [1, 5, 3]"
+    assert not coverage.loc[transpose.output[0], "compared"]
+    assert result.coverage_summary["held by a fused op in another layout"] == 1
+    assert transpose.output[0] not in set(result.nodes["value"])
+    assert result.outputs["passed"].astype(bool).all() and len(result.outputs) == 1  # the sum reading it
+
+
+@pytest.mark.parametrize("mode", ["propagated", "isolated"])
+def test_a_shape_mismatch_of_a_node_the_exported_graph_has_stays_an_error(mode: str) -> None:
+    # the exported graph's own Transpose with another perm is a wrong model, never a value in another layout
+    program, args, transpose = _transposed()
+    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=False), mode=mode)
+    assert not result.passed
+    assert list(result.root_causes["value"]) == [transpose.output[0]]
+    assert result.root_causes["shape_mismatch"].astype(bool).all()
+    assert "ACC004" in {d.code for d in result.diagnostics}
+    assert not result.coverage["reason"].str.startswith("held by ").any()
+
+
+def test_a_shape_mismatch_in_a_plain_verify_stays_an_error() -> None:
+    program, args, transpose = _transposed()
+    next(a for a in transpose.attribute if a.name == "perm").ints[:] = [0, 1, 2]  # the program's own model
+    result = onnxsight.verify(program, args)
+    assert not result.passed
+    assert list(result.root_causes["value"]) == [transpose.output[0]]
+    assert "ACC004" in {d.code for d in result.diagnostics}
+
+
+def test_a_graph_output_a_fused_op_holds_in_another_layout_fails() -> None:
+    program, args, transpose = _transposed(output_transposed=True)
+    result = onnxsight.verify(program, args, onnx_model=_relaid(program, transpose, fused=True))
+    assert not result.passed
+    (missing,) = (d for d in result.diagnostics if d.code == "ACC009")
+    assert "held by Identity in another layout: [1, 3, 5], PyTorch [1, 5, 3]" in missing.message
