@@ -188,3 +188,28 @@ def test_bert_with_a_padding_mask_fuses_its_residual_layer_norms_at_the_defaults
         expected = model(ids, padding)[0]
     torch.testing.assert_close(program(ids, padding)[0], expected, rtol=1e-4, atol=1e-4)
     assert not torch.isnan(program(ids, padding)[0]).any()
+
+
+
+class MaskedSdpa(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
+
+
+@pytest.mark.parametrize("position", range(6))
+def test_the_guard_keeps_nan_where_torch_does(position: int) -> None:
+    # torch zeros a row only when every score is -inf; a masked NaN score (NaN + -inf) keeps the row NaN.
+    # (ORT's ReduceMax, the row maximum before, skips NaN at some positions and zeroed such rows.)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 6, 8) for _ in range(3))
+    keys = torch.tensor([[True] * 6, [False] * 6])
+    model = MaskedSdpa()
+    program = onnxsight.export(model, (q, k, v, keys))
+    poisoned = k.clone()
+    poisoned[1, :, position, 0] = float("nan")
+    expected = model(q, poisoned, v, keys)
+    assert torch.isnan(expected[1]).all() and not torch.isnan(expected[0]).any()
+    torch.testing.assert_close(program(q, poisoned, v, keys)[0], expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+    zeros = model(q, k, v, keys)  # without NaN: torch's zeros for the sequence of padding only
+    assert torch.all(zeros[1] == 0)
+    torch.testing.assert_close(program(q, k, v, keys)[0], zeros, rtol=1e-5, atol=1e-5)
