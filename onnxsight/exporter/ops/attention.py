@@ -108,8 +108,8 @@ def _row_max(b: GraphBuilder, scores: Value) -> Value:
     """The maximum of each row (last axis) of ``scores``, keeping the axis."""
     if scores.dtype not in (torch.float32, torch.float64):
         return reduce(b, "ReduceMax", scores, [-1])
-    top, _ = b.op("TopK", scores, b.const([1], torch.int64), outputs=2, axis=-1, largest=1, sorted=1)
-    top.dtype = scores.dtype
+    top, index = b.op("TopK", scores, b.const([1], torch.int64), outputs=2, axis=-1, largest=1, sorted=1)
+    top.dtype, index.dtype = scores.dtype, torch.int64
     top.shape = None if scores.shape is None else (*scores.shape[:-1], 1)
     return top
 
