@@ -130,11 +130,11 @@ def test_a_key_padding_mask_from_an_input_takes_berts_additive_form() -> None:
     model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
     keys = torch.tensor([[True] * 6, [True, False, True, True, False, False]])
     exact = onnxsight.export(model, (x, keys))  # the default keeps torch's guard: no ONX008, zeros for padding
-    assert "ReduceMax" in Counter(n.op_type for n in exact.model_proto.graph.node)
+    assert "TopK" in Counter(n.op_type for n in exact.model_proto.graph.node)
     assert not [d for d in exact.diagnostics if d.code == "ONX008"]
     program = onnxsight.export(model, (x, keys), optimize="ort-fusion")
     ops = Counter(n.op_type for n in program.model_proto.graph.node)
-    assert "ReduceMax" not in ops and ops["Unsqueeze"] == 2 and ops["Sub"] == 1, ops  # the guard is gone
+    assert "TopK" not in ops and ops["Unsqueeze"] == 2 and ops["Sub"] == 1, ops  # the guard is gone
     torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
     note = next(d for d in program.diagnostics if d.code == "ONX008")
     assert note.message.startswith("1 attention(s) read the padding mask from input mask as scores")
@@ -155,6 +155,61 @@ def test_a_mask_that_is_not_a_key_padding_mask_keeps_the_guard() -> None:
     full = torch.rand(2, 1, 6, 6) > 0.3
     full[0, 0, 2] = False  # a fully masked row: torch's zeros
     program = onnxsight.export(model, (x, full), optimize="ort-fusion")
-    assert "ReduceMax" in Counter(n.op_type for n in program.model_proto.graph.node)
+    assert "TopK" in Counter(n.op_type for n in program.model_proto.graph.node)
     assert not [d for d in program.diagnostics if d.code == "ONX008"]
     torch.testing.assert_close(program(x, full)[0], model(x, full), rtol=1e-5, atol=1e-5)
+
+
+def test_bert_with_a_padding_mask_fuses_its_residual_layer_norms_at_the_defaults(tmp_path: Any) -> None:
+    # NOTE: the default export keeps torch's fully-masked-row guard; its row maximum must leave ONNX Runtime's
+    # symbolic shape inference the shapes (opset 18's ReduceMax did not), or no SkipLayerNormalization fuses.
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    layers = 2
+    config = transformers.BertConfig(vocab_size=100, max_position_embeddings=32, num_hidden_layers=layers,
+                                     hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=4 * HIDDEN)
+    model = transformers.BertModel(config, add_pooling_layer=False)
+    model.config.return_dict = False
+    model.eval()
+    ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+    mask[:, 4:] = 0
+    program = onnxsight.export(model, (ids, mask))
+    ops = Counter(n.op_type for n in program.model_proto.graph.node)
+    assert ops["TopK"] == layers and "ReduceMax" not in ops, ops  # the guard is kept, exact
+    path = str(tmp_path / "bert-mask.onnx")
+    program.save(path)
+    fused = _fused(path, "bert")
+    assert fused["SkipLayerNormalization"] == 2 * layers and fused["LayerNormalization"] == 1, fused
+    assert onnxsight.verify(program, (ids, mask)).passed
+    # a sequence of padding only: torch's zeros in attention, the model's output as eager's
+    padding = mask.clone()
+    padding[1] = 0
+    with torch.no_grad():
+        expected = model(ids, padding)[0]
+    torch.testing.assert_close(program(ids, padding)[0], expected, rtol=1e-4, atol=1e-4)
+    assert not torch.isnan(program(ids, padding)[0]).any()
+
+
+
+class MaskedSdpa(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keys[:, None, None, :])
+
+
+@pytest.mark.parametrize("position", range(6))
+def test_the_guard_keeps_nan_where_torch_does(position: int) -> None:
+    # torch zeros a row only when every score is -inf; a masked NaN score (NaN + -inf) keeps the row NaN.
+    # (ORT's ReduceMax, the row maximum before, skips NaN at some positions and zeroed such rows.)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 6, 8) for _ in range(3))
+    keys = torch.tensor([[True] * 6, [False] * 6])
+    model = MaskedSdpa()
+    program = onnxsight.export(model, (q, k, v, keys))
+    poisoned = k.clone()
+    poisoned[1, :, position, 0] = float("nan")
+    expected = model(q, poisoned, v, keys)
+    assert torch.isnan(expected[1]).all() and not torch.isnan(expected[0]).any()
+    torch.testing.assert_close(program(q, poisoned, v, keys)[0], expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+    zeros = model(q, k, v, keys)  # without NaN: torch's zeros for the sequence of padding only
+    assert torch.all(zeros[1] == 0)
+    torch.testing.assert_close(program(q, k, v, keys)[0], zeros, rtol=1e-5, atol=1e-5)

@@ -106,18 +106,22 @@ def test_a_graph_output_is_never_bypassed() -> None:
     (torch.tensor([[0.0, -float("inf"), 0.0]] * 3), ["Add"]),              # a partial mask: the guard goes
     (torch.tensor([[-float("inf")] * 3, [0.0] * 3, [0.0] * 3]), None),      # a dead row: everything stays
 ])
-def test_constant_attention_masks(mask: torch.Tensor, kept: list[str] | None) -> None:
+@pytest.mark.parametrize("row_max", ["ReduceMax", "TopK"])
+def test_constant_attention_masks(mask: torch.Tensor, kept: list[str] | None, row_max: str) -> None:
+    maximum = helper.make_node("ReduceMax", ["s", "axes"], ["m"], keepdims=1) if row_max == "ReduceMax" \
+        else helper.make_node("TopK", ["s", "one"], ["m", "index"], axis=-1)
     nodes = [helper.make_node("Add", ["x", "mask"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
-             helper.make_node("ReduceMax", ["s", "axes"], ["m"], keepdims=1),
+             maximum,
              helper.make_node("Equal", ["m", "ninf"], ["dead"]),
              helper.make_node("Where", ["dead", "zero", "p"], ["w"]), helper.make_node("Neg", ["w"], ["y"])]
     graph = _graph(nodes, {"x": [1, 2, 3, 3]}, {"y": None},
-                   {"mask": mask, "axes": _axes(-1), "ninf": torch.tensor(-float("inf")), "zero": torch.tensor(0.0)})
+                   {"mask": mask, "axes": _axes(-1), "ninf": torch.tensor(-float("inf")), "zero": torch.tensor(0.0),
+                    "one": torch.tensor([1])})
     graph.proto.value_info.append(helper.make_tensor_value_info("x", F, [1, 2, 3, 3]))
     changed = _attention.constant_masks(graph)
     dead_code(graph)
     ops = [n.op_type for n in graph.nodes]
     if kept is None:
-        assert changed == 0 and "ReduceMax" in ops
+        assert changed == 0 and row_max in ops
     else:
         assert ops == [*kept, "Softmax", "Neg"]

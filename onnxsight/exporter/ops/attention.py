@@ -92,11 +92,26 @@ def _sdpa_formula(b: GraphBuilder, query: Value, key: Value, value: Value, attn_
     weights = b.op("Softmax", scores, axis=-1)
     if attn_mask is not None:
         # NOTE: torch (_safe_softmax) gives 0 where a whole row is -inf; Softmax gives NaN there.
-        dead = b.op("Equal", reduce(b, "ReduceMax", scores, [-1]), b.scalar(-math.inf, scores), dtype=torch.bool)
+        dead = b.op("Equal", _row_max(b, scores), b.scalar(-math.inf, scores), dtype=torch.bool)
         weights = b.op("Where", dead, b.scalar(0.0, weights), weights, dtype=weights.dtype)
     if dropout_p > 0:
         weights = b.op("Dropout", weights, b.scalar(float(dropout_p), weights), b.const(True, torch.bool))
     return b.op("MatMul", weights, value)
+
+
+# NOTE: the row maximum is TopK(k=1), not ReduceMax: from opset 18 ReduceMax takes its axes as an input, which
+# ONNX Runtime's symbolic shape inference (run by its transformer optimizer) cannot read, so it loses the shape
+# of everything after the guard and fuses no SkipLayerNormalization in the model. TopK keeps its axis as an
+# attribute, and ORT's TopK ranks NaN highest, so the guard is torch's all(scores == -inf) exactly (ORT's
+# ReduceMax skips NaN: a row of NaN and -inf was zeroed). TopK takes float32/float64 only on ORT's CPU.
+def _row_max(b: GraphBuilder, scores: Value) -> Value:
+    """The maximum of each row (last axis) of ``scores``, keeping the axis."""
+    if scores.dtype not in (torch.float32, torch.float64):
+        return reduce(b, "ReduceMax", scores, [-1])
+    top, index = b.op("TopK", scores, b.const([1], torch.int64), outputs=2, axis=-1, largest=1, sorted=1)
+    top.dtype, index.dtype = scores.dtype, torch.int64
+    top.shape = None if scores.shape is None else (*scores.shape[:-1], 1)
+    return top
 
 
 @translation(aten.scaled_dot_product_attention.default, until=22)

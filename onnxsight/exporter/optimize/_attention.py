@@ -25,7 +25,9 @@ from onnxsight.exporter.optimize._graph import Graph, attribute
 
 
 def constant_masks(graph: Graph) -> int:
-    """Where(Equal(ReduceMax(S), -inf), 0, Softmax(S)) -> Softmax(S) for S = X + constant mask; X + 0 -> X."""
+    """Where(Equal(RowMax(S), -inf), 0, Softmax(S)) -> Softmax(S) for S = X + constant mask; X + 0 -> X.
+
+    RowMax is TopK(k=1)'s values (ReduceMax for half-precision scores)."""
     done = 0
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
@@ -63,15 +65,26 @@ def _guarded_softmax(graph: Graph, where: onnx.NodeProto) -> onnx.NodeProto | No
         return None
     if zero is None or zero.numel() != 1 or float(zero.reshape(-1)[0]) != 0.0:
         return None
-    reduce_max = graph.producer.get(equal.input[0])
+    row_max = graph.producer.get(equal.input[0])
     lowest = graph.constant(equal.input[1])
-    if reduce_max is None or reduce_max.op_type != "ReduceMax" or reduce_max.input[0] != softmax.input[0]:
+    if row_max is None or row_max.input[0] != softmax.input[0] or not _is_row_max(graph, row_max):
         return None
     if lowest is None or lowest.numel() != 1 or float(lowest.reshape(-1)[0]) != -math.inf:
         return None
     if attribute(softmax, "axis", -1) != -1:
         return None
     return softmax
+
+
+def _is_row_max(graph: Graph, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is the guard's row maximum: ReduceMax, or TopK(k=1) over the last axis (its values)."""
+    if node.domain:
+        return False
+    if node.op_type == "ReduceMax":
+        return True
+    k = graph.constant(node.input[1]) if node.op_type == "TopK" and len(node.input) > 1 else None
+    return k is not None and k.numel() == 1 and int(k.reshape(-1)[0]) == 1 and attribute(node, "axis", -1) == -1 \
+        and attribute(node, "largest", 1) == 1
 
 
 def _constant_operand(graph: Graph, add: onnx.NodeProto | None) -> tuple[int, torch.Tensor] | None:
