@@ -178,6 +178,20 @@ def dequantize_affine(b: GraphBuilder, input: Value, block_size: Sequence[Any], 
     s = _param(b, scale, input, grain, torch.float32)
     zp = _param(b, zero_point, input, grain, dtype) if zero_point is not None and (
         zero_point.shape is None or 0 not in zero_point.shape) else None
+    scale_tensor = _constant(b, s)
+    if grain.kind == "block" and grain.axis == 1 and input.rank == 2 and scale_tensor is not None:
+        # NOTE: a Linear's group-wise weight [N, K] (groups along K) is stored as [K, N] with blocks along
+        # axis 0, then transposed back: ONNX Runtime fuses DequantizeLinear(4-bit [K, N], blocks along axis
+        # 0) -> Transpose -> Gemm(transB=1) into MatMulNBits (its transpose optimiser cancels the two
+        # transposes; measured with onnxruntime 1.32), never the same DequantizeLinear on [N, K].
+        zp_t = _constant(b, zp) if zp is not None else None
+        packed = _four_bit(b, input, zp, dtype, low, high, transpose=True)
+        if packed is not None and (zp is None or zp_t is not None):
+            s_t = _store(b, scale_tensor.t().contiguous(), f"{s.name}_t")
+            shape = tuple(reversed(input.shape))
+            y = b.op("DequantizeLinear", packed[0], s_t, packed[1], axis=0, block_size=grain.block,
+                     dtype=torch.float32, shape=shape)
+            return b.cast(b.op("Transpose", y, perm=[1, 0], shape=input.shape), output_dtype or torch.float32)
     input, zp = _four_bit(b, input, zp, dtype, low, high) or (input, zp)
     y = b.op("DequantizeLinear", input, s, zp, axis=grain.axis, block_size=grain.block, dtype=torch.float32,
              shape=input.shape)
@@ -188,12 +202,13 @@ _FOUR_BIT = {torch.int8: (torch.int4, -8, 7), torch.uint8: (torch.uint4, 0, 15)}
 
 
 def _four_bit(b: GraphBuilder, x: Value, zero_point: Value | None, dtype: torch.dtype, low: int,
-              high: int) -> tuple[Value, Value | None] | None:
+              high: int, *, transpose: bool = False) -> tuple[Value, Value | None] | None:
     """A weight's integers (and zero point) as an INT4/UINT4 initializer, two a byte, when its range is 4-bit.
 
     None (keep int8/uint8) below opset 21, for a runtime value or a weight without data (fake mode), a
     declared range wider than 4 bits or integers outside it, a zero point that is not a constant, and an
     odd last dim (the exporter packs pairs along the last dim, which is ONNX's packing when it is even).
+    ``transpose``: a 2-D weight and its zero point stored transposed.
     """
     packed_dtype, lowest, highest = _FOUR_BIT.get(dtype, (None, 0, 0))
     if b.opset < 21 or packed_dtype is None or not lowest <= low <= high <= highest:
@@ -201,16 +216,19 @@ def _four_bit(b: GraphBuilder, x: Value, zero_point: Value | None, dtype: torch.
     tensors = [_constant(b, v) if v is not None else None for v in (x, zero_point)]
     if tensors[0] is None or (zero_point is not None and tensors[1] is None):
         return None
+    if transpose:
+        tensors = [t.t().contiguous() if t is not None and has_data(t) and t.dim() == 2 else t for t in tensors]
     present = [t for t in tensors if t is not None]
     if not all(has_data(t) and t.dim() and t.shape[-1] % 2 == 0 and t.dtype == dtype for t in present) or any(
             t.numel() and not low <= int(t.min()) <= int(t.max()) <= high for t in present):
         return None
-    values = _store(b, int4_pairs(tensors[0], packed_dtype), f"{x.name}_{str(packed_dtype)[6:]}")
-    values.shape = x.shape   # as ONNX counts them (onnx_shape doubles the packed last dim)
+    suffix = f"{str(packed_dtype)[6:]}{'_t' if transpose else ''}"
+    values = _store(b, int4_pairs(tensors[0], packed_dtype), f"{x.name}_{suffix}")
+    values.shape = tuple(tensors[0].shape)   # as ONNX counts them (onnx_shape doubles the packed last dim)
     if tensors[1] is None or not tensors[1].any():   # DequantizeLinear's default zero point: 0 of x's type
         return values, None
-    zp = _store(b, int4_pairs(tensors[1], packed_dtype), f"{zero_point.name}_{str(packed_dtype)[6:]}")
-    zp.shape = zero_point.shape
+    zp = _store(b, int4_pairs(tensors[1], packed_dtype), f"{zero_point.name}_{suffix}")
+    zp.shape = tuple(tensors[1].shape)
     return values, zp
 
 
