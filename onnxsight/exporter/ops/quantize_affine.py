@@ -178,24 +178,45 @@ def dequantize_affine(b: GraphBuilder, input: Value, block_size: Sequence[Any], 
     s = _param(b, scale, input, grain, torch.float32)
     zp = _param(b, zero_point, input, grain, dtype) if zero_point is not None and (
         zero_point.shape is None or 0 not in zero_point.shape) else None
-    scale_tensor = _constant(b, s)
-    if grain.kind == "block" and grain.axis == 1 and input.rank == 2 and scale_tensor is not None:
-        # NOTE: a Linear's group-wise weight [N, K] (groups along K) is stored as [K, N] with blocks along
-        # axis 0, then transposed back: ONNX Runtime fuses DequantizeLinear(4-bit [K, N], blocks along axis
-        # 0) -> Transpose -> Gemm(transB=1) into MatMulNBits (its transpose optimiser cancels the two
-        # transposes; measured with onnxruntime 1.32), never the same DequantizeLinear on [N, K].
-        zp_t = _constant(b, zp) if zp is not None else None
-        packed = _four_bit(b, input, zp, dtype, low, high, transpose=True)
-        if packed is not None and (zp is None or zp_t is not None):
-            s_t = _store(b, scale_tensor.t().contiguous(), f"{s.name}_t")
-            shape = tuple(reversed(input.shape))
-            y = b.op("DequantizeLinear", packed[0], s_t, packed[1], axis=0, block_size=grain.block,
-                     dtype=torch.float32, shape=shape)
-            return b.cast(b.op("Transpose", y, perm=[1, 0], shape=input.shape), output_dtype or torch.float32)
+    fused = _matmul_nbits_form(b, input, s, zp, grain, dtype, low, high)
+    if fused is not None:
+        return b.cast(fused, output_dtype or torch.float32)
     input, zp = _four_bit(b, input, zp, dtype, low, high) or (input, zp)
     y = b.op("DequantizeLinear", input, s, zp, axis=grain.axis, block_size=grain.block, dtype=torch.float32,
              shape=input.shape)
     return b.cast(y, output_dtype or torch.float32)
+
+
+def _matmul_nbits_form(b: GraphBuilder, x: Value, scale: Value, zero_point: Value | None, grain: _Granularity,
+                       dtype: torch.dtype, low: int, high: int) -> Value | None:
+    """A Linear's 4-bit weight [N, K] stored as [K, N] with blocks along axis 0, then transposed back; None
+    when it is not a constant 2-D 4-bit weight in groups along K (or per row, K a power of 2 from 16).
+
+    NOTE: ONNX Runtime fuses DequantizeLinear(4-bit [K, N], blocks along axis 0) -> Transpose ->
+    Gemm(transB=1) into MatMulNBits (its transpose optimiser cancels the two transposes; measured with
+    onnxruntime 1.32), never the same DequantizeLinear on [N, K]; a per-row weight is one block of K
+    (MatMulNBits takes blocks of a power of 2 from 16).
+    """
+    scale_tensor = _constant(b, scale)
+    if x.rank != 2 or scale_tensor is None or not all(isinstance(d, int) for d in x.shape):
+        return None
+    rows, columns = x.shape
+    if grain.kind == "block" and grain.axis == 1:
+        block = grain.block
+    elif grain.kind == "axis" and grain.axis == 0 and columns >= 16 and columns & (columns - 1) == 0:
+        block, scale_tensor = columns, scale_tensor.reshape(rows, 1)
+        zp_tensor = _constant(b, zero_point) if zero_point is not None else None
+        if zp_tensor is not None:
+            zero_point = _store(b, zp_tensor.reshape(rows, 1), f"{zero_point.name}_rows")
+    else:
+        return None
+    packed = _four_bit(b, x, zero_point, dtype, low, high, transpose=True)
+    if packed is None:
+        return None
+    scale_t = _store(b, scale_tensor.t().contiguous(), f"{scale.name}_t")
+    y = b.op("DequantizeLinear", packed[0], scale_t, packed[1], axis=0, block_size=block, dtype=torch.float32,
+             shape=(columns, rows))
+    return b.op("Transpose", y, perm=[1, 0], shape=x.shape)
 
 
 _FOUR_BIT = {torch.int8: (torch.int4, -8, 7), torch.uint8: (torch.uint4, 0, 15)}
