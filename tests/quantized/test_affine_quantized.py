@@ -265,3 +265,18 @@ def test_intx_weight_only_int4_is_stored_as_int4_and_matches_eager_at_several_si
         old = export(model, (x,), dynamic_shapes=batch, opset_version=20)
         assert sum(t.data_type == 3 and len(t.dims) == 2 for t in old.model_proto.graph.initializer) == 2
         torch.testing.assert_close(_run(old, x, _float_matmul_options()), model(x), atol=1e-5, rtol=1e-5)
+
+
+def test_4bit_weights_verify_when_the_weights_are_shared_across_chunk_sessions() -> None:
+    """Under a small memory budget the large weights are fed to every chunk session as inputs; 4-bit ones,
+    which ONNX Runtime's Python API cannot take as a feed, stay embedded (unpacked for the chunk models)."""
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)).eval()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    x = torch.randn(3, 1024)
+    program = export(model, (x,), opset_version=21)
+    result = onnxsight.verify(program, (x,), session_options=_float_matmul_options(), memory_budget=1000)
+    assert result.passed and result.root_causes.empty, [d.message for d in result.diagnostics]
