@@ -280,3 +280,24 @@ def test_4bit_weights_verify_when_the_weights_are_shared_across_chunk_sessions()
     program = export(model, (x,), opset_version=21)
     result = onnxsight.verify(program, (x,), session_options=_float_matmul_options(), memory_budget=1000)
     assert result.passed and result.root_causes.empty, [d.message for d in result.diagnostics]
+
+
+def test_a_4bit_layer_called_twice_shares_one_int4_initializer() -> None:
+    from torchao.quantization import IntxWeightOnlyConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.relu(self.fc(x)))
+
+    torch.manual_seed(0)
+    model = Twice().eval()
+    quantize_(model, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    x = torch.randn(2, 64)
+    program = export(model, (x,), opset_version=21)
+    assert sum(t.data_type == 22 for t in program.model_proto.graph.initializer) == 1
+    torch.testing.assert_close(_run(program, x, _float_matmul_options()), model(x), atol=1e-5, rtol=1e-5)

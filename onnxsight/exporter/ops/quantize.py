@@ -88,10 +88,16 @@ def _constant(b: GraphBuilder, value: Any) -> torch.Tensor | None:
 def _store(b: GraphBuilder, tensor: torch.Tensor, name: str) -> Value:
     """A new initializer named after the weight it is computed from (a layer called twice shares it)."""
     existing = b.initializers.get(name)
-    if existing is not None and not (existing.shape == tensor.shape and torch.equal(existing, tensor)):
+    if existing is not None and not (existing.shape == tensor.shape and existing.dtype == tensor.dtype
+                                     and torch.equal(_bytes(existing), _bytes(tensor))):
         name = b.fresh(name)
     b.initializers.setdefault(name, tensor)
     return Value(name, tensor.dtype, tuple(tensor.shape))
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A packed 4-bit tensor as its bytes (PyTorch compares no int4/uint4 tensor), any other as it is."""
+    return tensor.view(torch.uint8) if tensor.dtype in (torch.int4, torch.uint4) else tensor
 
 
 def _converted(b: GraphBuilder, value: Value, dtype: torch.dtype, *, scalar: bool = False) -> Value:
