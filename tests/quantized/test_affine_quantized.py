@@ -301,3 +301,5 @@ def test_a_4bit_layer_called_twice_shares_one_int4_initializer() -> None:
     program = export(model, (x,), opset_version=21)
     assert sum(t.data_type == 22 for t in program.model_proto.graph.initializer) == 1
     torch.testing.assert_close(_run(program, x, _float_matmul_options()), model(x), atol=1e-5, rtol=1e-5)
+    reference = program.call_reference(x)[0]   # onnx's reference evaluator reads the INT4 initializer too
+    torch.testing.assert_close(torch.as_tensor(np.asarray(reference)), model(x), atol=1e-5, rtol=1e-5)
