@@ -153,6 +153,12 @@ bench: setup
 bench-quant: setup
 	$(PY) bench/quantized.py
 
+# 4-bit weights: file size of int4 weight-only models (INT4 at opset 21 vs int8 before) and ONNX Runtime latency
+# of the MatMulNBits they fuse into (bench/int4_weights.py; docs/quantization.md quotes it).
+.PHONY: bench-int4
+bench-int4: setup
+	$(PY) bench/int4_weights.py
+
 # ONNX Runtime latency of LSTM/GRU: onnxsight's ONNX LSTM/GRU vs the unrolled form vs torch.onnx.
 bench-rnn: setup
 	$(PY) bench/rnn.py

@@ -38,6 +38,7 @@ _INTERNAL = {
     "op_display": "onnxsight.exporter.translate._nodes",
     "onnx_shape": "onnxsight.exporter._dtypes",
     "float4_values": "onnxsight.exporter._dtypes",
+    "int4_values": "onnxsight.exporter._dtypes",
     "require_artifacts_dir": "onnxsight.exporter.inputs._arguments",
     "refuse_arguments": "onnxsight.exporter.inputs._arguments",
     "RequiredAxes": "onnxsight.exporter.inputs._arguments",

@@ -27,7 +27,12 @@ _TORCH_TO_ONNX: dict[torch.dtype, int] = {
     torch.float8_e5m2: onnx.TensorProto.FLOAT8E5M2,
     torch.float8_e5m2fnuz: onnx.TensorProto.FLOAT8E5M2FNUZ,
     torch.float4_e2m1fn_x2: onnx.TensorProto.FLOAT4E2M1,   # two values a byte: see onnx_shape
+    # NOTE: only the exporter's own 4-bit weights (int4_pairs) are held in these shell dtypes, two values a
+    # byte as float4_e2m1fn_x2 (PyTorch has no kernel that computes them: no model holds such a tensor).
+    torch.int4: onnx.TensorProto.INT4,
+    torch.uint4: onnx.TensorProto.UINT4,
 }
+_PAIRS = (torch.float4_e2m1fn_x2, torch.int4, torch.uint4)
 _ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
 
 COMPLEX = (torch.complex64, torch.complex128, torch.complex32)
@@ -47,8 +52,9 @@ def onnx_shape(dtype: torch.dtype | None, shape: tuple | list) -> list:
     NOTE: torch's float4_e2m1fn_x2 is a shell dtype, one element per byte holding two float4 values
     (low nibble first); ONNX's FLOAT4E2M1 counts the values, packed the same way. The bytes are
     the same, the last dim doubles (as torch.onnx writes it); a symbolic last dim is left unnamed.
+    The exporter's int4/uint4 weights (:func:`int4_pairs`) are packed so too.
     """
-    if dtype is not torch.float4_e2m1fn_x2 or not shape:
+    if dtype not in _PAIRS or not shape:
         return list(shape)
     last = shape[-1]
     return [*shape[:-1], last * 2 if isinstance(last, int) else None]
@@ -68,6 +74,22 @@ def float4_pairs(values: np.ndarray) -> torch.Tensor:
     codes = np.ascontiguousarray(values).view(np.uint8) & 0x0F
     packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
     return torch.from_numpy(np.ascontiguousarray(packed)).view(torch.float4_e2m1fn_x2)
+
+
+def int4_pairs(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int8/uint8 ``values`` in a 4-bit range (last dim even) packed two a byte, low nibble first, as ONNX
+    packs INT4/UINT4, in a ``dtype`` (torch.int4 or torch.uint4) tensor whose last dim is halved."""
+    codes = values.detach().cpu().contiguous().view(torch.uint8) & 0x0F
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).contiguous().view(dtype)
+
+
+def int4_values(tensor: torch.Tensor) -> np.ndarray:
+    """The exporter's packed int4/uint4 pairs (:func:`int4_pairs`) as int8/uint8 values, as ONNX counts them."""
+    packed = tensor.detach().cpu().contiguous().view(torch.uint8).numpy()
+    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(*packed.shape[:-1], -1)
+    if tensor.dtype is torch.uint4:
+        return codes
+    return ((codes.astype(np.int8) << 4) >> 4).astype(np.int8)   # sign-extend the nibble
 
 
 def to_torch(data_type: int) -> torch.dtype:

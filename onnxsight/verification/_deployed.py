@@ -206,8 +206,13 @@ def _cause(model: onnx.ModelProto, kernels: Sequence[str], level: str) -> str:
     integer = [k for k in kernels if k.startswith(_INTEGER)]
     if integer and any(n.op_type in _QDQ for n in model.graph.node):
         others = [k for k in kernels if k not in integer]
+        # NOTE: measured with onnxruntime 1.32 (CPU): a DequantizeLinear(4-bit) + MatMul fused into MatMulNBits
+        # quantizes its activations to int8 (accuracy level 4, the fusion's default); level 0 or 1 is float32.
+        nbits = (" (MatMulNBits computes with its activations quantized to int8 at the fusion's default "
+                 "accuracy level 4; the session config entry session.qdq_matmulnbits_accuracy_level=1 keeps "
+                 "them float32)") if any(k.startswith("MatMulNBits") for k in integer) else ""
         return (f"ONNX Runtime fused the quantized graph into integer kernels that round differently from "
-                f"the QuantizeLinear/DequantizeLinear it was given ({', '.join(integer)})"
+                f"the QuantizeLinear/DequantizeLinear it was given ({', '.join(integer)}){nbits}"
                 + (f"; its other fused kernels: {', '.join(others)}" if others else ""))
     if kernels:
         return f"ONNX Runtime's optimised graph runs fused kernels the per-node run does not form ({', '.join(kernels)})"

@@ -62,6 +62,8 @@ class Weights(Mapping[str, np.ndarray]):
     nbytes: dict[str, int]
     detached: frozenset[str] = frozenset()
     shared: frozenset[str] = frozenset()
+    #: initializers never fed as inputs: 4-bit ones, which ONNX Runtime's Python API cannot take as a feed
+    embedded: frozenset[str] = frozenset()
     _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -82,7 +84,8 @@ class Weights(Mapping[str, np.ndarray]):
     def share(self, memory_budget: int) -> None:
         """Share the large tensors when embedding them per session would not fit ``memory_budget``."""
         if COPIES_PER_SESSION * self.total > memory_budget or self.total > PROTOBUF_LIMIT:
-            self.shared = frozenset(n for n, size in self.nbytes.items() if size >= MIN_SHARED_BYTES)
+            self.shared = frozenset(n for n, size in self.nbytes.items()
+                                    if size >= MIN_SHARED_BYTES and n not in self.embedded)
 
     def proto(self, name: str) -> onnx.TensorProto:
         """A TensorProto with the bytes of ``name`` (for a chunk model or repro bundle that embeds it)."""
@@ -127,7 +130,8 @@ def _from_program(prog: Any) -> tuple[onnx.ModelProto, Weights]:
         model = copy
     sources = {name: (lambda t=tensor: _tensor_array(t)) for name, tensor in tensors.items()}
     nbytes = {name: int(t.numel() * t.element_size()) for name, t in tensors.items()}
-    return model, Weights(sources, nbytes, detached=frozenset(missing))
+    four_bit = frozenset(name for name, t in tensors.items() if dtype_name(t.dtype) in ("int4", "uint4"))
+    return model, Weights(sources, nbytes, detached=frozenset(missing), embedded=four_bit)
 
 
 def _tensor_array(tensor: Any) -> np.ndarray:
@@ -148,6 +152,12 @@ def _tensor_array(tensor: Any) -> np.ndarray:
         from onnxsight.exporter import float4_values
 
         return float4_values(tensor)
+    if tensor.dtype in (torch.int4, torch.uint4):   # the exporter's packed 4-bit weights, as ONNX counts them
+        import ml_dtypes
+
+        from onnxsight.exporter import int4_values
+
+        return int4_values(tensor).astype(ml_dtypes.int4 if tensor.dtype is torch.int4 else ml_dtypes.uint4)
     return tensor.numpy()
 
 

@@ -88,10 +88,16 @@ def _constant(b: GraphBuilder, value: Any) -> torch.Tensor | None:
 def _store(b: GraphBuilder, tensor: torch.Tensor, name: str) -> Value:
     """A new initializer named after the weight it is computed from (a layer called twice shares it)."""
     existing = b.initializers.get(name)
-    if existing is not None and not (existing.shape == tensor.shape and torch.equal(existing, tensor)):
+    if existing is not None and not (existing.shape == tensor.shape and existing.dtype == tensor.dtype
+                                     and torch.equal(_bytes(existing), _bytes(tensor))):
         name = b.fresh(name)
     b.initializers.setdefault(name, tensor)
     return Value(name, tensor.dtype, tuple(tensor.shape))
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A packed 4-bit tensor as its bytes (PyTorch compares no int4/uint4 tensor), any other as it is."""
+    return tensor.view(torch.uint8) if tensor.dtype in (torch.int4, torch.uint4) else tensor
 
 
 def _converted(b: GraphBuilder, value: Value, dtype: torch.dtype, *, scalar: bool = False) -> Value:
@@ -322,3 +328,98 @@ def dequantize_per_channel_group(b: GraphBuilder, input: Value, scales: Value, z
              _grouped(b, zero_points, input, group_size, dtype), axis=1, block_size=group_size,
              dtype=torch.float32, shape=input.shape)
     return b.cast(y, output_dtype or torch.float32)
+
+
+# -- per token (one scale per row of the last dim: XNNPACK's dynamic activations, ExecuTorch's 8da4w) -------
+# NOTE: computed as PyTorch writes them (multiply by 1 / scale, add the zero point, round, clamp), not as
+# QuantizeLinear: the scale is a runtime [..., 1] tensor, which QuantizeLinear takes only blocked (opset 21,
+# a static last dim), and eager rounds after adding its zero point. So the ONNX result is eager's, at every
+# opset and with a dynamic last dim.
+def _last_dim_max(b: GraphBuilder, x: Value, op: str) -> Value:
+    """ReduceMax/ReduceMin over the last dim, kept (axes an input from opset 18, an attribute before)."""
+    shape = (*x.shape[:-1], 1) if x.shape else None
+    if b.opset < 18:
+        return b.op(op, x, axes=[-1], keepdims=1, shape=shape)
+    return b.op(op, x, b.const([-1], torch.int64), keepdims=1, shape=shape)
+
+
+@translation(_NS + "quantize_per_token.default")
+def quantize_per_token(b: GraphBuilder, input: Value, scales: Value, zero_points: Value, quant_min: int,
+                       quant_max: int, dtype: torch.dtype) -> Value:
+    """quantize_per_token(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
+    ScalarType dtype) -> Tensor
+
+    ``clamp(round(input * (1 / scales) + zero_points), quant_min, quant_max)``, scales broadcast over the
+    last dim (one a token).
+    """
+    _check_dtype(b, dtype)
+    # eager's dtype: float64 scales (choose_qparams_per_token_asymmetric's) make the whole product float64
+    wide = torch.promote_types(torch.promote_types(input.dtype or torch.float32, scales.dtype or torch.float32),
+                               torch.float32)
+    x = b.cast(input, wide)
+    inverse = b.op("Reciprocal", b.cast(scales, wide))
+    steps = b.op("Add", b.op("Mul", x, inverse, shape=x.shape), b.cast(zero_points, wide), shape=x.shape)
+    rounded = b.op("Clip", b.op("Round", steps, shape=x.shape), b.const(float(quant_min), wide),
+                   b.const(float(quant_max), wide), shape=x.shape)
+    return b.cast(rounded, dtype)
+
+
+@translation(_NS + "dequantize_per_token.default")
+def dequantize_per_token(b: GraphBuilder, input: Value, scales: Value, zero_points: Value, quant_min: int,
+                         quant_max: int, dtype: torch.dtype, output_dtype: torch.dtype = torch.float32) -> Value:
+    """dequantize_per_token(Tensor input, Tensor scales, Tensor zero_points, int quant_min, int quant_max,
+    ScalarType dtype, ScalarType output_dtype) -> Tensor
+
+    ``(input - zero_points) * scales`` in the scales' dtype (float64 from choose_qparams_per_token_asymmetric),
+    then a Cast to ``output_dtype``, as eager computes it.
+    """
+    _check_dtype(b, dtype)
+    wide = scales.dtype if scales.dtype in (torch.float32, torch.float64) else torch.float32
+    centred = b.op("Sub", b.cast(input, wide), b.cast(zero_points, wide), shape=input.shape)
+    return b.cast(b.op("Mul", centred, scales if scales.dtype == wide else b.cast(scales, wide), shape=input.shape),
+                  output_dtype or torch.float32)
+
+
+@translation(_NS + "choose_qparams_per_token.default")
+def choose_qparams_per_token(b: GraphBuilder, input: Value, dtype: torch.dtype) -> tuple[Value, Value]:
+    """choose_qparams_per_token(Tensor input, ScalarType dtype) -> (Tensor, Tensor)
+
+    Symmetric int8 per token: ``scales = max(amax(|input|, -1), 1e-5) / 127``, zero points 0 (float, as eager).
+    """
+    if dtype != torch.int8:
+        raise UnsupportedVariant("dtype", str(dtype).replace("torch.", ""), "int8 (as PyTorch's kernel)")
+    x = _float_input(b, input)
+    largest = _last_dim_max(b, b.op("Abs", x, shape=x.shape), "ReduceMax")
+    scale = b.op("Div", b.op("Max", largest, b.const(1e-5, torch.float32)), b.const(127.0, torch.float32),
+                 shape=largest.shape)
+    zero = b.op("ConstantOfShape", b.op("Shape", scale), shape=largest.shape, dtype=torch.float32)
+    # NOTE: eager returns float32 scales and zero points; the op's meta (what torch.export traces the rest
+    # of the graph with) declares float64 and int64: the ONNX graph follows the traced types, same values.
+    scale_dtype, zero_dtype = (b.node.out_dtypes + (None, None))[:2]
+    return b.cast(scale, scale_dtype or torch.float32), b.cast(zero, zero_dtype or torch.float32)
+
+
+@translation(_NS + "choose_qparams_per_token_asymmetric.default")
+def choose_qparams_per_token_asymmetric(b: GraphBuilder, input: Value, dtype: torch.dtype) -> tuple[Value, Value]:
+    """choose_qparams_per_token_asymmetric(Tensor input, ScalarType dtype) -> (Tensor, Tensor)
+
+    XNNPACK's asymmetric int8 per token (-128..127 whatever ``dtype``, as PyTorch): the row's min and max
+    widened to cover zero, ``scale = max((max - min) / 255, eps)``, and the zero point from whichever end
+    loses less, clamped and rounded; a float64 scale and an int64 zero point, shaped [..., 1].
+    """
+    x = _float_input(b, input)
+    zero = b.const(0.0, torch.float32)
+    low = b.op("Min", _last_dim_max(b, x, "ReduceMin"), zero)
+    high = b.op("Max", _last_dim_max(b, x, "ReduceMax"), zero)
+    shape = (*x.shape[:-1], 1) if x.shape else None
+    scale = b.op("Max", b.op("Div", b.op("Sub", high, low), b.const(255.0, torch.float32)),
+                 b.const(float(torch.finfo(torch.float32).eps), torch.float32), shape=shape)
+    descaled_low, descaled_high = b.op("Div", low, scale), b.op("Div", high, scale)
+    qmin, qmax = b.const(-128.0, torch.float32), b.const(127.0, torch.float32)
+    from_low = b.op("Sub", qmin, descaled_low)
+    from_high = b.op("Sub", qmax, descaled_high)
+    errors = b.op("Add", b.op("Add", qmin, descaled_low), b.op("Add", qmax, descaled_high))
+    chosen = b.op("Where", b.op("Greater", errors, zero, dtype=torch.bool), from_low, from_high)
+    zero_point = b.op("Round", b.op("Clip", chosen, qmin, qmax), shape=shape)
+    scale.shape = shape
+    return b.cast(scale, torch.float64), b.cast(zero_point, torch.int64)

@@ -13,7 +13,13 @@ granularity is a ``block_size`` (one entry per dim: 1, a block, or the whole dim
 
 torchao keeps sub-byte unsigned integers (``torch.uint4``...) in uint8 tensors with a narrower range:
 they are uint8 Q/DQ with a Clip, as PyTorch computes them. Signed sub-byte dtypes (``torch.int4``) have no
-PyTorch kernel (``copy_`` is not implemented for them), so no model computes them.
+PyTorch kernel (``copy_`` is not implemented for them), so no model computes them: 4-bit signed weights are
+int8 tensors with ``quant_min=-8, quant_max=7`` (``IntxWeightOnlyConfig(weight_dtype=torch.int4)``).
+
+From opset 21 the dequantize of a 4-bit weight (a constant whose range is 4-bit) reads an INT4/UINT4
+initializer, two values a byte (``_four_bit``): half the bytes of int8, and the DequantizeLinear(4-bit,
+blocked) ONNX Runtime's 4-bit MatMul kernels are fused from. Below opset 21, and for a weight without data
+(fake mode), it stays int8/uint8.
 
 NOTE: a symbolic ``block_size`` entry is taken as its whole dim: torchao derives block sizes from
 ``input.shape`` (a per-tensor block of a dynamic batch), never a fraction of a dynamic dim.
@@ -27,7 +33,9 @@ from typing import Any, Sequence
 import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
+from onnxsight.exporter._dtypes import int4_pairs
 from onnxsight.exporter._registry import UnsupportedVariant, translation
+from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.ops.quantize import _check_dtype, _clamped, _constant, _float_input, _store
 
 _NS = "torchao::"
@@ -165,14 +173,84 @@ def dequantize_affine(b: GraphBuilder, input: Value, block_size: Sequence[Any], 
 
     ``(input - zero_point) * scale`` per block: DequantizeLinear, then a Cast to ``output_dtype``.
     """
-    dtype, _, _ = _checked(b, input_dtype, quant_min, quant_max)
+    dtype, low, high = _checked(b, input_dtype, quant_min, quant_max)
     grain = _granularity(b, input, block_size)
     s = _param(b, scale, input, grain, torch.float32)
     zp = _param(b, zero_point, input, grain, dtype) if zero_point is not None and (
         zero_point.shape is None or 0 not in zero_point.shape) else None
+    fused = _matmul_nbits_form(b, input, s, zp, grain, dtype, low, high)
+    if fused is not None:
+        return b.cast(fused, output_dtype or torch.float32)
+    input, zp = _four_bit(b, input, zp, dtype, low, high) or (input, zp)
     y = b.op("DequantizeLinear", input, s, zp, axis=grain.axis, block_size=grain.block, dtype=torch.float32,
              shape=input.shape)
     return b.cast(y, output_dtype or torch.float32)
+
+
+def _matmul_nbits_form(b: GraphBuilder, x: Value, scale: Value, zero_point: Value | None, grain: _Granularity,
+                       dtype: torch.dtype, low: int, high: int) -> Value | None:
+    """A Linear's 4-bit weight [N, K] stored as [K, N] with blocks along axis 0, then transposed back; None
+    when it is not a constant 2-D 4-bit weight in groups along K (or per row, K a power of 2 from 16).
+
+    NOTE: ONNX Runtime fuses DequantizeLinear(4-bit [K, N], blocks along axis 0) -> Transpose ->
+    Gemm(transB=1) into MatMulNBits (its transpose optimiser cancels the two transposes; measured with
+    onnxruntime 1.32), never the same DequantizeLinear on [N, K]; a per-row weight is one block of K
+    (MatMulNBits takes blocks of a power of 2 from 16).
+    """
+    scale_tensor = _constant(b, scale)
+    if x.rank != 2 or scale_tensor is None or not all(isinstance(d, int) for d in x.shape):
+        return None
+    rows, columns = x.shape
+    if grain.kind == "block" and grain.axis == 1:
+        block = grain.block
+    elif grain.kind == "axis" and grain.axis == 0 and columns >= 16 and columns & (columns - 1) == 0:
+        block, scale_tensor = columns, scale_tensor.reshape(rows, 1)
+        zp_tensor = _constant(b, zero_point) if zero_point is not None else None
+        if zp_tensor is not None:
+            zero_point = _store(b, zp_tensor.reshape(rows, 1), f"{zero_point.name}_rows")
+    else:
+        return None
+    packed = _four_bit(b, x, zero_point, dtype, low, high, transpose=True)
+    if packed is None:
+        return None
+    scale_t = _store(b, scale_tensor.t().contiguous(), f"{scale.name}_t")
+    y = b.op("DequantizeLinear", packed[0], scale_t, packed[1], axis=0, block_size=block, dtype=torch.float32,
+             shape=(columns, rows))
+    return b.op("Transpose", y, perm=[1, 0], shape=x.shape)
+
+
+_FOUR_BIT = {torch.int8: (torch.int4, -8, 7), torch.uint8: (torch.uint4, 0, 15)}
+
+
+def _four_bit(b: GraphBuilder, x: Value, zero_point: Value | None, dtype: torch.dtype, low: int,
+              high: int, *, transpose: bool = False) -> tuple[Value, Value | None] | None:
+    """A weight's integers (and zero point) as an INT4/UINT4 initializer, two a byte, when its range is 4-bit.
+
+    None (keep int8/uint8) below opset 21, for a runtime value or a weight without data (fake mode), a
+    declared range wider than 4 bits or integers outside it, a zero point that is not a constant, and an
+    odd last dim (the exporter packs pairs along the last dim, which is ONNX's packing when it is even).
+    ``transpose``: a 2-D weight and its zero point stored transposed.
+    """
+    packed_dtype, lowest, highest = _FOUR_BIT.get(dtype, (None, 0, 0))
+    if b.opset < 21 or packed_dtype is None or not lowest <= low <= high <= highest:
+        return None
+    tensors = [_constant(b, v) if v is not None else None for v in (x, zero_point)]
+    if tensors[0] is None or (zero_point is not None and tensors[1] is None):
+        return None
+    if transpose:
+        tensors = [t.t().contiguous() if t is not None and has_data(t) and t.dim() == 2 else t for t in tensors]
+    present = [t for t in tensors if t is not None]
+    if not all(has_data(t) and t.dim() and t.shape[-1] % 2 == 0 and t.dtype == dtype for t in present) or any(
+            t.numel() and not low <= int(t.min()) <= int(t.max()) <= high for t in present):
+        return None
+    suffix = f"{str(packed_dtype)[6:]}{'_t' if transpose else ''}"
+    values = _store(b, int4_pairs(tensors[0], packed_dtype), f"{x.name}_{suffix}")
+    values.shape = tuple(tensors[0].shape)   # as ONNX counts them (onnx_shape doubles the packed last dim)
+    if tensors[1] is None or not tensors[1].any():   # DequantizeLinear's default zero point: 0 of x's type
+        return values, None
+    zp = _store(b, int4_pairs(tensors[1], packed_dtype), f"{zero_point.name}_{suffix}")
+    zp.shape = tuple(tensors[1].shape)
+    return values, zp
 
 
 _MAPPINGS = ("SYMMETRIC", "SYMMETRIC_NO_CLIPPING_ERR", "ASYMMETRIC")

@@ -102,13 +102,15 @@ class TorchOnnxMethods:
 
 
 def _reference_array(tensor: torch.Tensor) -> np.ndarray:
-    """A torch tensor as the reference evaluator takes it (ml_dtypes for bfloat16, float8 and float4)."""
+    """A torch tensor as the reference evaluator takes it (ml_dtypes for bfloat16, float8, float4 and int4)."""
     import ml_dtypes  # shipped with onnx
 
     tensor = tensor.detach().cpu().contiguous()
     if tensor.dtype is torch.float4_e2m1fn_x2:
         return _dtypes.float4_values(tensor)
     name = str(tensor.dtype).removeprefix("torch.")
+    if name in ("int4", "uint4"):   # the exporter's packed 4-bit weights
+        return _dtypes.int4_values(tensor).astype(getattr(ml_dtypes, name))
     if name == "bfloat16":
         return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
     if name.startswith("float8"):
