@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -124,13 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     for v in variants:
         print(f"{v['model']} seq {v['seq']} {v['variant']} {v['stage']}: "
               f"{v.get('direct') or v.get('fused') or v.get('error')}")
-    if options.md:
-        with open(options.md, "w") as handle:
-            handle.write(text + "\n")
-    if options.json:
-        with open(options.json, "w") as handle:
-            json.dump([{k: v for k, v in row.items() if k not in ("feeds", "path")} for row in variants], handle,
-                      indent=1)
+    ort_latency.write(text, variants, options.md, options.json, omit=("feeds", "path"))
 
 
 if __name__ == "__main__":

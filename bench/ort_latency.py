@@ -197,13 +197,17 @@ def main(argv: list[str] | None = None) -> None:
         measure(variants, options.runs, options.iters, options.long_iters)
     text = table(variants)
     print(text)
-    if options.md:
-        with open(options.md, "w") as handle:
+    write(text, variants, options.md, options.json, omit=("args", "path"))
+
+
+def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...]) -> None:
+    """The table to ``md`` and every row (less ``omit``, the arrays and paths) to ``json_path``, where given."""
+    if md:
+        with open(md, "w") as handle:
             handle.write(text + "\n")
-    if options.json:
-        with open(options.json, "w") as handle:
-            json.dump([{k: v for k, v in row.items() if k not in ("args", "path")} for row in variants], handle,
-                      indent=1)
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump([{k: v for k, v in row.items() if k not in omit} for row in rows], handle, indent=1)
 
 
 if __name__ == "__main__":
