@@ -10,7 +10,7 @@ decoders: see ``OPTIONS``). Prints, per model and exporter, the node count and
 the op-type histogram as exported, and the fused operator counts
 (``get_fused_operator_statistics()``) after the optimizer.
 
-    python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json]
+    python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json] [--dynamic]
 """
 
 from __future__ import annotations
@@ -76,7 +76,18 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
     return model.eval(), args
 
 
-def export(tool: str, model: Any, args: tuple, path: str, opset: int) -> None:
+def dynamic_shapes(name: str) -> dict[str, dict[int, str]]:
+    """Dynamic batch (and sequence, where the model takes tokens) for ``--dynamic``."""
+    if name == "vit":
+        return {"pixel_values": {0: "batch"}}
+    dims = {0: "batch", 1: "seq"}
+    if name == "bert-mask":
+        return {"input_ids": dims, "attention_mask": dict(dims)}
+    return {"input_ids": dims}
+
+
+def export(tool: str, model: Any, args: tuple, path: str, opset: int,
+           dynamic: dict | None = None) -> None:
     """Export with ``tool`` ("onnxsight", "onnxsight ort-fusion" or "torch.onnx") at its defaults, to ``path``."""
     import torch
 
@@ -87,9 +98,14 @@ def export(tool: str, model: Any, args: tuple, path: str, opset: int) -> None:
             import onnxsight
 
             optimize = "ort-fusion" if tool == "onnxsight ort-fusion" else True
-            onnxsight.export(model, args, path, opset_version=opset, optimize=optimize)
+            onnxsight.export(model, args, path, opset_version=opset, optimize=optimize, dynamic_shapes=dynamic)
         else:
-            torch.onnx.export(model, args, path, dynamo=True, opset_version=opset, verbose=False)
+            if dynamic is not None:   # torch.export's own dims: string names are onnxsight's shorthand
+                dim = torch.export.Dim
+                dynamic = {k: {a: dim(n, min=1 if n == "batch" else 2, max=128) for a, n in v.items()}
+                           for k, v in dynamic.items()}
+            torch.onnx.export(model, args, path, dynamo=True, opset_version=opset, verbose=False,
+                              dynamic_shapes=dynamic)
 
 
 def histogram(path: str) -> collections.Counter:
@@ -116,7 +132,7 @@ def optimize(path: str, model_type: str, out: str | None = None, *, heads: int =
     return {op: n for op, n in stats.items() if n and op in FUSED_OPS}, optimized
 
 
-def run(models: list[str], opset: int) -> list[dict]:
+def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
@@ -124,7 +140,7 @@ def run(models: list[str], opset: int) -> list[dict]:
             for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
-                    export(tool, model, args, path, opset)
+                    export(tool, model, args, path, opset, dynamic_shapes(name) if dynamic else None)
                 except Exception as exc:  # noqa: BLE001
                     rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {exc}"[:200]})
                     continue
@@ -162,8 +178,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--opset", type=int, default=18)
     parser.add_argument("--json", help="also write the rows (op histograms included) here")
     parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="export with a dynamic batch (and sequence, for token models): dynamic_shapes=")
     options = parser.parse_args(argv)
-    rows = run(options.models.split(","), options.opset)
+    rows = run(options.models.split(","), options.opset, options.dynamic)
     if options.ops:
         for row in rows:
             print(row["model"], row["tool"], row.get("ops", row.get("error")))

@@ -41,8 +41,10 @@ def constant_masks(graph: Graph) -> int:
             continue
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
-        if bool((mask[1] == 0).all()) and _keeps_shape(graph, add.input[1 - mask[0]], mask[1]) \
-                and add.output[0] not in graph.pinned:
+        other = add.input[1 - mask[0]]
+        fits = _keeps_shape(graph, other, mask[1]) if graph.constant(add.input[mask[0]]) is not None \
+            else _broadcasts_into(graph, add.input[mask[0]], other)
+        if bool((mask[1] == 0).all()) and fits and add.output[0] not in graph.pinned:
             graph.replace_uses(add.output[0], add.input[1 - mask[0]])
             done += 1
     return done
@@ -91,10 +93,90 @@ def _constant_operand(graph: Graph, add: onnx.NodeProto | None) -> tuple[int, to
     if add is None or add.op_type != "Add" or add.domain:
         return None
     for index in (1, 0):
-        tensor = graph.constant(add.input[index])
-        if tensor is not None and graph.constant(add.input[1 - index]) is None:
-            return (index, tensor) if has_data(tensor) else None
+        if graph.constant(add.input[1 - index]) is not None:
+            continue
+        tensor = _mask_rows(graph, add.input[index])
+        if tensor is not None:
+            return index, tensor
     return None
+
+
+def _mask_rows(graph: Graph, name: str, depth: int = 0) -> torch.Tensor | None:
+    """A constant whose rows (last axis, broadcast) are the rows of ``name``'s value, or None.
+
+    The value itself when it is a constant; through ``Expand`` (which only repeats rows: the mask a dynamic-batch
+    export builds, ``Expand(constant, [batch, 1, L, S])``) and ``Where(cond, a, b)`` with one-element constant
+    branches (a bool mask made additive). Enough for the guard, which asks whether a row is -inf throughout."""
+    tensor = graph.constant(name)
+    if tensor is not None:
+        return tensor if has_data(tensor) else None
+    node = graph.producer.get(name)
+    if node is None or node.domain or depth > 4:
+        return None
+    if node.op_type == "Expand":
+        return _mask_rows(graph, node.input[0], depth + 1)
+    if node.op_type in ("GreaterOrEqual", "Greater"):   # e.g. arange(seq) >= 0: True throughout, one row [True]
+        bound, low = graph.constant(node.input[1]), _lower_bound(graph, node.input[0], depth + 1)
+        if bound is None or bound.numel() != 1 or not has_data(bound) or bound.dtype.is_floating_point \
+                or low is None:
+            return None
+        bound_value = int(bound.reshape(-1)[0])
+        true = low >= bound_value if node.op_type == "GreaterOrEqual" else low > bound_value
+        return torch.ones(1, dtype=torch.bool) if true else None
+    if node.op_type == "Where" and len(node.input) == 3:
+        cond = _mask_rows(graph, node.input[0], depth + 1)
+        a, b = graph.constant(node.input[1]), graph.constant(node.input[2])
+        if cond is None or cond.dtype != torch.bool or a is None or b is None or a.numel() != 1 \
+                or b.numel() != 1 or not has_data(a) or not has_data(b) or a.dtype != b.dtype:
+            return None
+        return torch.where(cond, a.reshape(()), b.reshape(()))
+    return None
+
+
+def _lower_bound(graph: Graph, name: str, depth: int = 0) -> int | None:
+    """A lower bound of every element of the integer value ``name``, or None: constants, ``Range(start, n, step)``
+    with a constant start and a positive constant step, sums of those, and reshapes of them."""
+    tensor = graph.constant(name)
+    if tensor is not None:
+        if not has_data(tensor) or tensor.dtype.is_floating_point or tensor.dtype == torch.bool \
+                or tensor.numel() == 0:
+            return None
+        return int(tensor.min())
+    node = graph.producer.get(name)
+    if node is None or node.domain or depth > 6:
+        return None
+    if node.op_type == "Range":
+        start, step = graph.constant(node.input[0]), graph.constant(node.input[2])
+        if start is None or step is None or not has_data(start) or not has_data(step) \
+                or start.dtype.is_floating_point or int(step.reshape(-1)[0]) <= 0:
+            return None
+        return int(start.reshape(-1)[0])
+    if node.op_type == "Add":
+        bounds = [_lower_bound(graph, n, depth + 1) for n in node.input]
+        return None if None in bounds else sum(bounds)  # type: ignore[arg-type]
+    if node.op_type in ("Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity"):
+        return _lower_bound(graph, node.input[0], depth + 1)
+    return None
+
+
+def _broadcasts_into(graph: Graph, mask: str, other: str) -> bool:
+    """Whether the computed ``mask`` broadcasts into ``other``'s shape, by their declared (symbolic) shapes:
+    each of the mask's dims is 1 or the same size (the same number, or the same symbol) as ``other``'s."""
+    infos = graph.info(mask), graph.info(other)
+    if any(i is None or not i.type.tensor_type.HasField("shape") for i in infos):
+        return False
+    dims, others = (i.type.tensor_type.shape.dim for i in infos)
+    if len(dims) > len(others):
+        return False
+    for dim, size in zip(reversed(dims), reversed(others)):
+        if dim.HasField("dim_value") and dim.dim_value == 1:
+            continue
+        if dim.HasField("dim_value") and size.HasField("dim_value") and dim.dim_value == size.dim_value:
+            continue
+        if dim.HasField("dim_param") and size.HasField("dim_param") and dim.dim_param == size.dim_param:
+            continue
+        return False
+    return True
 
 
 def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:

@@ -111,6 +111,19 @@ class Graph:
             return None
         return tuple(d.dim_value for d in dims)
 
+    def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
+        """The shape of ``name`` where every dim is a known int or a named symbol (``batch``, torch's ``s0``: the
+        same name is the same size); else None."""
+        if name in self.initializers:
+            return tuple(self.initializers[name].shape)
+        info = self.info(name)
+        if info is None or not info.type.tensor_type.HasField("shape"):
+            return None
+        dims = info.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") and not d.dim_param for d in dims):
+            return None
+        return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims)
+
     @property
     def graph_inputs(self) -> set[str]:
         return {v.name for v in self.proto.input}

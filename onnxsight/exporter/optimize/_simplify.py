@@ -35,8 +35,8 @@ def identities(graph: Graph) -> int:
         same = node.op_type == "Identity" or (
             node.op_type == "Cast" and graph.elem_type(node.input[0]) is not None
             and graph.elem_type(node.input[0]) == attribute(node, "to")) or (
-            node.op_type == "Reshape" and graph.static_shape(node.input[0]) is not None
-            and graph.static_shape(node.input[0]) == graph.static_shape(node.output[0]))
+            node.op_type == "Reshape" and graph.symbolic_shape(node.input[0]) is not None
+            and graph.symbolic_shape(node.input[0]) == graph.symbolic_shape(node.output[0]))
         # an Identity of a graph input or weight stays: the FX value it names is computed, and compared as such
         if not same or node.input[0] in graph.initializers or node.input[0] in graph.graph_inputs:
             continue
