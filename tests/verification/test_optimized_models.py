@@ -19,8 +19,8 @@ import onnxsight
 LAYERS, HIDDEN, HEADS = 2, 64, 4
 
 
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+def _bert_model() -> Any:
+    """A small transformers BERT, random weights (seed 0), in eval mode, returning tuples."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
@@ -28,6 +28,12 @@ def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
                                      max_position_embeddings=32)
     model = transformers.BertModel(config, add_pooling_layer=False).eval()
     model.config.return_dict = False
+    return model
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    model = _bert_model()
     args = (torch.randint(0, 100, (1, 8)),)
     program = onnxsight.export(model, args)
     path = str(tmp_path_factory.mktemp("bert") / "bert.onnx")
@@ -38,13 +44,7 @@ def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
 @pytest.fixture(scope="module")
 def masked_bert(tmp_path_factory: Any) -> tuple[Any, onnxsight.ONNXProgram, tuple, str]:
     """BERT exported with (input_ids, attention_mask); the second sequence is padded after 5 tokens."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                     num_attention_heads=HEADS, intermediate_size=4 * HIDDEN,
-                                     max_position_embeddings=32)
-    model = transformers.BertModel(config, add_pooling_layer=False).eval()
-    model.config.return_dict = False
+    model = _bert_model()
     mask = torch.ones(2, 8, dtype=torch.int64)
     mask[1, 5:] = 0
     args = (torch.randint(0, 100, (2, 8)), mask)

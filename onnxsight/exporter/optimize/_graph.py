@@ -101,15 +101,10 @@ class Graph:
 
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of ``name`` where every dim is a known int; else None."""
-        if name in self.initializers:
-            return tuple(self.initializers[name].shape)
-        info = self.info(name)
-        if info is None or not info.type.tensor_type.HasField("shape"):
+        shape = self.symbolic_shape(name)
+        if shape is None or not all(isinstance(d, int) for d in shape):
             return None
-        dims = info.type.tensor_type.shape.dim
-        if any(not d.HasField("dim_value") for d in dims):
-            return None
-        return tuple(d.dim_value for d in dims)
+        return tuple(int(d) for d in shape)
 
     def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
         """The shape of ``name`` where every dim is a known int or a named symbol (``batch``, torch's ``s0``: the
