@@ -59,7 +59,7 @@ def _export(model: Any, args: tuple, path: str, variant: str) -> None:
         onnxsight.export(model, args, path, opset_version=OPSET, custom_translations=table)
 
 
-def prepare(names: list[str], seqs: list[int], tmp: str) -> list[dict]:
+def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") -> list[dict]:
     import onnx
     import torch
 
@@ -73,13 +73,14 @@ def prepare(names: list[str], seqs: list[int], tmp: str) -> list[dict]:
                 path = os.path.join(tmp, f"{name}-{seq}-{variant.replace(' ', '_')}.onnx")
                 _export(model, args, path, variant)
                 graph = onnx.load(path, load_external_data=False).graph
-                feeds = {i.name: a.numpy() for i, a in zip(graph.input, args)}
+                feeds = [a.numpy() for a in args]
                 ops = {op: sum(n.op_type == op for n in graph.node) for op in ("Attention", "RMSNormalization")}
                 base = {"model": name, "seq": seq, "variant": variant, "feeds": feeds}
                 variants.append({**base, "stage": "exported", "path": path, "nodes": len(graph.node),
                                  "direct": ", ".join(f"{k} {v}" for k, v in ops.items() if v) or "none"})
                 out = path.replace(".onnx", "-opt.onnx")
-                fused, optimized = ort_fusion.optimize(path, ort_fusion.MODEL_TYPES[name], out)
+                fused, optimized = ort_fusion.optimize(path, ort_fusion.MODEL_TYPES[name], out,
+                                                         **({"use_gpu": True} if device == "cuda" else {}))
                 entry = {**base, "stage": "ORT-optimized", "fused": ort_fusion.fused_text(fused)}
                 if optimized is None:
                     entry["error"] = f"optimizer failed: {fused}"
@@ -110,14 +111,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="bert,llama")
     parser.add_argument("--seqs", default="16,128")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--md", help="write the table here too")
-    parser.add_argument("--json", help="write every variant's times here")
+    ort_latency.timing_options(parser, iters=20)
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp)
-        ort_latency.measure(variants, options.runs, options.iters)
+        variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp, options.device)
+        ort_latency.measure(variants, options.runs, options.iters, device=options.device)
     text = table(variants)
     print(text)
     for v in variants:

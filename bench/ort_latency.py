@@ -13,8 +13,19 @@ less noise) with ORT's default session optimisations. After one untimed warm-up,
 times every variant once, in turn (so drift hits all of them alike); a round times ``--iters`` calls and
 keeps the mean. Reported: the median over rounds and the spread (max - min) / median.
 
+``--device cuda`` times the sessions on ONNX Runtime's CUDA execution provider (onnxruntime-gpu) instead, with
+the inputs copied to the GPU once and the outputs left there (IO binding: the time is the model's, not the
+copies'), and runs the optimizer with ``use_gpu=True``; ``--float16`` adds the optimized models converted to half
+precision (``convert_float_to_float16(keep_io_types=True)``, what the optimizer's ``--float16`` does). ``--save DIR`` exports and stops, writing the exported
+models without their large float weights (more than ``STRIP`` elements; their shapes and dtypes are kept) and
+the inputs; ``--load DIR`` times such a folder on a machine that has ONNX Runtime but not this project's torch
+(a GPU machine without torch 2.13), refilling each stripped weight with seeded normal draws (std 0.02) of its
+shape and dtype: ORT's kernels take the same time whatever the values, and every other initializer (shapes,
+masks, scales, small tables, which the optimizer's pattern matching may read) travels as exported.
+
     python bench/ort_latency.py [--models bert,gpt2,llama,vit,resnet50] [--long bert-base,bert-512,vit-base] [--seq 128]
-                                [--runs 5] [--iters 20] [--long-iters 3] [--md out.md]
+                                [--runs 5] [--iters 20] [--long-iters 3] [--device cpu|cuda] [--md out.md]
+                                [--save DIR | --load DIR]
 """
 
 from __future__ import annotations
@@ -77,21 +88,29 @@ def _fusion(name: str) -> tuple[str, int, int] | None:
     return None
 
 
-def _session(path: str) -> Any:
+def session(path: str, device: str = "cpu") -> Any:
+    """One ORT session on one intra-op thread (CPU) or on the CUDA execution provider."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    if device == "cpu":
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    if hasattr(ort, "preload_dlls"):  # onnxruntime-gpu: CUDA and cuDNN from the nvidia-* wheels, where installed
+        ort.preload_dlls()
+    made = ort.InferenceSession(path, options, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    if made.get_providers()[0] != "CUDAExecutionProvider":  # ORT falls back to CPU silently otherwise
+        raise RuntimeError(f"no CUDA execution provider in this onnxruntime ({ort.get_available_providers()})")
+    return made
 
 
 def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
-    """Export every (model, batch) with both tools, optimise where the transformer optimizer applies."""
+    """Export every (model, batch) with both tools; the inputs as numpy arrays (``feeds``)."""
     variants = []
     for name, batch in settings:
         model, args = _build(name, batch, seq)
-        fusion = _fusion(name)
+        feeds = [a.numpy() for a in args]
         for tool in TOOLS:
             path = os.path.join(tmp, f"{name}-{batch}-{tool}.onnx")
             try:
@@ -102,22 +121,40 @@ def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
                                  "error": f"export failed: {type(exc).__name__}"})
                 continue
             variants.append({"model": name, "batch": batch, "tool": tool, "stage": "exported", "path": path,
-                             "args": args, "nodes": _nodes(path)})
-            if fusion is None:
-                continue
-            out = path.replace(".onnx", "-opt.onnx")
-            fused, optimized = ort_fusion.optimize(path, fusion[0], out, heads=fusion[1], hidden=fusion[2],
-                                                     **ort_fusion.OPTIONS.get(name, {}))
-            entry = {"model": name, "batch": batch, "tool": tool, "stage": "ORT-optimized",
-                     "fused": ort_fusion.fused_text(fused),
-                     "attention": (fused.get("Attention", 0) + fused.get("MultiHeadAttention", 0)
-                                   if isinstance(fused, dict) else None)}
-            if optimized is None:
-                entry["error"] = f"optimizer failed: {fused}"
-            else:
-                entry.update(path=out, args=args, nodes=len(optimized.model.graph.node))
-            variants.append(entry)
+                             "feeds": feeds, "nodes": _nodes(path)})
     return variants
+
+
+def optimize(variants: list[dict], device: str = "cpu", float16: bool = False) -> list[dict]:
+    """The exported variants, each followed by its ORT-optimized one where the transformer optimizer applies
+    (and, with ``float16``, that one converted to half precision too)."""
+    out_variants = []
+    for v in variants:
+        out_variants.append(v)
+        fusion = _fusion(v["model"])
+        if fusion is None or "error" in v:
+            continue
+        out = v["path"].replace(".onnx", "-opt.onnx")
+        options = {**ort_fusion.OPTIONS.get(v["model"], {}), **({"use_gpu": True} if device == "cuda" else {})}
+        fused, optimized = ort_fusion.optimize(v["path"], fusion[0], out, heads=fusion[1], hidden=fusion[2],
+                                                 **options)
+        entry = {**{k: v[k] for k in ("model", "batch", "tool")}, "stage": "ORT-optimized",
+                 "fused": ort_fusion.fused_text(fused),
+                 "attention": (fused.get("Attention", 0) + fused.get("MultiHeadAttention", 0)
+                               if isinstance(fused, dict) else None)}
+        if optimized is None:
+            entry["error"] = f"optimizer failed: {fused}"
+        else:
+            entry.update(path=out, feeds=v["feeds"], nodes=len(optimized.model.graph.node))
+        out_variants.append(entry)
+        if float16 and optimized is not None:
+            # what ORT's optimizer CLI does with --float16: weights and compute in half, inputs/outputs as they were
+            optimized.convert_float_to_float16(keep_io_types=True)
+            half = out.replace(".onnx", "-fp16.onnx")
+            optimized.save_model_to_file(half)
+            out_variants.append({**entry, "stage": "ORT-optimized, float16", "path": half,
+                                 "nodes": len(optimized.model.graph.node)})
+    return out_variants
 
 
 def _nodes(path: str) -> int:
@@ -126,32 +163,107 @@ def _nodes(path: str) -> int:
     return len(onnx.load(path, load_external_data=False).graph.node)
 
 
-def _feeds(session: Any, args: tuple) -> dict[str, Any]:
+# --save: float initializers with more elements than this travel as (shape, dtype) and are refilled by --load
+STRIP = 4096
+_FLOATS = {1: "float32", 10: "float16", 11: "float64"}
+
+
+def save(variants: list[dict], folder: str) -> None:
+    """The exported models without their large float weights, their inputs, and a manifest, into ``folder``."""
+    import numpy as np
+    import onnx
+
+    os.makedirs(folder, exist_ok=True)
+    manifest = []
+    for i, v in enumerate(variants):
+        entry = {k: v[k] for k in v if k not in ("path", "feeds")}
+        if "error" not in v:
+            model = onnx.load(v["path"])
+            kept, stripped = [], []
+            for init in model.graph.initializer:
+                size = int(np.prod(init.dims)) if init.dims else 1
+                if init.data_type in _FLOATS and size > STRIP:
+                    stripped.append({"name": init.name, "dims": list(init.dims), "dtype": _FLOATS[init.data_type]})
+                else:
+                    kept.append(init)
+            del model.graph.initializer[:]
+            model.graph.initializer.extend(kept)
+            entry.update(file=f"{i}.onnx", stripped=stripped, feeds=f"{i}.npz")
+            onnx.save(model, os.path.join(folder, entry["file"]))
+            np.savez(os.path.join(folder, entry["feeds"]), *v["feeds"])
+        manifest.append(entry)
+    with open(os.path.join(folder, "manifest.json"), "w") as handle:
+        json.dump(manifest, handle, indent=1)
+
+
+def load(folder: str, tmp: str) -> list[dict]:
+    """``save``'s variants with their stripped weights refilled (seeded normal draws, std 0.02), under ``tmp``."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    with open(os.path.join(folder, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    rng = np.random.default_rng(0)
+    variants = []
+    for entry in manifest:
+        v = {k: entry[k] for k in entry if k not in ("file", "stripped", "feeds")}
+        if "file" in entry:
+            model = onnx.load(os.path.join(folder, entry["file"]))
+            for spec in entry["stripped"]:
+                values = (rng.standard_normal(spec["dims"], dtype=np.float32) * 0.02).astype(spec["dtype"])
+                model.graph.initializer.append(numpy_helper.from_array(values, spec["name"]))
+            v["path"] = os.path.join(tmp, os.path.basename(entry["file"]))
+            onnx.save(model, v["path"])
+            with np.load(os.path.join(folder, entry["feeds"])) as arrays:
+                v["feeds"] = [arrays[f"arr_{j}"] for j in range(len(arrays.files))]
+        variants.append(v)
+    return variants
+
+
+def _feeds(made: Any, arrays: list[Any]) -> dict[str, Any]:
     """The example inputs in the dtypes the model takes (ORT's optimizer may make a mask input int32)."""
     import numpy as np
 
-    dtypes = {"tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(float)": np.float32}
-    return {i.name: a.numpy().astype(dtypes.get(i.type, a.numpy().dtype)) for i, a in zip(session.get_inputs(), args)}
+    dtypes = {"tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(float)": np.float32,
+              "tensor(float16)": np.float16}
+    return {i.name: a.astype(dtypes.get(i.type, a.dtype)) for i, a in zip(made.get_inputs(), arrays)}
 
 
-def measure(variants: list[dict], runs: int, iters: int, long_iters: int) -> None:
+def _caller(made: Any, feeds: dict[str, Any], device: str) -> Any:
+    """A call of the model. On CUDA through IO binding: inputs copied to the GPU once, outputs left there."""
+    if device == "cpu":
+        return lambda: made.run(None, feeds)
+    import onnxruntime as ort
+
+    binding = made.io_binding()
+    for name, array in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, "cuda", 0))
+    for output in made.get_outputs():
+        binding.bind_output(output.name, "cuda", 0)
+    return lambda: made.run_with_iobinding(binding)
+
+
+def measure(variants: list[dict], runs: int, iters: int, long_iters: int | None = None,
+            device: str = "cpu") -> None:
+    """Median ms per call over ``runs`` interleaved rounds (``iters`` calls each), after an untimed warm-up."""
     live = [v for v in variants if "error" not in v]
     for v in live:
-        v["session"] = _session(v["path"])
-        v["feeds"] = _feeds(v["session"], v["args"])
-        v["session"].run(None, v["feeds"])  # warm-up, untimed
+        made = session(v["path"], device)
+        v["call"] = _caller(made, _feeds(made, v["feeds"]), device)
+        v["call"]()  # warm-up, untimed
         v["times"] = []
     for _ in range(runs):
         for v in live:
             start = time.perf_counter()
-            calls = long_iters if v["model"] in LONG else iters
+            calls = long_iters if long_iters is not None and v["model"] in LONG else iters
             for _ in range(calls):
-                v["session"].run(None, v["feeds"])
+                v["call"]()
             v["times"].append((time.perf_counter() - start) / calls * 1000)
     for v in live:
         median = statistics.median(v["times"])
         v["median_ms"], v["spread"] = median, (max(v["times"]) - min(v["times"])) / median
-        del v["session"], v["feeds"]
+        del v["call"]
 
 
 def table(variants: list[dict]) -> str:
@@ -169,12 +281,22 @@ def table(variants: list[dict]) -> str:
         ours, theirs = by.get((model, batch, stage, "onnxsight")), by.get((model, batch, stage, "torch.onnx"))
         nodes = " / ".join(str((v or {}).get("nodes", "-")) for v in (ours, theirs))
         attention = " / ".join(str(v["attention"]) if v and v.get("attention") is not None else "-"
-                               for v in (ours, theirs)) if stage == "ORT-optimized" else "-"
+                               for v in (ours, theirs)) if stage.startswith("ORT-optimized") else "-"
         ratio = (f"{ours['median_ms'] / theirs['median_ms']:.2f}" if ours and theirs and "median_ms" in ours
                  and "median_ms" in theirs else "-")
         lines.append(f"| {model} | {batch} | {stage} | {nodes} | {attention} | {ms(ours)} | {ms(theirs)} | "
                      f"{ratio} |")
     return "\n".join(lines)
+
+
+def timing_options(parser: argparse.ArgumentParser, iters: int) -> None:
+    """The options every latency script here takes: rounds, calls per round, device, where to write."""
+    parser.add_argument("--runs", type=int, default=5, help="timed rounds, after one untimed warm-up")
+    parser.add_argument("--iters", type=int, default=iters, help="calls per round (the mean is kept)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="ORT's CPU (one intra-op thread) or CUDA execution provider (onnxruntime-gpu)")
+    parser.add_argument("--md", help="write the table here too")
+    parser.add_argument("--json", help="write every variant's times here")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -184,20 +306,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long", default=",".join(LONG), help="BERT-/ViT-base-shaped models, batch 1 ('' for none)")
     parser.add_argument("--seq", type=int, default=128, help="bert-base's sequence length")
     parser.add_argument("--long-iters", type=int, default=3, help="calls per round for the --long models")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--md", help="write the table here too")
-    parser.add_argument("--json", help="write every variant's times here")
+    timing_options(parser, iters=20)
+    parser.add_argument("--float16", action="store_true",
+                        help="also time the ORT-optimized models converted to float16 (for --device cuda)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--save", metavar="DIR", help="export only: write the models (large weights stripped) here")
+    where.add_argument("--load", metavar="DIR", help="time the models --save wrote (no torch needed)")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = [(name, int(batch)) for name in options.models.split(",") if name
-                    for batch in options.batches.split(",")]
-        settings += [(name, 1) for name in options.long.split(",") if name]
-        variants = prepare(settings, options.seq, tmp)
-        measure(variants, options.runs, options.iters, options.long_iters)
+        if options.load:
+            variants = load(options.load, tmp)
+        else:
+            settings = [(name, int(batch)) for name in options.models.split(",") if name
+                        for batch in options.batches.split(",")]
+            settings += [(name, 1) for name in options.long.split(",") if name]
+            variants = prepare(settings, options.seq, tmp)
+            if options.save:
+                save(variants, options.save)
+                return
+        variants = optimize(variants, options.device, options.float16)
+        measure(variants, options.runs, options.iters, options.long_iters, options.device)
     text = table(variants)
     print(text)
-    write(text, variants, options.md, options.json, omit=("args", "path"))
+    write(text, variants, options.md, options.json, omit=("feeds", "path"))
 
 
 def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...]) -> None:
