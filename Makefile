@@ -193,6 +193,16 @@ bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
 	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
 
+# The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
+# GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.
+# Where the GPU machine lacks this project's torch: `bench/ort_latency.py --save DIR` here, then
+# `bench/ort_latency.py --load DIR --device cuda --float16` there (docs/optimization.md, "Latency on CUDA").
+.PHONY: bench-ort-cuda
+bench-ort-cuda: setup
+	@if $(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())"; then \
+	  $(PY) bench/ort_latency.py --device cuda --float16 --long-iters 10 --md docs/ort-latency-cuda.md --json docs/ort-latency-cuda.json; \
+	else echo "bench-ort-cuda: skipped: this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu and a GPU needed)"; fi
+
 # ORT CPU latency of opset-23 BERT/LLaMA graphs with the standard's Attention/RMSNormalization and without
 # (decomposed), as exported and after ORT's transformer optimizer, interleaved (docs/optimization.md).
 .PHONY: bench-opset23

@@ -4,7 +4,8 @@ optimizer, in the same run, interleaved.
 Models: the BERT, GPT-2, ViT and LLaMA models of ``bench/ort_fusion.py`` (transformers configs, 4 layers,
 hidden 256, 4 heads, sequence 16 / 64x64 images, random weights) and ResNet-50 (``bench/models.py``: its
 architecture written out, torchvision does not import on this CPU torch; the transformer optimizer does not
-apply to it, so it is timed as exported). Each is exported by both tools at batch 1 and at batch 8 (static
+apply to it, so it is timed as exported; its batch norms get random statistics, as a trained network has, since
+torch.onnx drops the all-zero biases that folding a fresh network's batch norms gives). Each is exported by both tools at batch 1 and at batch 8 (static
 shapes, opset 18; onnxsight with ``optimize="ort-fusion"``, what a user of ORT's optimizer exports with). Where attention is a larger part of the time (``--long``, on by default, batch 1,
 ``--long-iters`` calls per round): BERT-base (12 layers, hidden 768, 12 heads) at sequence ``--seq`` (128)
 and the small BERT at sequence 512 (attention about a quarter of its work), both called with an
@@ -57,7 +58,12 @@ def _build(name: str, batch: int, seq: int) -> tuple[Any, tuple]:
     if name == "resnet50":
         from models import ResNet50
 
-        return ResNet50().eval(), (torch.randn(batch, 3, 224, 224),)
+        model = ResNet50().eval()
+        with torch.no_grad():  # a trained network's statistics: a fresh one's (bias 0) lets an exporter drop biases
+            for norm in (m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+                norm.running_mean.normal_(0, 0.1), norm.running_var.uniform_(0.5, 1.5)
+                norm.weight.normal_(1, 0.1), norm.bias.normal_(0, 0.1)
+        return model, (torch.randn(batch, 3, 224, 224),)
     if name in LONG:
         import transformers as tf
 
