@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _batchnorm, _decoder, _fold, _rmsnorm, _rotary, _simplify
+from onnxsight.exporter.optimize import _attention, _batchnorm, _decoder, _fold, _rmsnorm, _rotary, _shapes, _simplify
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -47,6 +47,10 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("transposed weights", _fold.transposed_weights),
         (_batchnorm.PASS_NAME, _batchnorm.fold_batch_norms),
         ("identities", _simplify.identities),
+        ("constant reshape shapes", _shapes.constant_reshapes),
+        ("shape sources", _shapes.shape_sources),
+        ("size arithmetic", _shapes.no_ops),
+        ("common subexpressions", _shapes.common_subexpressions),
         ("constant attention masks", _attention.constant_masks),
         (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 else 0),
         ("transpose pairs", _simplify.transpose_pairs),
