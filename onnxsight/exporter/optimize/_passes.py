@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _batchnorm, _decoder, _fold, _rmsnorm, _rotary, _shapes, _simplify
+from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
+                                         _simplify)
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -68,7 +69,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
 def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
     shaping: list[tuple[str, Callable[[Graph], int]]] = []
     if ort_fusion:
-        shaping += [("attention padding masks", lambda g: _attention.padding_masks(g, report.padding_masks)),
+        shaping += [("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
                     ("dead code", dead_code)]   # the guards the padding masks no longer need
     shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:

@@ -150,7 +150,9 @@ def _merge_constants(graph: Graph) -> int:
     for name, tensor in list(graph.initializers.items()):
         if name in graph.weights or name in graph.pinned or tensor.numel() > _MAX_MERGED or not has_data(tensor):
             continue
-        key = (str(tensor.dtype), tuple(tensor.shape), tensor.contiguous().numpy().tobytes())
+        flat = tensor.reshape(-1)
+        data = flat.new_empty(flat.shape).copy_(flat).view(torch.uint8).numpy().tobytes()   # bfloat16 too
+        key = (str(tensor.dtype), tuple(tensor.shape), data)
         first = seen.setdefault(key, name)
         if first != name and graph.readers.get(name):
             graph.replace_uses(name, first)
