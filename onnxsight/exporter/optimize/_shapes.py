@@ -29,7 +29,7 @@ import torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
-# Ops whose every run gives a new value (never merged), or that hold subgraphs.
+# Ops whose every run gives a new value: never merged (nor are ops of other domains, or with subgraphs).
 _NOT_PURE = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                        "Bernoulli", "Dropout"})
 # Exporter constants up to this many elements are merged by value.
@@ -127,10 +127,10 @@ def common_subexpressions(graph: Graph) -> int:
     seen: dict[tuple, onnx.NodeProto] = {}
     doomed = []
     for node in graph.nodes:
-        if node.op_type in _NOT_PURE or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                                            for a in node.attribute):
+        if node.domain or node.op_type in _NOT_PURE \
+                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
             continue
-        key = (node.domain, node.op_type, tuple(node.input), len(node.output),
+        key = (node.op_type, tuple(node.input), len(node.output),
                tuple(sorted(a.SerializeToString(deterministic=True) for a in node.attribute)))
         first = seen.setdefault(key, node)
         if first is node or any(o in graph.pinned for o in node.output) \
