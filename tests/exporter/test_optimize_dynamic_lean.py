@@ -159,6 +159,14 @@ def test_a_reshape_keeps_its_run_time_shape_where_two_dims_are_not_its_inputs() 
     assert [graph.producer[i].op_type for i in concat.input[:2]] == ["Shape", "Shape"]   # the sizes, read once
 
 
+def test_random_draws_are_never_merged() -> None:
+    graph = _graph([helper.make_node("RandomNormalLike", ["x"], ["r1"]),
+                    helper.make_node("RandomNormalLike", ["x"], ["r2"]), helper.make_node("Add", ["r1", "r2"], ["y"])],
+                   {"x": (F, [2])}, ["y"])
+    assert _shapes.common_subexpressions(graph) == 0
+    assert len(graph.nodes) == 3
+
+
 def test_a_graph_output_computed_twice_keeps_both_names() -> None:
     graph = _graph([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["z"])],
                    {"x": (F, [2])}, ["y", "z"])
