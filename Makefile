@@ -191,6 +191,7 @@ bench-fake: setup
 # latency of both, as exported and optimised, batch 1 and 8, interleaved (docs/optimization.md).
 bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
+	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
 	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
 
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a

@@ -152,7 +152,8 @@ FULLY_MASKED_ROWS_AVERAGE = define(
     "ONX008", "padding-mask-shaped-for-attention-fusion", N,
     "{count} attention(s) read the padding mask from input {input} as scores + (1 - mask) * lowest, the form "
     "ONNX Runtime's attention fusion matches: a row whose every key is masked (a sequence of padding only) "
-    "gives the mean of the values there, where PyTorch gives zeros",
+    "gives an average of the values there (float32, bfloat16: their mean; float16: weighted by its rounded "
+    "scores, NaN where they overflow), where PyTorch gives zeros",
     "Nothing to do while every sequence has a token that is not padding; to keep PyTorch's zeros for "
     "sequences of padding only, export with the default optimize=True (ONNX Runtime then fuses no attention "
     "for this mask).",
@@ -162,9 +163,11 @@ FULLY_MASKED_ROWS_AVERAGE = define(
          "rows whose every key is masked, so that `onnxruntime.transformers.optimizer.optimize_model` fuses "
          "each layer into one `Attention`.",
     why="No guard fits inside the pattern ONNX Runtime's fuser matches, and its fused `Attention` averages "
-        "the values of a fully masked row too. Rows with at least one key to attend to give PyTorch's "
-        "numbers exactly; only sequences of padding only differ, and `onnxsight.verify` with such an input "
-        "names the first attention output as the root cause (ACC002).",
+        "the values of a fully masked row too. `lowest` is the most negative finite value of the scores' "
+        "dtype; in float16 a masked score below about -16 plus it overflows to -inf, so a fully masked row "
+        "is an average weighted by its rounded scores, or NaN. Rows with at least one key to attend to give "
+        "PyTorch's numbers; only sequences of padding only differ, and `onnxsight.verify` with such an "
+        "input names the first attention output as the root cause (ACC002).",
     example="""
         prog = onnxsight.export(bert, (input_ids, attention_mask), optimize="ort-fusion")
         # ONX008: 4 attention(s) read the padding mask from input attention_mask as scores + (1 - mask) * lowest ...

@@ -1,5 +1,5 @@
 """Attention in the forms ONNX Runtime's transformer optimizer fuses: masks and torch's fully-masked-row guard
-where they change nothing, input padding masks in BERT's additive form, pre-LN projection biases as rows.
+where they change nothing, pre-LN projection biases as rows.
 
 transformers builds an all-attend mask when it is called without ``attention_mask``;
 folded, it is a constant. ``scaled_dot_product_attention``'s translation adds the
@@ -8,8 +8,8 @@ mask to the scores and guards rows whose every score is -inf (torch's
 masks no whole row, such a row needs every score to be -inf already (infinite
 inputs), so the guard is dropped; an all-zero mask that does not broadcast the
 scores to a larger shape is dropped too. What is left is the form ONNX Runtime's
-attention fusers match (``Softmax <- Div <- MatMul``). ``padding_masks`` and
-``projection_biases`` run once after the simplifying passes (their NOTEs say why).
+attention fusers match (``Softmax <- Div <- MatMul``). ``projection_biases`` runs once after
+the simplifying passes (its NOTE says why); input padding masks are ``_padding``'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import math
 
 import onnx
 import torch
-from onnx import numpy_helper
 
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._graph import Graph, attribute
@@ -282,143 +281,3 @@ def _post_ln(graph: Graph, root: str) -> bool:
     producer = graph.producer.get(root)
     readers = [r.op_type for r in graph.readers.get(root, [])]
     return producer is not None and producer.op_type == "LayerNormalization" and readers.count("Add") == 1
-
-
-# NOTE: a padding mask that is an input of the model (BERT's ``attention_mask``) is not a constant, so torch's
-# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the pattern ONNX
-# Runtime's attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten into
-# BERT's classic form, ``scores + (1 - mask) * lowest`` with ``lowest`` float32's most negative value, which the
-# fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to at least one
-# key gives exactly torch's numbers (the masked keys' weights underflow to 0). A row whose every key is masked
-# (a sequence of padding only) gives the mean of the values, as ONNX Runtime's fused Attention does; PyTorch
-# gives zeros there. verify() with such an input names the first attention output as the root cause.
-def padding_masks(graph: Graph, inputs: dict[str, int] | None = None) -> int:
-    """Guarded attention whose bool mask broadcasts a (batch, keys) value -> BERT's additive padding mask;
-    ``inputs`` counts the attentions rewritten per graph input the mask comes from (for the note ONX008)."""
-    done = 0
-    made: dict[str, str] = {}   # key-padding value -> the additive mask made from it
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
-            continue
-        found = _padding_mask(graph, add)
-        if found is None:
-            continue
-        index, keys = found
-        if keys not in made:
-            made[keys] = _additive_mask(graph, keys, add)
-        if inputs is not None:
-            for name in _graph_inputs_of(graph, keys):
-                inputs[name] = inputs.get(name, 0) + 1
-        graph.set_input(add, index, made[keys])
-        graph.replace_uses(where.output[0], softmax.output[0])
-        done += 1
-    return done
-
-
-def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
-    """The graph inputs ``value`` is computed from."""
-    found, seen, stack = [], set(), [value]
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in graph.graph_inputs:
-            found.append(name)
-        node = graph.producer.get(name)
-        stack.extend(n for n in (node.input if node is not None else ()) if n)
-    return sorted(found)
-
-
-def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
-    """(index of the mask among ``add``'s inputs, the bool (batch, keys) value it broadcasts), or None.
-
-    ``add`` = ``Div(scores, c) + Where(mask, 0, -inf)`` in float32 with static shapes, and ``mask`` computed
-    from one (batch, keys) bool value by a subgraph that, run on it, gives ``value[:, None, None, :]``.
-    """
-    for index in (1, 0):
-        where = graph.producer.get(add.input[index])
-        scaled = graph.producer.get(add.input[1 - index])
-        if where is None or where.op_type != "Where" or scaled is None or scaled.op_type != "Div":
-            continue
-        zero, lowest = graph.constant(where.input[1]), graph.constant(where.input[2])
-        if zero is None or lowest is None or zero.numel() != 1 or lowest.numel() != 1 \
-                or float(zero.reshape(-1)[0]) != 0 or float(lowest.reshape(-1)[0]) != -math.inf \
-                or graph.elem_type(add.output[0]) != onnx.TensorProto.FLOAT:
-            continue
-        scores, mask = graph.static_shape(add.output[0]), graph.static_shape(where.input[0])
-        if scores is None or mask is None or len(scores) != 4:
-            continue
-        keys = _broadcast_keys(graph, where.input[0], (scores[0], scores[-1]), mask)
-        if keys is not None:
-            return index, keys
-    return None
-
-
-def _broadcast_keys(graph: Graph, mask: str, wanted: tuple[int, int], shape: tuple[int, ...]) -> str | None:
-    """The bool value of shape ``wanted`` that ``mask`` is ``value[:, None, None, :]`` of (run to check)."""
-    import numpy as np
-    from onnx.reference import ReferenceEvaluator
-
-    nodes, leaves, stack = {}, set(), [mask]
-    while stack:
-        name = stack.pop()
-        if graph.constant(name) is not None or name in leaves:
-            continue
-        if name != mask and graph.static_shape(name) == wanted and graph.elem_type(name) == onnx.TensorProto.BOOL:
-            leaves.add(name)
-            continue
-        node = graph.producer.get(name)
-        if node is None or node.domain or len(nodes) > 16:
-            return None
-        if id(node) not in nodes:
-            nodes[id(node)] = node
-            stack.extend(n for n in node.input if n)
-    if len(leaves) != 1 or any(graph.constant(n) is not None and not has_data(graph.constant(n))
-                               for node in nodes.values() for n in node.input):
-        return None
-    (keys,) = leaves
-    order = {id(n): i for i, n in enumerate(graph.nodes)}
-    body = sorted(nodes.values(), key=lambda n: order[id(n)])
-    consts = {n for node in body for n in node.input if graph.constant(n) is not None}
-    proto = onnx.helper.make_graph(
-        body, "mask", [onnx.helper.make_tensor_value_info(keys, onnx.TensorProto.BOOL, list(wanted))],
-        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.BOOL, None)],
-        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in sorted(consts)])
-    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
-    rng = np.random.default_rng(0)
-    one_hot = np.zeros(wanted, bool)
-    one_hot[np.arange(wanted[0]), np.arange(wanted[0]) % wanted[1]] = True
-    samples = [rng.random(wanted) < p for p in (0.1, 0.5, 0.9)] + [np.ones(wanted, bool), np.zeros(wanted, bool),
-                                                                  one_hot]
-    try:
-        evaluator = ReferenceEvaluator(onnx.helper.make_model(proto, opset_imports=opsets))
-        same = all(np.array_equal(np.asarray(evaluator.run(None, {keys: s})[0]),
-                                  np.broadcast_to(s[:, None, None, :], shape)) for s in samples)
-    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
-        return None
-    return keys if same else None
-
-
-def _additive_mask(graph: Graph, keys: str, before: onnx.NodeProto) -> str:
-    """``(1 - float(keys[:, None, None, :])) * lowest``, in the node order ORT's fuser matches; its name."""
-    names = [graph.fresh(f"{keys}_{suffix}") for suffix in ("unsqueeze", "unsqueeze_1", "float", "masked", "bias")]
-    one, lowest = graph.fresh("_const_one"), graph.fresh("_const_lowest")
-    axis_1, axis_2 = graph.fresh("_const_axis_1"), graph.fresh("_const_axis_2")
-    graph.initializers.update({one: torch.tensor(1.0), lowest: torch.tensor(torch.finfo(torch.float32).min),
-                               axis_1: torch.tensor([1]), axis_2: torch.tensor([2])})
-    nodes = [onnx.helper.make_node("Unsqueeze", [keys, axis_1], [names[0]], name=f"_Unsqueeze_{names[0]}"),
-             onnx.helper.make_node("Unsqueeze", [names[0], axis_2], [names[1]], name=f"_Unsqueeze_{names[1]}"),
-             onnx.helper.make_node("Cast", [names[1]], [names[2]], to=onnx.TensorProto.FLOAT,
-                                   name=f"_Cast_{names[2]}"),
-             onnx.helper.make_node("Sub", [one, names[2]], [names[3]], name=f"_Sub_{names[3]}"),
-             onnx.helper.make_node("Mul", [names[3], lowest], [names[4]], name=f"_Mul_{names[4]}")]
-    at = next(i for i, n in enumerate(graph.nodes) if n is before)
-    graph.nodes[at:at] = nodes
-    for node in nodes:
-        graph.producer[node.output[0]] = node
-        for name in node.input:
-            graph.readers.setdefault(name, []).append(node)
-    return names[4]

@@ -26,9 +26,11 @@ _MAX_FOLDED = 1 << 16
 
 
 def tensor_of(proto: onnx.TensorProto) -> torch.Tensor | None:
-    """The torch tensor of a TensorProto; None for dtypes numpy cannot carry into torch (bfloat16, float8)."""
+    """The torch tensor of a TensorProto; None for dtypes numpy cannot carry into torch (float8, 4-bit)."""
     try:
         array = numpy_helper.to_array(proto)
+        if proto.data_type == onnx.TensorProto.BFLOAT16:   # every bfloat16 is a float32: exact both ways
+            return torch.from_numpy(np.asarray(array, dtype=np.float32).copy()).to(torch.bfloat16)
         return torch.from_numpy(np.array(array, copy=True))
     except (TypeError, ValueError, RuntimeError):
         return None

@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import _attention, _batchnorm, _decoder, _fold, _rmsnorm, _rotary, _simplify
+from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
+                                         _simplify)
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -47,6 +48,10 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("transposed weights", _fold.transposed_weights),
         (_batchnorm.PASS_NAME, _batchnorm.fold_batch_norms),
         ("identities", _simplify.identities),
+        ("constant reshape shapes", _shapes.constant_reshapes),
+        ("shape sources", _shapes.shape_sources),
+        ("size arithmetic", _shapes.no_ops),
+        ("common subexpressions", _shapes.common_subexpressions),
         ("constant attention masks", _attention.constant_masks),
         (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 else 0),
         ("transpose pairs", _simplify.transpose_pairs),
@@ -64,7 +69,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
 def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
     shaping: list[tuple[str, Callable[[Graph], int]]] = []
     if ort_fusion:
-        shaping += [("attention padding masks", lambda g: _attention.padding_masks(g, report.padding_masks)),
+        shaping += [("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
                     ("dead code", dead_code)]   # the guards the padding masks no longer need
     shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:

@@ -1,0 +1,213 @@
+"""BERT's additive padding mask (``export(..., optimize="ort-fusion")``): attention whose bool mask is a model
+input's (batch, keys) padding mask broadcast, written as ``scores + (1 - mask) * lowest`` without torch's guard,
+the form ONNX Runtime's attention fuser matches; static or dynamic sizes, float32, float16 and bfloat16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from onnxsight.exporter._dtypes import to_torch
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._graph import Graph
+
+# Score dtypes the additive form is written in: each with its own lowest finite value.
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+# The mask's subgraph is checked by running it; a larger one is left as it is.
+_MAX_MASK_NODES = 64
+
+
+# NOTE: a padding mask that is an input of the model (BERT's ``attention_mask``) is not a constant, so torch's
+# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the pattern ONNX
+# Runtime's attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten into
+# BERT's classic form, ``scores + (1 - mask) * lowest`` with ``lowest`` the scores' dtype's most negative finite
+# value, which the fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to
+# at least one key gives torch's numbers (the masked keys' weights underflow to 0; in float16 a masked score
+# below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
+# only) gives the mean of the values in float32 and bfloat16, as ONNX Runtime's fused Attention does (in float16
+# another average, or NaN where every masked score became -inf); PyTorch gives zeros there. verify() with such an
+# input names the first attention output as the root cause.
+def padding_masks(graph: Graph, inputs: dict[str, int] | None = None) -> int:
+    """Guarded attention whose bool mask broadcasts a (batch, keys) value -> BERT's additive padding mask;
+    ``inputs`` counts the attentions rewritten per graph input the mask comes from (for the note ONX008)."""
+    done = 0
+    made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
+            continue
+        found = _padding_mask(graph, add)
+        if found is None:
+            continue
+        index, keys = found
+        dtype = graph.elem_type(add.output[0])
+        if (keys, dtype) not in made:
+            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add)
+        if inputs is not None:
+            for name in _graph_inputs_of(graph, keys):
+                inputs[name] = inputs.get(name, 0) + 1
+        graph.set_input(add, index, made[(keys, dtype)])
+        graph.replace_uses(where.output[0], softmax.output[0])
+        done += 1
+    return done
+
+
+def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
+    """The graph inputs ``value`` is computed from."""
+    found, seen, stack = [], set(), [value]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in graph.graph_inputs:
+            found.append(name)
+        node = graph.producer.get(name)
+        stack.extend(n for n in (node.input if node is not None else ()) if n)
+    return sorted(found)
+
+
+def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
+    """(index of the mask among ``add``'s inputs, the bool (batch, keys) value it broadcasts), or None.
+
+    ``add`` = ``scores + Where(mask, 0, -inf)`` in float32, float16 or bfloat16 with 4-D scores of known (or
+    symbolic) shape, and ``mask`` computed from one (batch, keys) bool value by a subgraph that, run on it,
+    gives ``value[:, None, None, :]``.
+    """
+    for index in (1, 0):
+        where = graph.producer.get(add.input[index])
+        scores = graph.producer.get(add.input[1 - index])
+        if where is None or where.op_type != "Where" or scores is None or scores.op_type not in ("Div", "Mul", "MatMul"):
+            continue
+        zero, lowest = graph.constant(where.input[1]), graph.constant(where.input[2])
+        if zero is None or lowest is None or zero.numel() != 1 or lowest.numel() != 1 or not has_data(zero) \
+                or not has_data(lowest) or float(zero.reshape(-1)[0]) != 0 \
+                or float(lowest.reshape(-1)[0]) != -math.inf or graph.elem_type(add.output[0]) not in _FLOATS:
+            continue
+        shape, mask = graph.symbolic_shape(add.output[0]), graph.symbolic_shape(where.input[0])
+        if shape is None or mask is None or len(shape) != 4:
+            continue
+        keys = _broadcast_keys(graph, where.input[0], (shape[0], shape[-1]), mask)
+        if keys is not None:
+            return index, keys
+    return None
+
+
+def _broadcast_keys(graph: Graph, mask: str, wanted: tuple, shape: tuple) -> str | None:
+    """The bool value of (symbolic) shape ``wanted`` that ``mask`` (of shape ``shape``) is ``value[:, None, None,
+    :]`` of: its subgraph may read other graph inputs for their sizes only (``Shape``); run to check, on masks of
+    several densities, at two sizes per symbol where sizes are dynamic."""
+    nodes: dict[int, onnx.NodeProto] = {}
+    leaves: set[str] = set()
+    sized: set[str] = set()   # graph inputs the subgraph reads the sizes of
+    stack = [mask]
+    while stack:
+        name = stack.pop()
+        if graph.constant(name) is not None or name in leaves or name in sized:
+            continue
+        if name != mask and graph.symbolic_shape(name) == wanted and graph.elem_type(name) == onnx.TensorProto.BOOL:
+            leaves.add(name)
+            continue
+        if name in graph.graph_inputs:
+            sized.add(name)
+            continue
+        node = graph.producer.get(name)
+        if node is None or node.domain or len(nodes) > _MAX_MASK_NODES:
+            return None
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            stack.extend(n for n in node.input if n)
+    if len(leaves) != 1 or any(graph.constant(n) is not None and not has_data(graph.constant(n))
+                               for node in nodes.values() for n in node.input):
+        return None
+    if any(n in sized and node.op_type != "Shape" for node in nodes.values() for n in node.input):
+        return None   # the mask depends on another input's values, not only on its sizes
+    (keys,) = leaves
+    inputs = {name: graph.symbolic_shape(name) for name in sorted(sized)}
+    symbols = sorted({d for s in (wanted, shape, *inputs.values()) if s is not None for d in s if isinstance(d, str)})
+    if any(s is None for s in inputs.values()) or any(not s.isidentifier() for s in symbols):
+        return None   # a size written as an expression ("seq*batch") is not one to choose
+    sizes = [dict(zip(symbols, range(3, 3 + len(symbols)))), dict(zip(symbols, range(5, 5 + 2 * len(symbols), 2)))] \
+        if symbols else [{}]
+    evaluator = _evaluator(graph, list(nodes.values()), keys, mask, sorted(sized))
+    try:
+        return keys if evaluator is not None and all(_broadcasts(graph, evaluator, keys, sorted(sized), wanted, shape,
+                                                                 size) for size in sizes) else None
+    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
+        return None
+
+
+def _evaluator(graph: Graph, nodes: list[onnx.NodeProto], keys: str, mask: str, sized: list[str]) -> object | None:
+    """onnx's reference evaluator of the mask's subgraph, from ``keys`` and the inputs read for their sizes."""
+    from onnx.reference import ReferenceEvaluator
+
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    body = sorted(nodes, key=lambda n: order[id(n)])
+    consts = {n for node in body for n in node.input if graph.constant(n) is not None}
+    try:
+        initializers = [_tensor_proto(graph.constant(n), n) for n in sorted(consts)]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    proto = onnx.helper.make_graph(
+        body, "mask", [onnx.helper.make_tensor_value_info(keys, onnx.TensorProto.BOOL, None)]
+        + [onnx.helper.make_tensor_value_info(n, graph.elem_type(n) or onnx.TensorProto.FLOAT, None) for n in sized],
+        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.BOOL, None)], initializer=initializers)
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
+    try:
+        return ReferenceEvaluator(onnx.helper.make_model(proto, opset_imports=opsets))
+    except Exception:  # noqa: BLE001 - a mask the reference cannot load is left as it is
+        return None
+
+
+def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
+    if tensor.dtype == torch.bfloat16:   # numpy has no bfloat16: onnx writes it from float32
+        return onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, list(tensor.shape),
+                                       tensor.float().reshape(-1).tolist())
+    return numpy_helper.from_array(tensor.numpy(), name)
+
+
+def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wanted: tuple, shape: tuple,
+                size: dict[str, int]) -> bool:
+    """Whether the mask's subgraph, at the sizes ``size`` gives to the symbols, broadcasts each sample of keys."""
+    wanted_now = tuple(size.get(d, d) if isinstance(d, str) else d for d in wanted)
+    shape_now = tuple(size.get(d, d) if isinstance(d, str) else d for d in shape)
+    feeds = {name: np.zeros([size.get(d, d) if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
+                            onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name) or onnx.TensorProto.FLOAT))
+             for name in sized}
+    rng = np.random.default_rng(0)
+    one_hot = np.zeros(wanted_now, bool)
+    one_hot[np.arange(wanted_now[0]), np.arange(wanted_now[0]) % wanted_now[1]] = True
+    samples = [rng.random(wanted_now) < p for p in (0.1, 0.5, 0.9)] + [np.ones(wanted_now, bool),
+                                                                      np.zeros(wanted_now, bool), one_hot]
+    return all(np.array_equal(np.asarray(evaluator.run(None, {keys: s, **feeds})[0]),  # type: ignore[attr-defined]
+                              np.broadcast_to(s[:, None, None, :], shape_now)) for s in samples)
+
+
+def _additive_mask(graph: Graph, keys: str, dtype: int, before: onnx.NodeProto) -> str:
+    """``(1 - dtype(keys[:, None, None, :])) * lowest``, in the node order ORT's fuser matches; its name."""
+    names = [graph.fresh(f"{keys}_{suffix}") for suffix in ("unsqueeze", "unsqueeze_1", "float", "masked", "bias")]
+    one, lowest = graph.fresh("_const_one"), graph.fresh("_const_lowest")
+    axis_1, axis_2 = graph.fresh("_const_axis_1"), graph.fresh("_const_axis_2")
+    real = to_torch(dtype)
+    graph.initializers.update({one: torch.tensor(1.0, dtype=real), lowest: torch.tensor(torch.finfo(real).min,
+                                                                                        dtype=real),
+                               axis_1: torch.tensor([1]), axis_2: torch.tensor([2])})
+    nodes = [onnx.helper.make_node("Unsqueeze", [keys, axis_1], [names[0]], name=f"_Unsqueeze_{names[0]}"),
+             onnx.helper.make_node("Unsqueeze", [names[0], axis_2], [names[1]], name=f"_Unsqueeze_{names[1]}"),
+             onnx.helper.make_node("Cast", [names[1]], [names[2]], to=dtype, name=f"_Cast_{names[2]}"),
+             onnx.helper.make_node("Sub", [one, names[2]], [names[3]], name=f"_Sub_{names[3]}"),
+             onnx.helper.make_node("Mul", [names[3], lowest], [names[4]], name=f"_Mul_{names[4]}")]
+    at = next(i for i, n in enumerate(graph.nodes) if n is before)
+    graph.nodes[at:at] = nodes
+    for node in nodes:
+        graph.producer[node.output[0]] = node
+        for name in node.input:
+            graph.readers.setdefault(name, []).append(node)
+    return names[4]
