@@ -68,18 +68,20 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
     if softmax is None or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     probs = (guard or softmax).output[0]
+    if not _qkv_from_one_split(graph, scores, probs):
+        return None
+    found, merge = _output_projection(graph, probs)
+    if not found:
+        return None
     mask = graph.constant(add.input[1])
     if mask is not None:
         shape = graph.static_shape(scores.output[0])
         if not has_data(mask) or shape is None or len(shape) != 4:
             return None
         fill = causal_fill(mask, shape[-2], shape[-1])
-    else:
+    else:   # the layout matched first: running the mask costs more
         fill = _causal_fill_from_sizes(graph, scores, add.input[1], probs)
-    if fill is None or not _qkv_from_one_split(graph, scores, probs):
-        return None
-    found, merge = _output_projection(graph, probs)
-    return (scores, fill, merge, guard) if found else None
+    return None if fill is None else (scores, fill, merge, guard)
 
 
 def _softmax(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
