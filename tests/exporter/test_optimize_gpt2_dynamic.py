@@ -1,7 +1,8 @@
 """GPT-2 exported with ``dynamic_shapes`` and with a KV cache, and ONNX Runtime's transformer optimizer.
 
-With dynamic sizes transformers builds the causal mask at run time; ``optimize="ort-fusion"`` checks that mask
-by running it at many sizes (``_sized_mask``) and writes it in the form ORT's GPT-2 fuser matches, so one
+With dynamic sizes transformers builds the causal mask at run time. The optimize stage runs that mask at many
+sizes (``_sized_mask``): where it leaves every query a key, torch's fully-masked-row guard goes (by default), and
+where it is causal, ``optimize="ort-fusion"`` writes it in the form ORT's GPT-2 fuser matches, so one
 ``Attention`` per layer fuses and the fused model matches PyTorch at every size. A decode step taking a
 ``DynamicCache`` exports and verifies with a past of any length; ORT's GPT-2 fuser with past wants one stacked
 ``past``/``present`` tensor per layer, so on that graph only the layer norms and GELUs fuse (docs/optimization.md).
@@ -94,12 +95,41 @@ def test_dynamic_gpt2_export_verifies_at_other_sizes(dynamic_gpt2: Any) -> None:
             torch.testing.assert_close(program(ids)[0], model(ids)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_the_default_export_keeps_the_run_time_mask(dynamic_gpt2: Any) -> None:
-    # the form ORT matches is only written on request; the default graph keeps transformers' mask computation
+def test_the_default_export_keeps_the_run_time_mask_without_its_guard(dynamic_gpt2: Any) -> None:
+    # the form ORT matches is only written on request; the default graph keeps transformers' mask computation,
+    # but not torch's fully-masked-row guard: the causal mask leaves every query a key at every size sampled
     model, _, _ = dynamic_gpt2
     program = onnxsight.export(model, (torch.randint(0, VOCAB, (2, 8)),), dynamic_shapes=DYNAMIC)
     ops = Counter(n.op_type for n in program.model_proto.graph.node)
-    assert ops["TopK"] == LAYERS and "LessOrEqual" in ops
+    assert "TopK" not in ops and "GatherND" in ops, ops
+    for shape in ((3, 5), (1, 1)):
+        ids = torch.randint(0, VOCAB, shape)
+        with torch.no_grad():
+            torch.testing.assert_close(program(ids)[0], model(ids)[0], rtol=1e-4, atol=1e-4)
+
+
+class SizedSdpa(torch.nn.Module):
+    """sdpa with a bool mask built from the sequence length; ``strict``: the first query sees no key (a dead row)."""
+
+    def __init__(self, strict: bool) -> None:
+        super().__init__()
+        self.strict = strict
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(q.shape[2])
+        keep = positions[None, :] < positions[:, None] if self.strict else positions[None, :] <= positions[:, None]
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=keep)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["causal", "dead-first-row"])
+def test_the_guard_of_a_run_time_mask_goes_only_when_no_row_is_masked_throughout(strict: bool) -> None:
+    module = SizedSdpa(strict)
+    program = onnxsight.export(module, (torch.randn(1, 2, 6, 8),), dynamic_shapes={"q": {2: "seq"}})
+    ops = Counter(n.op_type for n in program.model_proto.graph.node)
+    assert ("TopK" in ops) == strict, ops
+    for length in (1, 3, 9):
+        q = torch.randn(1, 2, length, 8)
+        torch.testing.assert_close(program(q)[0], module(q), rtol=1e-5, atol=1e-5)   # torch's zeros where dead
 
 
 # -- the mask check, on masks computed from a dynamic size ------------------------------------------------------
@@ -173,5 +203,6 @@ def test_gpt2_with_a_kv_cache_exports_verifies_and_keeps_its_layer_norm_fusions(
     # past_i (2, batch, heads, past, head size) input and present_i output, the layout its Attention op takes;
     # a DynamicCache is a key and a value per layer, so attention is not fused, for any exporter
     assert "Attention" not in stats and stats["SkipLayerNormalization"] == 2 * LAYERS, stats
+    assert "TopK" not in {n.op_type for n in graph.node}   # the causal mask over past + new keys has no dead row
     kwargs = {"input_ids": torch.randint(0, VOCAB, (2, 3)), "cache": _cache(2, 5)}
     assert onnxsight.verify(program, (), kwargs, onnx_model=optimized.model).passed

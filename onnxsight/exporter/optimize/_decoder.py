@@ -24,7 +24,6 @@ import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes
@@ -41,9 +40,7 @@ def gpt2_causal_attention(graph: Graph) -> int:
         block = _match(graph, add)
         if block is None:
             continue
-        scores, fill, merge, guard = block
-        if guard is not None:   # a causal mask masks no whole row: torch's guard has nothing to do
-            graph.replace_uses(guard.output[0], guard.input[2])
+        scores, fill, merge = block
         _mask_from_shape(emit, add, scores, fill)
         done += 1
         if merge is not None:
@@ -52,22 +49,21 @@ def gpt2_causal_attention(graph: Graph) -> int:
     return done
 
 
-def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, onnx.NodeProto | None,
-                                                       onnx.NodeProto | None] | None:
-    """(the scores' Div, the mask's fill value, the merged heads Reshape to split or None, torch's fully-masked-row
-    guard to drop or None) for a GPT-2 attention block whose ``add`` adds the causal mask; None for anything else.
+def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, onnx.NodeProto | None] | None:
+    """(the scores' Div, the mask's fill value, the merged heads Reshape to split or None) for a GPT-2 attention
+    block whose ``add`` adds the causal mask; None for anything else.
 
     The mask is a constant (static shapes), or computed at run time from the input sizes (``dynamic_shapes``:
-    checked at many sizes by running it, ``_sized_mask``)."""
+    checked at many sizes by running it, ``_sized_mask``, which has dropped torch's fully-masked-row guard)."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2 or add.output[0] in graph.pinned:
         return None
     scores = graph.producer.get(add.input[0])
     if scores is None or scores.op_type != "Div":
         return None
-    softmax, guard = _softmax(graph, add)
-    if softmax is None or attribute(softmax, "axis", -1) not in (-1, 3):
+    readers = graph.readers.get(add.output[0], [])
+    if len(readers) != 1 or readers[0].op_type != "Softmax" or attribute(readers[0], "axis", -1) not in (-1, 3):
         return None
-    probs = (guard or softmax).output[0]
+    probs = readers[0].output[0]
     if not _qkv_from_one_split(graph, scores, probs):
         return None
     found, merge = _output_projection(graph, probs)
@@ -81,24 +77,7 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
         fill = causal_fill(mask, shape[-2], shape[-1])
     else:   # the layout matched first: running the mask costs more
         fill = _causal_fill_from_sizes(graph, scores, add.input[1], probs)
-    return None if fill is None else (scores, fill, merge, guard)
-
-
-def _softmax(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
-    """The Softmax reading ``add``, and torch's fully-masked-row guard around it (``Where(TopK(add) == -inf, 0,
-    Softmax(add))``, kept where the mask is not a constant) or None; (None, None) if ``add`` has other readers."""
-    readers = graph.readers.get(add.output[0], [])
-    softmax = next((r for r in readers if r.op_type == "Softmax" and not r.domain), None)
-    if softmax is None or len(readers) == 1:
-        return softmax, None
-    after = graph.readers.get(softmax.output[0], [])
-    guard = after[0] if len(after) == 1 and _guarded_softmax(graph, after[0]) is softmax else None
-    if guard is None or len(readers) != 2 or guard.output[0] in graph.pinned:
-        return None, None
-    row_max = next(r for r in readers if r is not softmax)
-    if graph.producer.get(graph.producer[guard.input[0]].input[0]) is not row_max:
-        return None, None
-    return softmax, guard
+    return None if fill is None else (scores, fill, merge)
 
 
 def _causal_fill_from_sizes(graph: Graph, scores: onnx.NodeProto, mask: str, probs: str) -> float | None:
@@ -213,8 +192,7 @@ def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto,
     graph = emit.graph
     size = graph.static_shape(scores.output[0])
     dtype = to_torch(graph.elem_type(add.output[0]))
-    order = {id(n): i for i, n in enumerate(graph.nodes)}
-    first = min(graph.readers[add.output[0]], key=lambda n: order[id(n)])
+    softmax = graph.readers[add.output[0]][0]
     graph.remove([add])
     shape = emit.op("Shape", scores.output[0])
     last = emit.op("Slice", shape, emit.const("_last", [-1]), emit.const("_end", [_END]), hint="key_length")
@@ -234,7 +212,7 @@ def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto,
     keep = emit.op("Slice", rows, emit.const("_axis0", [0]), last, emit.const("_axis1", [1]), hint="causal")
     emit.op("Where", keep, scores.output[0], emit.const("_masked", torch.tensor(fill, dtype=dtype)),
             out=add.output[0])
-    emit.place(first)
+    emit.place(softmax)
 
 
 def _split_merge(emit: Emitter, reshape: onnx.NodeProto) -> None:

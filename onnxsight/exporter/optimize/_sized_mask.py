@@ -25,6 +25,7 @@ import torch
 from onnx import numpy_helper
 
 from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._graph import Graph
 
 _SIZES = (1, 2, 3, 8)          # each symbol takes each of these (every combination)
@@ -35,40 +36,87 @@ _ANY = "any"                   # a one-query mask masks nothing: any fill
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
+def unguarded_sized_masks(graph: Graph) -> int:
+    """Where(Equal(RowMax(S), -inf), 0, Softmax(S)) -> Softmax(S) for S = X + M, M computed at run time from the
+    input sizes (a dynamic decoder's causal mask, with or without a KV cache) and masking no whole row at any size
+    sampled; the constant masks are ``_attention.constant_masks``'s."""
+    done = 0
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        if add is None or add.op_type != "Add" or add.domain or where.output[0] in graph.pinned:
+            continue
+        masks = [name for name in add.input if graph.constant(name) is None and _is_mask(graph, name)]
+        if len(masks) == 1 and masks_no_row_at_sizes(graph, masks[0]):
+            graph.replace_uses(where.output[0], softmax.output[0])
+            done += 1
+    return done
+
+
+def _is_mask(graph: Graph, name: str) -> bool:
+    """``Where(cond, 0, -inf)``: a bool mask made additive (sdpa's translation), the form checked here."""
+    node = graph.producer.get(name)
+    if node is None or node.op_type != "Where" or node.domain or len(node.input) != 3:
+        return False
+    zero, lowest = graph.constant(node.input[1]), graph.constant(node.input[2])
+    return zero is not None and lowest is not None and zero.numel() == 1 and lowest.numel() == 1 \
+        and has_data(zero) and has_data(lowest) and float(zero.reshape(-1)[0]) == 0.0 \
+        and float(lowest.reshape(-1)[0]) == -math.inf
+
+
 def causal_fill_at_sizes(graph: Graph, mask: str, length: str) -> float | None:
     """The masked-out value of the additive float mask ``mask`` where, at every size sampled, it is exactly the
     causal mask over ``length`` queries and as many keys (0 on and below the diagonal, one value of at most the
     dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
     computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim."""
+    runs = _at_sizes(graph, mask, required=length)
+    if runs is None:
+        return None
+    fills = set()
+    for sizes, value in runs:
+        fill = _causal_fill(value, sizes[length])
+        if fill is None:
+            return None
+        if fill != _ANY:
+            fills.add(fill)
+    return fills.pop() if len(fills) == 1 else None
+
+
+def masks_no_row_at_sizes(graph: Graph, mask: str) -> bool:
+    """Whether the additive float mask ``mask``, computed from the sizes of graph inputs alone, leaves at least one
+    key to every query (no row -inf throughout) at every size sampled: torch's fully-masked-row guard then has
+    nothing to do (a causal mask, with or without a KV cache's past)."""
+    runs = _at_sizes(graph, mask)
+    return runs is not None and all(value.dtype.kind == "f" and value.ndim >= 1
+                                    and not np.isneginf(value).all(axis=-1).any() for _, value in runs)
+
+
+def _at_sizes(graph: Graph, mask: str, required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
+    """``mask``'s value at each size sampled (symbol -> size), where it is computed from the sizes of graph inputs
+    alone (``required``: a symbol that must be one of their dims) and ONNX's reference implementation runs it."""
     found = _subgraph(graph, mask)
     if found is None:
         return None
     body, inputs = found
     symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
-    if length not in symbols:
-        return None
     extra = _sizes_near_constants(graph, body)
-    if extra is None:
+    if extra is None or not symbols or (required is not None and required not in symbols):
         return None
     samples = [dict(zip(symbols, sizes)) for sizes in itertools.product(_SIZES, repeat=len(symbols))]
     samples += [{s: size for s in symbols} for size in extra]
+    runs = []
     try:
         from onnx.reference import ReferenceEvaluator
 
         evaluator = ReferenceEvaluator(_model(graph, body, inputs, mask))
-        fills = set()
         for sizes in samples:
             feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
                                     dtype=onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name)))
                      for name in inputs}
-            fill = _causal_fill(np.asarray(evaluator.run(None, feeds)[0]), sizes[length])
-            if fill is None:
-                return None
-            if fill != _ANY:
-                fills.add(fill)
+            runs.append((sizes, np.asarray(evaluator.run(None, feeds)[0])))
     except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
         return None
-    return fills.pop() if len(fills) == 1 else None
+    return runs
 
 
 def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]] | None:
