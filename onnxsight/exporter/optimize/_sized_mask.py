@@ -41,13 +41,19 @@ def unguarded_sized_masks(graph: Graph) -> int:
     input sizes (a dynamic decoder's causal mask, with or without a KV cache) and masking no whole row at any size
     sampled; the constant masks are ``_attention.constant_masks``'s."""
     done = 0
+    verdicts: dict[tuple[str, ...], bool] = {}   # each layer makes the same mask additive: run it once
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
         add = graph.producer.get(softmax.input[0]) if softmax is not None else None
         if add is None or add.op_type != "Add" or add.domain or where.output[0] in graph.pinned:
             continue
         masks = [name for name in add.input if graph.constant(name) is None and _is_mask(graph, name)]
-        if len(masks) == 1 and masks_no_row_at_sizes(graph, masks[0]):
+        if len(masks) != 1:
+            continue
+        key = tuple(graph.producer[masks[0]].input)
+        if key not in verdicts:
+            verdicts[key] = masks_no_row_at_sizes(graph, masks[0])
+        if verdicts[key]:
             graph.replace_uses(where.output[0], softmax.output[0])
             done += 1
     return done
