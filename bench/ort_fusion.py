@@ -44,7 +44,8 @@ PAST = 16
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
 ORT_FUSION = ("bert-mask", "gpt2", "llama", "gpt2-cache")
-OPTIONS: dict[str, dict[str, Any]] = {"gpt2": {"opt_level": 0}, "llama": {"opt_level": 0}, "gpt2-cache": {"opt_level": 0}}
+OPTIONS: dict[str, dict[str, Any]] = {"gpt2": {"opt_level": 0}, "llama": {"opt_level": 0},
+                                     "gpt2-cache": {"opt_level": 0}}
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
              "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "EmbedLayerNormalization")

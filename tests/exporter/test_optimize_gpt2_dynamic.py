@@ -84,6 +84,19 @@ def test_dynamic_gpt2_fuses_one_attention_per_layer_and_matches_pytorch(dynamic_
         np.testing.assert_allclose(got, expected.numpy(), rtol=1e-4, atol=1e-4, err_msg=str(shape))
 
 
+def test_a_dynamic_batch_alone_fuses_too(tmp_path: Any) -> None:
+    # the sequence fixed at export: the run-time mask is causal over that length at every batch size sampled
+    model = _gpt2()
+    program = onnxsight.export(model, (torch.randint(0, VOCAB, (2, 8)),), dynamic_shapes={"input_ids": {0: "batch"}},
+                               optimize="ort-fusion")
+    path = str(tmp_path / "gpt2-batch.onnx")
+    program.save(path)
+    optimized = _optimized(path, opt_level=0)
+    assert _stats(optimized)["Attention"] == LAYERS
+    ids = torch.randint(0, VOCAB, (3, 8))
+    assert onnxsight.verify(program, (ids,), onnx_model=optimized.model).passed
+
+
 def test_dynamic_gpt2_export_verifies_at_other_sizes(dynamic_gpt2: Any) -> None:
     model, program, _ = dynamic_gpt2
     ops = Counter(n.op_type for n in program.model_proto.graph.node)

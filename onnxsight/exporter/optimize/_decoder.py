@@ -82,14 +82,13 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
 
 def _causal_fill_from_sizes(graph: Graph, scores: onnx.NodeProto, mask: str, probs: str) -> float | None:
     """The fill of a mask computed from the input sizes where it is causal over as many keys as queries: Q's and
-    V's lengths the same symbol (no KV cache), the mask causal at every size sampled."""
+    V's lengths the same symbol or size (no KV cache), the mask causal at every size sampled."""
     matmul_qk = parent(graph, scores, 0, "MatMul")
     readers = graph.readers.get(probs, [])
     if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul":
         return None
     query, value = graph.symbolic_shape(matmul_qk.input[0]), graph.symbolic_shape(readers[0].input[1])
-    if query is None or value is None or len(query) != 4 or len(value) != 4 or query[2] != value[2] \
-            or not isinstance(query[2], str):
+    if query is None or value is None or len(query) != 4 or len(value) != 4 or query[2] != value[2]:
         return None
     return causal_fill_at_sizes(graph, mask, query[2])
 
@@ -161,7 +160,8 @@ def scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk:
     """Whether ``scores`` is ``Q K^T / sqrt(E)``: the scale ORT's fused attention ops apply when not told one."""
     head = graph.symbolic_shape(matmul_qk.input[0])
     divisor = graph.constant(scores.input[1])
-    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 or scores.input[0] != matmul_qk.output[0]:
+    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
+            or scores.input[0] != matmul_qk.output[0]:
         return False
     return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
 

@@ -70,17 +70,18 @@ def _is_mask(graph: Graph, name: str) -> bool:
         and float(lowest.reshape(-1)[0]) == -math.inf
 
 
-def causal_fill_at_sizes(graph: Graph, mask: str, length: str) -> float | None:
+def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | None:
     """The masked-out value of the additive float mask ``mask`` where, at every size sampled, it is exactly the
     causal mask over ``length`` queries and as many keys (0 on and below the diagonal, one value of at most the
     dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
-    computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim."""
-    runs = _at_sizes(graph, mask, required=length)
+    computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim (an int: a
+    length fixed at export, the batch dynamic)."""
+    runs = _at_sizes(graph, mask, required=length if isinstance(length, str) else None)
     if runs is None:
         return None
     fills = set()
     for sizes, value in runs:
-        fill = _causal_fill(value, sizes[length])
+        fill = _causal_fill(value, sizes[length] if isinstance(length, str) else length)
         if fill is None:
             return None
         if fill != _ANY:
