@@ -39,6 +39,17 @@ def _gpt2(use_cache: bool = False) -> torch.nn.Module:
     return model
 
 
+def _llama() -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                      num_attention_heads=HEADS, num_key_value_heads=HEADS,
+                                      intermediate_size=2 * HIDDEN, max_position_embeddings=64, use_cache=False)
+    model = transformers.LlamaModel(config).eval()
+    model.config.return_dict = False
+    return model
+
+
 def _optimized(path: str, **options: Any) -> Any:
     pytest.importorskip("onnxruntime")
     from onnxruntime.transformers.optimizer import optimize_model
@@ -99,8 +110,6 @@ def test_a_dynamic_batch_alone_fuses_too(tmp_path: Any) -> None:
 
 def test_dynamic_gpt2_export_verifies_at_other_sizes(dynamic_gpt2: Any) -> None:
     model, program, _ = dynamic_gpt2
-    ops = Counter(n.op_type for n in program.model_proto.graph.node)
-    assert "TopK" not in ops and "GatherND" not in ops, ops   # transformers' run-time mask and its guard are gone
     for shape in ((3, 5), (1, 1)):
         ids = torch.randint(0, VOCAB, shape)
         assert onnxsight.verify(program, (ids,)).passed, shape
@@ -108,15 +117,17 @@ def test_dynamic_gpt2_export_verifies_at_other_sizes(dynamic_gpt2: Any) -> None:
             torch.testing.assert_close(program(ids)[0], model(ids)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_the_default_export_keeps_the_run_time_mask_without_its_guard(dynamic_gpt2: Any) -> None:
-    # the form ORT matches is only written on request; the default graph keeps transformers' mask computation,
-    # but not torch's fully-masked-row guard: the causal mask leaves every query a key at every size sampled
-    model, _, _ = dynamic_gpt2
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_the_default_export_computes_the_causal_mask_in_a_few_nodes_without_its_guard(name: str) -> None:
+    # transformers' run-time mask (Range/Mod/GatherND/comparisons) is causal at every size run: it becomes
+    # Range(L) <= Range(L)[:, None] once for all layers, and torch's fully-masked-row guard goes
+    model = _gpt2() if name == "gpt2" else _llama()
     program = onnxsight.export(model, (torch.randint(0, VOCAB, (2, 8)),), dynamic_shapes=DYNAMIC)
     ops = Counter(n.op_type for n in program.model_proto.graph.node)
-    assert "TopK" not in ops and "GatherND" in ops, ops
-    for shape in ((3, 5), (1, 1)):
+    assert "TopK" not in ops and "GatherND" not in ops and ops["LessOrEqual"] == 1, ops
+    for shape in ((3, 5), (1, 1), (2, 13)):
         ids = torch.randint(0, VOCAB, shape)
+        assert onnxsight.verify(program, (ids,)).passed, shape
         with torch.no_grad():
             torch.testing.assert_close(program(ids)[0], model(ids)[0], rtol=1e-4, atol=1e-4)
 

@@ -26,6 +26,7 @@ from onnx import numpy_helper
 
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 
 _SIZES = (1, 2, 3, 8)          # each symbol takes each of these (every combination)
@@ -34,6 +35,46 @@ _TO_THE_END = 2 ** 31 - 1      # Slice ends from here up mean "to the end", not 
 _MAX_NODES = 400
 _ANY = "any"                   # a one-query mask masks nothing: any fill
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+def compact_causal_masks(graph: Graph) -> int:
+    """``Where(cond, 0, -inf)`` with ``cond`` transformers' run-time causal mask over as many keys as queries (about
+    70 nodes of ``Range``/``Mod``/``GatherND``/comparisons for GPT-2) -> ``Where(Range(L) <= Range(L)[:, None], 0,
+    -inf)``, L read from the graph input that holds it: seven nodes, the same values at every size (checked at
+    the sizes sampled). The mask is read by ``Add``s only (scores + mask), so its (L, L) shape broadcasts alike."""
+    done = 0
+    made: dict[str, str | None] = {}   # cond -> its compact additive mask (None: left as it is)
+    emit = Emitter(graph)
+    for where in list(graph.nodes):
+        if where.op_type != "Where" or not _is_mask(graph, where.output[0]) or where.output[0] in graph.pinned \
+                or graph.constant(where.input[0]) is not None:
+            continue
+        if any(r.op_type != "Add" or r.domain for r in graph.readers.get(where.output[0], [])):
+            continue
+        if where.input[0] not in made:
+            made[where.input[0]] = _compact(emit, where)
+        if made[where.input[0]] is not None:
+            graph.replace_uses(where.output[0], made[where.input[0]])
+            done += 1
+    return done
+
+
+def _compact(emit: Emitter, where: onnx.NodeProto) -> str | None:
+    graph = emit.graph
+    shape = graph.symbolic_shape(where.input[0])
+    if shape is None or len(shape) < 2 or shape[-1] != shape[-2] or not isinstance(shape[-1], str):
+        return None
+    source = next(((name, axis) for name in sorted(graph.graph_inputs) for axis, d in
+                   enumerate(graph.symbolic_shape(name) or ()) if d == shape[-1]), None)
+    if source is None or causal_fill_at_sizes(graph, where.output[0], shape[-1]) is None:
+        return None
+    length = emit.op("Gather", emit.op("Shape", source[0]), emit.const("_axis", source[1]), hint="length")
+    positions = emit.op("Range", emit.const("_zero", 0), length, emit.const("_one", 1), hint="positions")
+    keep = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
+                   emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), hint="causal")
+    mask = emit.op("Where", keep, where.input[1], where.input[2], hint="causal_mask")
+    emit.place_first()
+    return mask
 
 
 def unguarded_sized_masks(graph: Graph) -> int:
