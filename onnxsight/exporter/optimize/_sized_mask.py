@@ -5,7 +5,11 @@ With ``dynamic_shapes``, transformers builds a decoder's causal mask at run time
 sizes, so no pass can fold it to a constant and read it. Where every graph input
 that the mask's subgraph reads is read by ``Shape`` only, the mask is a function
 of the input sizes alone: this module runs that subgraph with ONNX's reference
-implementation at a set of sizes and says whether it is the causal mask at each.
+implementation at a set of sizes and says whether it is the causal mask at each,
+or masks no whole row at any. A causal mask over as many keys as queries is then
+computed in seven nodes (``compact_causal_masks``), a mask masking no whole row
+loses torch's fully-masked-row guard (``unguarded_sized_masks``), and the GPT-2
+form of ``_decoder`` asks ``causal_fill_at_sizes``.
 
 That is a check at sample sizes, not a proof. A mask that changes its form at some
 size (a sliding window, causal only below its width) holds that size as an integer
@@ -40,23 +44,31 @@ _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLi
 def compact_causal_masks(graph: Graph) -> int:
     """``Where(cond, 0, -inf)`` with ``cond`` transformers' run-time causal mask over as many keys as queries (about
     70 nodes of ``Range``/``Mod``/``GatherND``/comparisons for GPT-2) -> ``Where(Range(L) <= Range(L)[:, None], 0,
-    -inf)``, L read from the graph input that holds it: seven nodes, the same values at every size (checked at
-    the sizes sampled). The mask is read by ``Add``s only (scores + mask), so its (L, L) shape broadcasts alike."""
+    -inf)``, L read from the graph input that holds it: seven nodes for all layers, the same values at every size
+    (checked at the sizes sampled)."""
     done = 0
-    made: dict[str, str | None] = {}   # cond -> its compact additive mask (None: left as it is)
+    made: dict[tuple[str, ...], str | None] = {}   # Where's inputs -> the compact mask (None: left as it is)
     emit = Emitter(graph)
     for where in list(graph.nodes):
         if where.op_type != "Where" or not _is_mask(graph, where.output[0]) or where.output[0] in graph.pinned \
                 or graph.constant(where.input[0]) is not None:
             continue
-        if any(r.op_type != "Add" or r.domain for r in graph.readers.get(where.output[0], [])):
+        if not all(_attention_scores(graph, r) for r in graph.readers.get(where.output[0], [])):
             continue
-        if where.input[0] not in made:
-            made[where.input[0]] = _compact(emit, where)
-        if made[where.input[0]] is not None:
-            graph.replace_uses(where.output[0], made[where.input[0]])
+        key = tuple(where.input)
+        if key not in made:
+            made[key] = _compact(emit, where)
+        if made[key] is not None:
+            graph.replace_uses(where.output[0], made[key])
             done += 1
     return done
+
+
+def _attention_scores(graph: Graph, add: onnx.NodeProto) -> bool:
+    """Whether ``add`` is ``scores + mask`` before a Softmax: scores are (batch, heads, queries, keys) in full, so
+    a mask of (queries, keys) gives the sum the shape a (batch, 1, queries, keys) one gave."""
+    return add.op_type == "Add" and not add.domain \
+        and any(r.op_type == "Softmax" for r in graph.readers.get(add.output[0], []))
 
 
 def _compact(emit: Emitter, where: onnx.NodeProto) -> str | None:
