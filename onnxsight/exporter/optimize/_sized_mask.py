@@ -43,7 +43,7 @@ _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLi
 
 def compact_causal_masks(graph: Graph) -> int:
     """``Where(cond, 0, -inf)`` with ``cond`` transformers' run-time causal mask over as many keys as queries (about
-    70 nodes of ``Range``/``Mod``/``GatherND``/comparisons for GPT-2) -> ``Where(Range(L) <= Range(L)[:, None], 0,
+    90 nodes of ``Range``/``Mod``/``GatherND``/comparisons for GPT-2) -> ``Where(Range(L) <= Range(L)[:, None], 0,
     -inf)``, L read from the graph input that holds it: seven nodes for all layers, the same values at every size
     (checked at the sizes sampled)."""
     done = 0
