@@ -36,12 +36,13 @@ def gpt2_causal_attention(graph: Graph) -> int:
     and the heads' merge ``Reshape`` before the output projection's ``Gemm`` split back out of it."""
     done = 0
     emit = Emitter(graph)
+    tables: dict[str, str] = {}   # the run-time causal table, made once for all layers
     for add in list(graph.nodes):
         block = _match(graph, add)
         if block is None:
             continue
         scores, fill, merge = block
-        _mask_from_shape(emit, add, scores, fill)
+        _mask_from_shape(emit, add, scores, fill, tables)
         done += 1
         if merge is not None:
             _split_merge(emit, merge)
@@ -186,9 +187,12 @@ def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto |
     return shape is not None and len(shape) == 4 and all(isinstance(d, int) for d in shape[2:]), reshapes[0]
 
 
-def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto, fill: float) -> None:
+def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto, fill: float,
+                     tables: dict[str, str]) -> None:
     """``add``'s output, computed as ``Where(causal[S - L:, :S], scores, fill)`` with S read from the scores: the
-    causal table a constant for static shapes, ``Range(S) <= Range(S)[:, None]`` (and L read too) for dynamic."""
+    causal table a constant for static shapes; for dynamic ones ``Range(S) <= Range(S)[:, None]``, made from the
+    first layer's S for all (every layer has as many keys), and ``S - L`` as ``S - S`` (as many keys as queries,
+    checked by ``_causal_fill_from_sizes``)."""
     graph = emit.graph
     size = graph.static_shape(scores.output[0])
     dtype = to_torch(graph.elem_type(add.output[0]))
@@ -201,11 +205,13 @@ def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto,
         query = emit.const("_query_length", size[-1])
         table = emit.const("_causal", torch.ones(size[-1], size[-1], dtype=torch.bool).tril())
     else:
-        query = emit.op("Squeeze", emit.op("Slice", shape, emit.const("_second_last", [-2]), emit.const("_last", [-1])),
-                        emit.const("_axis0", [0]), hint="query_length")
-        positions = emit.op("Range", emit.const("_zero", 0), keys, emit.const("_one", 1), hint="positions")
-        table = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
-                        emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), hint="causal_table")
+        query = keys
+        if "dynamic" not in tables:
+            positions = emit.op("Range", emit.const("_zero", 0), keys, emit.const("_one", 1), hint="positions")
+            tables["dynamic"] = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
+                                        emit.op("Unsqueeze", positions, emit.const("_axis1", [1])),
+                                        hint="causal_table")
+        table = tables["dynamic"]
     start = emit.op("Sub", keys, query)
     rows = emit.op("Slice", table, emit.op("Unsqueeze", start, emit.const("_axis0", [0])), emit.const("_end", [_END]),
                    emit.const("_axis0", [0]))
