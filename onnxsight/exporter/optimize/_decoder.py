@@ -22,9 +22,11 @@ import math
 import onnx
 import torch
 
+from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
 
@@ -34,12 +36,13 @@ def gpt2_causal_attention(graph: Graph) -> int:
     and the heads' merge ``Reshape`` before the output projection's ``Gemm`` split back out of it."""
     done = 0
     emit = Emitter(graph)
+    tables: dict[str, str] = {}   # the run-time causal table, made once for all layers
     for add in list(graph.nodes):
         block = _match(graph, add)
         if block is None:
             continue
         scores, fill, merge = block
-        _mask_from_shape(emit, add, scores, fill)
+        _mask_from_shape(emit, add, scores, fill, tables)
         done += 1
         if merge is not None:
             _split_merge(emit, merge)
@@ -48,25 +51,47 @@ def gpt2_causal_attention(graph: Graph) -> int:
 
 
 def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, onnx.NodeProto | None] | None:
-    """(the scores' Div, the mask's fill value, the merged heads Reshape to split or None) for a GPT-2
-    attention block whose ``add`` adds the causal mask; None for anything else."""
+    """(the scores' Div, the mask's fill value, the merged heads Reshape to split or None) for a GPT-2 attention
+    block whose ``add`` adds the causal mask; None for anything else.
+
+    The mask is a constant (static shapes), or computed at run time from the input sizes (``dynamic_shapes``:
+    checked at many sizes by running it, ``_sized_mask``, which has dropped torch's fully-masked-row guard)."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2 or add.output[0] in graph.pinned:
         return None
     scores = graph.producer.get(add.input[0])
-    mask = graph.constant(add.input[1])
-    if scores is None or scores.op_type != "Div" or mask is None or not has_data(mask):
+    if scores is None or scores.op_type != "Div":
         return None
     readers = graph.readers.get(add.output[0], [])
     if len(readers) != 1 or readers[0].op_type != "Softmax" or attribute(readers[0], "axis", -1) not in (-1, 3):
         return None
-    shape = graph.static_shape(scores.output[0])
-    if shape is None or len(shape) != 4:
+    probs = readers[0].output[0]
+    if not _qkv_from_one_split(graph, scores, probs):
         return None
-    fill = causal_fill(mask, shape[-2], shape[-1])
-    if fill is None or not _qkv_from_one_split(graph, scores, readers[0]):
+    found, merge = _output_projection(graph, probs)
+    if not found:
         return None
-    found, merge = _output_projection(graph, readers[0])
-    return (scores, fill, merge) if found else None
+    mask = graph.constant(add.input[1])
+    if mask is not None:
+        shape = graph.static_shape(scores.output[0])
+        if not has_data(mask) or shape is None or len(shape) != 4:
+            return None
+        fill = causal_fill(mask, shape[-2], shape[-1])
+    else:   # the layout matched first: running the mask costs more
+        fill = _causal_fill_from_sizes(graph, scores, add.input[1], probs)
+    return None if fill is None else (scores, fill, merge)
+
+
+def _causal_fill_from_sizes(graph: Graph, scores: onnx.NodeProto, mask: str, probs: str) -> float | None:
+    """The fill of a mask computed from the input sizes where it is causal over as many keys as queries: Q's and
+    V's lengths the same symbol or size (no KV cache), the mask causal at every size sampled."""
+    matmul_qk = parent(graph, scores, 0, "MatMul")
+    readers = graph.readers.get(probs, [])
+    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul":
+        return None
+    query, value = graph.symbolic_shape(matmul_qk.input[0]), graph.symbolic_shape(readers[0].input[1])
+    if query is None or value is None or len(query) != 4 or len(value) != 4 or query[2] != value[2]:
+        return None
+    return causal_fill_at_sizes(graph, mask, query[2])
 
 
 def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
@@ -105,13 +130,12 @@ def _plain_gemm(node: onnx.NodeProto | None) -> bool:
         and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
 
 
-def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.NodeProto) -> bool:
+def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> bool:
     """Q K^T / sqrt(head size) and V, each ``Transpose(Reshape(...))`` of the outputs 0, 1, 2 of one Split
     into equal parts: the layout ORT's fused Attention computes from the Split's Gemm weights."""
     matmul_qk = parent(graph, scores, 0, "MatMul")
-    readers = graph.readers.get(softmax.output[0], [])
-    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul" or readers[0].input[0] != \
-            softmax.output[0]:
+    readers = graph.readers.get(probs, [])
+    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul" or readers[0].input[0] != probs:
         return False
     sources = [(matmul_qk, 0), (matmul_qk, 1), (readers[0], 1)]
     split = None
@@ -135,17 +159,18 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, softmax: onnx.Node
 
 def scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
     """Whether ``scores`` is ``Q K^T / sqrt(E)``: the scale ORT's fused attention ops apply when not told one."""
-    head = graph.static_shape(matmul_qk.input[0])
+    head = graph.symbolic_shape(matmul_qk.input[0])
     divisor = graph.constant(scores.input[1])
-    if head is None or divisor is None or divisor.numel() != 1 or scores.input[0] != matmul_qk.output[0]:
+    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
+            or scores.input[0] != matmul_qk.output[0]:
         return False
     return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
 
 
-def _output_projection(graph: Graph, softmax: onnx.NodeProto) -> tuple[bool, onnx.NodeProto | None]:
-    """Whether ``MatMul(softmax, V)`` goes on as ``Transpose(0, 2, 1, 3) -> Reshape [-> Reshape] -> Gemm``; and
+def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto | None]:
+    """Whether ``MatMul(probs, V)`` goes on as ``Transpose(0, 2, 1, 3) -> Reshape [-> Reshape] -> Gemm``; and
     the Reshape to split where it goes straight to 2-D (the heads' merge folded into the projection's view)."""
-    attn = graph.readers[softmax.output[0]][0]
+    attn = graph.readers[probs][0]
     after = graph.readers.get(attn.output[0], [])
     if len(after) != 1 or after[0].op_type != "Transpose" or attribute(after[0], "perm") != [0, 2, 1, 3]:
         return False, None
@@ -158,22 +183,37 @@ def _output_projection(graph: Graph, softmax: onnx.NodeProto) -> tuple[bool, onn
         return False, None
     if len(reshapes) == 2:
         return True, None
-    return graph.static_shape(reshapes[0].input[0]) is not None, reshapes[0]
+    shape = graph.symbolic_shape(reshapes[0].input[0])
+    return shape is not None and len(shape) == 4 and all(isinstance(d, int) for d in shape[2:]), reshapes[0]
 
 
-def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto, fill: float) -> None:
-    """``add``'s output, computed as ``Where(causal[S - L:, :S], scores, fill)`` with S read from the scores."""
+def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto, fill: float,
+                     tables: dict[str, str]) -> None:
+    """``add``'s output, computed as ``Where(causal[S - L:, :S], scores, fill)`` with S read from the scores: the
+    causal table a constant for static shapes; for dynamic ones ``Range(S) <= Range(S)[:, None]``, made from the
+    first layer's S for all (every layer has as many keys), and ``S - L`` as ``S - S`` (as many keys as queries,
+    checked by ``_causal_fill_from_sizes``)."""
     graph = emit.graph
-    size = graph.static_shape(scores.output[0])[-1]
-    dtype = graph.constant(add.input[1]).dtype
+    size = graph.static_shape(scores.output[0])
+    dtype = to_torch(graph.elem_type(add.output[0]))
     softmax = graph.readers[add.output[0]][0]
     graph.remove([add])
-    last = emit.op("Slice", emit.op("Shape", scores.output[0]), emit.const("_last", [-1]),
-                   emit.const("_end", [_END]), hint="key_length")
-    start = emit.op("Sub", emit.op("Squeeze", last, emit.const("_axis0", [0])),
-                    emit.const("_query_length", size))
-    rows = emit.op("Slice", emit.const("_causal", torch.ones(size, size, dtype=torch.bool).tril()),
-                   emit.op("Unsqueeze", start, emit.const("_axis0", [0])), emit.const("_end", [_END]),
+    shape = emit.op("Shape", scores.output[0])
+    last = emit.op("Slice", shape, emit.const("_last", [-1]), emit.const("_end", [_END]), hint="key_length")
+    keys = emit.op("Squeeze", last, emit.const("_axis0", [0]))
+    if size is not None:
+        query = emit.const("_query_length", size[-1])
+        table = emit.const("_causal", torch.ones(size[-1], size[-1], dtype=torch.bool).tril())
+    else:
+        query = keys
+        if "dynamic" not in tables:
+            positions = emit.op("Range", emit.const("_zero", 0), keys, emit.const("_one", 1), hint="positions")
+            tables["dynamic"] = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
+                                        emit.op("Unsqueeze", positions, emit.const("_axis1", [1])),
+                                        hint="causal_table")
+        table = tables["dynamic"]
+    start = emit.op("Sub", keys, query)
+    rows = emit.op("Slice", table, emit.op("Unsqueeze", start, emit.const("_axis0", [0])), emit.const("_end", [_END]),
                    emit.const("_axis0", [0]))
     keep = emit.op("Slice", rows, emit.const("_axis0", [0]), last, emit.const("_axis1", [1]), hint="causal")
     emit.op("Where", keep, scores.output[0], emit.const("_masked", torch.tensor(fill, dtype=dtype)),
@@ -182,9 +222,10 @@ def _mask_from_shape(emit: Emitter, add: onnx.NodeProto, scores: onnx.NodeProto,
 
 
 def _split_merge(emit: Emitter, reshape: onnx.NodeProto) -> None:
-    """Transpose -> Reshape(2-D) -> Gemm  becomes  Transpose -> Reshape(B, L, H*E) -> Reshape(2-D) -> Gemm."""
-    batch, length, heads, width = emit.graph.static_shape(reshape.input[0])
-    merged = emit.op("Reshape", reshape.input[0], emit.const("_heads_shape", [batch, length, heads * width]),
-                     hint=f"{reshape.input[0]}_heads")
+    """Transpose -> Reshape(2-D) -> Gemm  becomes  Transpose -> Reshape(B, L, H*E) -> Reshape(2-D) -> Gemm (B and L
+    copied from the input, ``0``, where they are not known at export)."""
+    batch, length, heads, width = emit.graph.symbolic_shape(reshape.input[0])
+    shape = [d if isinstance(d, int) else 0 for d in (batch, length)] + [heads * width]
+    merged = emit.op("Reshape", reshape.input[0], emit.const("_heads_shape", shape), hint=f"{reshape.input[0]}_heads")
     emit.place(reshape)
     emit.graph.set_input(reshape, 0, merged)

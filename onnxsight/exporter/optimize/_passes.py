@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
-                                         _simplify)
+                                         _simplify, _sized_mask)
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -71,6 +71,9 @@ def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callab
     if ort_fusion:
         shaping += [("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
                     ("dead code", dead_code)]   # the guards the padding masks no longer need
+    # once: the masks computed from sizes are run at many sizes (_sized_mask), after the loop folded what it could
+    shaping += [("run-time causal masks", _sized_mask.compact_causal_masks),
+                ("run-time attention masks", _sized_mask.unguarded_sized_masks), ("dead code", dead_code)]
     shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:
         shaping += [("GPT-2 causal attention", _decoder.gpt2_causal_attention),

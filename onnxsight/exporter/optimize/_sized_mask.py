@@ -1,0 +1,265 @@
+"""Attention masks computed from the sizes of the graph's inputs, checked by running them at many sizes.
+
+With ``dynamic_shapes``, transformers builds a decoder's causal mask at run time
+(``arange``, index arithmetic, comparisons, ``Expand``) from the batch and sequence
+sizes, so no pass can fold it to a constant and read it. Where every graph input
+that the mask's subgraph reads is read by ``Shape`` only, the mask is a function
+of the input sizes alone: this module runs that subgraph with ONNX's reference
+implementation at a set of sizes and says whether it is the causal mask at each,
+or masks no whole row at any. A causal mask over as many keys as queries is then
+computed in seven nodes (``compact_causal_masks``), a mask masking no whole row
+loses torch's fully-masked-row guard (``unguarded_sized_masks``), and the GPT-2
+form of ``_decoder`` asks ``causal_fill_at_sizes``.
+
+That is a check at sample sizes, not a proof. A mask that changes its form at some
+size (a sliding window, causal only below its width) holds that size as an integer
+constant, so each small integer constant of the subgraph adds the sizes around it to
+the samples, and a subgraph holding a larger one (other than a ``Slice`` end meaning
+"to the end") is not accepted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph
+
+_SIZES = (1, 2, 3, 8)          # each symbol takes each of these (every combination)
+_LARGEST = 256                 # sizes sampled around constants up to this; a larger constant is refused
+_TO_THE_END = 2 ** 31 - 1      # Slice ends from here up mean "to the end", not a size
+_MAX_NODES = 400
+_ANY = "any"                   # a one-query mask masks nothing: any fill
+_RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+def compact_causal_masks(graph: Graph) -> int:
+    """``Where(cond, 0, -inf)`` with ``cond`` transformers' run-time causal mask over as many keys as queries (about
+    90 nodes of ``Range``/``Mod``/``GatherND``/comparisons for GPT-2) -> ``Where(Range(L) <= Range(L)[:, None], 0,
+    -inf)``, L read from the graph input that holds it: seven nodes for all layers, the same values at every size
+    (checked at the sizes sampled)."""
+    done = 0
+    made: dict[tuple[str, ...], str | None] = {}   # Where's inputs -> the compact mask (None: left as it is)
+    emit = Emitter(graph)
+    for where in list(graph.nodes):
+        if where.op_type != "Where" or not _is_mask(graph, where.output[0]) or where.output[0] in graph.pinned \
+                or graph.constant(where.input[0]) is not None:
+            continue
+        if not all(_attention_scores(graph, r) for r in graph.readers.get(where.output[0], [])):
+            continue
+        key = tuple(where.input)
+        if key not in made:
+            made[key] = _compact(emit, where)
+        if made[key] is not None:
+            graph.replace_uses(where.output[0], made[key])
+            done += 1
+    return done
+
+
+def _attention_scores(graph: Graph, add: onnx.NodeProto) -> bool:
+    """Whether ``add`` is ``scores + mask`` before a Softmax: scores are (batch, heads, queries, keys) in full, so
+    a mask of (queries, keys) gives the sum the shape a (batch, 1, queries, keys) one gave."""
+    return add.op_type == "Add" and not add.domain \
+        and any(r.op_type == "Softmax" for r in graph.readers.get(add.output[0], []))
+
+
+def _compact(emit: Emitter, where: onnx.NodeProto) -> str | None:
+    graph = emit.graph
+    shape = graph.symbolic_shape(where.input[0])
+    if shape is None or len(shape) < 2 or shape[-1] != shape[-2] or not isinstance(shape[-1], str):
+        return None
+    source = next(((name, axis) for name in sorted(graph.graph_inputs) for axis, d in
+                   enumerate(graph.symbolic_shape(name) or ()) if d == shape[-1]), None)
+    if source is None or causal_fill_at_sizes(graph, where.output[0], shape[-1]) is None:
+        return None
+    length = emit.op("Gather", emit.op("Shape", source[0]), emit.const("_axis", source[1]), hint="length")
+    positions = emit.op("Range", emit.const("_zero", 0), length, emit.const("_one", 1), hint="positions")
+    keep = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
+                   emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), hint="causal")
+    mask = emit.op("Where", keep, where.input[1], where.input[2], hint="causal_mask")
+    emit.place_first()
+    return mask
+
+
+def unguarded_sized_masks(graph: Graph) -> int:
+    """Where(Equal(RowMax(S), -inf), 0, Softmax(S)) -> Softmax(S) for S = X + M, M computed at run time from the
+    input sizes (a dynamic decoder's causal mask, with or without a KV cache) and masking no whole row at any size
+    sampled; the constant masks are ``_attention.constant_masks``'s."""
+    done = 0
+    verdicts: dict[tuple[str, ...], bool] = {}   # each layer makes the same mask additive: run it once
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        if add is None or add.op_type != "Add" or add.domain or where.output[0] in graph.pinned:
+            continue
+        masks = [name for name in add.input if graph.constant(name) is None and _is_mask(graph, name)]
+        if len(masks) != 1:
+            continue
+        key = tuple(graph.producer[masks[0]].input)
+        if key not in verdicts:
+            verdicts[key] = masks_no_row_at_sizes(graph, masks[0])
+        if verdicts[key]:
+            graph.replace_uses(where.output[0], softmax.output[0])
+            done += 1
+    return done
+
+
+def _is_mask(graph: Graph, name: str) -> bool:
+    """``Where(cond, 0, -inf)``: a bool mask made additive (sdpa's translation), the form checked here."""
+    node = graph.producer.get(name)
+    if node is None or node.op_type != "Where" or node.domain or len(node.input) != 3:
+        return False
+    zero, lowest = graph.constant(node.input[1]), graph.constant(node.input[2])
+    return zero is not None and lowest is not None and zero.numel() == 1 and lowest.numel() == 1 \
+        and has_data(zero) and has_data(lowest) and float(zero.reshape(-1)[0]) == 0.0 \
+        and float(lowest.reshape(-1)[0]) == -math.inf
+
+
+def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | None:
+    """The masked-out value of the additive float mask ``mask`` where, at every size sampled, it is exactly the
+    causal mask over ``length`` queries and as many keys (0 on and below the diagonal, one value of at most the
+    dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
+    computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim (an int: a
+    length fixed at export, the batch dynamic)."""
+    runs = _at_sizes(graph, mask, required=length if isinstance(length, str) else None)
+    if runs is None:
+        return None
+    fills = set()
+    for sizes, value in runs:
+        fill = _causal_fill(value, sizes[length] if isinstance(length, str) else length)
+        if fill is None:
+            return None
+        if fill != _ANY:
+            fills.add(fill)
+    return fills.pop() if len(fills) == 1 else None
+
+
+def masks_no_row_at_sizes(graph: Graph, mask: str) -> bool:
+    """Whether the additive float mask ``mask``, computed from the sizes of graph inputs alone, leaves at least one
+    key to every query (no row -inf throughout) at every size sampled: torch's fully-masked-row guard then has
+    nothing to do (a causal mask, with or without a KV cache's past)."""
+    runs = _at_sizes(graph, mask)
+    return runs is not None and all(value.dtype.kind == "f" and value.ndim >= 1
+                                    and not np.isneginf(value).all(axis=-1).any() for _, value in runs)
+
+
+def _at_sizes(graph: Graph, mask: str, required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
+    """``mask``'s value at each size sampled (symbol -> size), where it is computed from the sizes of graph inputs
+    alone (``required``: a symbol that must be one of their dims) and ONNX's reference implementation runs it."""
+    found = _subgraph(graph, mask)
+    if found is None:
+        return None
+    body, inputs = found
+    symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
+    extra = _sizes_near_constants(graph, body)
+    if extra is None or not symbols or (required is not None and required not in symbols):
+        return None
+    samples = [dict(zip(symbols, sizes)) for sizes in itertools.product(_SIZES, repeat=len(symbols))]
+    samples += [{s: size for s in symbols} for size in extra]
+    runs = []
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(_model(graph, body, inputs, mask))
+        for sizes in samples:
+            feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
+                                    dtype=onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name)))
+                     for name in inputs}
+            runs.append((sizes, np.asarray(evaluator.run(None, feeds)[0])))
+    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
+        return None
+    return runs
+
+
+def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]] | None:
+    """The nodes computing ``mask`` (in graph order) and the graph inputs they read, where they read those inputs
+    through ``Shape`` alone and every constant is an exporter constant with data; else None."""
+    nodes: dict[int, onnx.NodeProto] = {}
+    inputs: set[str] = set()
+    stack, seen = [mask], set()
+    while stack:
+        name = stack.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        tensor = graph.constant(name)
+        if tensor is not None:
+            if name in graph.weights or not has_data(tensor):
+                return None   # a weight a checkpoint may replace at save(), or no data to run
+            continue
+        if name in graph.graph_inputs:
+            inputs.add(name)
+            continue
+        node = graph.producer.get(name)
+        if node is None or node.domain or node.op_type in _RANDOM or len(nodes) >= _MAX_NODES \
+                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return None
+        nodes[id(node)] = node
+        stack.extend(node.input)
+    for node in nodes.values():
+        if node.op_type != "Shape" and set(node.input) & inputs:
+            return None   # the mask reads an input's values (a padding mask): not a function of sizes
+    if not inputs or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in inputs):
+        return None
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    return sorted(nodes.values(), key=lambda n: order[id(n)]), sorted(inputs)
+
+
+def _sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] | None:
+    """Sizes around each integer constant of the subgraph (a window width, say); None where one is too large to
+    run the mask at."""
+    sizes: set[int] = set()
+    for node in body:
+        for index, name in enumerate(node.input):
+            tensor = graph.constant(name)
+            if tensor is None or tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
+                continue
+            for value in {abs(int(v)) for v in tensor.reshape(-1).tolist()}:
+                if node.op_type == "Slice" and index in (1, 2) and value >= _TO_THE_END:
+                    continue
+                if value > _LARGEST:
+                    return None
+                if value > max(_SIZES):
+                    sizes |= {value - 1, value, value + 1}
+    return sorted(sizes)
+
+
+def _model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
+    consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
+    proto = onnx.helper.make_graph(
+        body, "sized_mask",
+        [onnx.helper.make_tensor_value_info(n, graph.elem_type(n), [d if isinstance(d, int) else None
+                                                                     for d in graph.symbolic_shape(n)])
+         for n in inputs],
+        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.UNDEFINED, None)],
+        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts])
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
+    return onnx.helper.make_model(proto, opset_imports=opsets)
+
+
+def _causal_fill(mask: np.ndarray, length: int) -> float | str | None:
+    """The blocked value of ``mask`` where it is the causal mask of ``length`` rows and keys, broadcast over
+    batch and heads; None otherwise."""
+    if mask.dtype.kind != "f" or not 2 <= mask.ndim <= 4 or mask.shape[-2:] != (length, length):
+        return None
+    squares = mask.reshape(-1, length, length)
+    keep = np.tril(np.ones((length, length), dtype=bool))
+    if not (squares[:, keep] == 0).all():
+        return None
+    if length == 1:
+        return _ANY   # nothing is masked
+    blocked = squares[:, ~keep]
+    fill = float(blocked.reshape(-1)[0])
+    lowest = float(np.finfo(mask.dtype).min)
+    if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
+        return None
+    return fill
+
