@@ -21,17 +21,25 @@ hold them now where those have the same shape (a batch of one), and listed as op
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 import torch
 
-from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter._dtypes import to_onnx, to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._decoder import causal_fill, parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._rotary_dynamic import (
+    causal_mask_form,
+    computed_causal_fill,
+    on_the_fly_tables,
+    rotary_source,
+)
 
 @dataclass
 class _Rope:
@@ -47,7 +55,8 @@ class _Rope:
 @dataclass
 class _Layer:
     root: str                                  # the hidden state Q, K and V are projected from
-    shape: tuple[int, int, int, int]           # Q/K/V per head: (batch, length, heads, head size)
+    shape: tuple[int | str, ...]               # Q/K/V per head: (batch, length, heads, head size); symbols for
+                                               # sizes known at run time only
     reshapes: list[onnx.NodeProto]             # Q, K, V to heads
     merge: onnx.NodeProto                      # heads back to (batch, length, hidden)
     projection: onnx.NodeProto                 # the output projection's MatMul
@@ -55,20 +64,32 @@ class _Layer:
     add_mask: onnx.NodeProto
     fill: float
     residual: onnx.NodeProto
+    softmax: onnx.NodeProto
+    guard: onnx.NodeProto | None               # torch's fully-masked-row guard (a mask computed at run time)
 
 
 def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
     layers = [layer for layer in layers if (layer.shape[:2], layer.fill) == (layers[0].shape[:2], layers[0].fill)]
-    tables = _tables(graph, layers)
-    if not layers or tables is None:
+    if not layers:
+        return 0
+    batch, length = layers[0].shape[:2]
+    static = isinstance(batch, int) and isinstance(length, int)
+    tables = _tables(graph, layers) if static else None
+    source = None if tables is not None else \
+        rotary_source(graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes], layers[0].shape[3])
+    if tables is None and source is None:
         return 0
     emit = Emitter(graph)
     first = min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index)
-    batch, length = layers[0].shape[:2]
-    cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
-    mask = _padding_mask_form(emit, batch, length, layers[0].fill, graph.constant(layers[0].add_mask.input[1]).dtype)
+    dtype = graph.elem_type(layers[0].add_mask.output[0])
+    if tables is not None:
+        cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
+        mask = _padding_mask_form(emit, batch, length, layers[0].fill, to_torch(dtype))
+    else:
+        cos, sin = on_the_fly_tables(emit, layers[0].root, source)
+        mask = causal_mask_form(emit, layers[0].root, layers[0].fill, dtype)
     emit.place(first)
     for layer in layers:
         _shape_paths(emit, layer)
@@ -77,6 +98,8 @@ def llama_rotary_attention(graph: Graph) -> int:
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
         graph.set_input(layer.add_mask, 1, mask)
+        if layer.guard is not None:  # a causal mask masks no whole row
+            graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
     return len(layers)
@@ -113,21 +136,22 @@ def _projected(graph: Graph, heads: onnx.NodeProto | None) -> tuple[onnx.NodePro
 
 
 def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
-    """The attention layer around ``softmax``, where it has LLaMA's form with a constant causal mask."""
+    """The attention layer around ``softmax``, where it has LLaMA's form with a causal mask (a constant, or
+    computed at run time from the sizes alone)."""
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
     scores = parent(graph, add_mask, 0, "Div")
     matmul_qk = parent(graph, scores, 0, "MatMul")
-    mask = graph.constant(add_mask.input[1]) if add_mask is not None else None
-    shape = graph.static_shape(scores.output[0]) if scores is not None else None
-    if matmul_qk is None or mask is None or not has_data(mask) or shape is None or len(shape) != 4 \
-            or _single_reader(graph, add_mask.output[0], "Softmax") is None:
+    shape = graph.symbolic_shape(scores.output[0]) if scores is not None else None
+    if matmul_qk is None or shape is None or len(shape) != 4 or shape[-2] != shape[-1]:
         return None
-    fill = causal_fill(mask, shape[-2], shape[-1])
-    attend = _single_reader(graph, softmax.output[0], "MatMul")
-    if fill is None or attend is None or attend.input[0] != softmax.output[0] \
-            or not scaled_by_root_of_head_size(graph, scores, matmul_qk):
+    attend, guard = _attend(graph, softmax)
+    if attend is None or not _scaled_by_root_of_head_size(graph, scores, matmul_qk) \
+            or not _reads_only(graph, add_mask, softmax, guard):
+        return None
+    fill = _causal_fill(graph, add_mask.input[1], shape)
+    if fill is None:
         return None
     rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
     rope_k = _rope(graph, parent(graph, _transpose(graph, matmul_qk, 1, [0, 1, 3, 2]), 0, "Add"))
@@ -137,15 +161,60 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
     q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
     if q is None or k is None or len({q[1].input[0], k[1].input[0], v[1].input[0]}) != 1:
         return None
-    heads = graph.static_shape(q[0].output[0])
-    if heads is None or len(heads) != 4 or any(graph.static_shape(p[0].output[0]) != heads for p in (k, v)):
+    heads = graph.symbolic_shape(q[0].output[0])
+    if heads is None or len(heads) != 4 or not all(isinstance(d, int) for d in heads[2:]) \
+            or any(graph.symbolic_shape(p[0].output[0]) != heads for p in (k, v)):
         return None
     after = _output(graph, attend)
     if after is None:
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual)
+                  residual, softmax, guard)
+
+
+def _scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
+    """Whether ``scores`` is ``Q K^T / sqrt(E)`` (the scale ORT's fused attention applies when not told one),
+    with Q's head size E known and its other sizes perhaps symbols."""
+    head = graph.symbolic_shape(matmul_qk.input[0])
+    divisor = graph.constant(scores.input[1])
+    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
+            or scores.input[0] != matmul_qk.output[0]:
+        return False
+    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
+
+
+def _reads_only(graph: Graph, add: onnx.NodeProto, softmax: onnx.NodeProto, guard: onnx.NodeProto | None) -> bool:
+    """Whether ``add``'s output is read by ``softmax`` and, where there is one, the guard's row maximum only."""
+    readers = graph.readers.get(add.output[0], [])
+    row_max = graph.producer.get(graph.producer[guard.input[0]].input[0]) if guard is not None else None
+    return add.output[0] not in graph.pinned and all(n is softmax or n is row_max for n in readers) \
+        and any(n is softmax for n in readers)
+
+
+def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
+    """(the MatMul of the attention weights with V, torch's guard between them or None)."""
+    guard = None
+    weights = softmax.output[0]
+    readers = graph.readers.get(weights, [])
+    if len(readers) == 1 and readers[0].op_type == "Where" and _guarded_softmax(graph, readers[0]) is softmax \
+            and readers[0].output[0] not in graph.pinned:
+        guard = readers[0]
+        weights = guard.output[0]
+    attend = _single_reader(graph, weights, "MatMul")
+    if attend is None or attend.input[0] != weights or (guard is not None and weights in graph.pinned) \
+            or softmax.output[0] in graph.pinned:
+        return None, None
+    return attend, guard
+
+
+def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...]) -> float | None:
+    """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal."""
+    value = graph.constant(mask)
+    if value is not None:
+        static = all(isinstance(d, int) for d in shape)
+        return causal_fill(value, shape[-2], shape[-1]) if static and has_data(value) else None
+    return computed_causal_fill(graph, mask)
 
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
@@ -157,7 +226,7 @@ def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.
     projection = _single_reader(graph, merge.output[0], "MatMul") if merge is not None else None
     if projection is None or projection.input[0] != merge.output[0]:
         return None
-    shape = graph.static_shape(merge.output[0])
+    shape = graph.symbolic_shape(merge.output[0])
     residual = [n for n in graph.readers.get(projection.output[0], []) if n.op_type == "Add" and not n.domain]
     if shape is None or len(shape) != 3 or len(residual) != 1:
         return None
@@ -179,8 +248,8 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     if x is None or second is None or first is None or attribute(concat, "axis") not in (-1, 3) \
             or not second.input[0] == first.input[0] == x.output[0]:
         return None
-    shape = graph.static_shape(x.output[0])
-    if shape is None or len(shape) != 4 or shape[-1] % 2:
+    shape = graph.symbolic_shape(x.output[0])
+    if shape is None or len(shape) != 4 or not isinstance(shape[-1], int) or shape[-1] % 2:
         return None
     half = shape[-1] // 2
     for node, start, end in ((first, 0, half), (second, half, shape[-1])):
