@@ -1,0 +1,137 @@
+"""LLaMA-like decoders exported with ``dynamic_shapes`` and ``optimize="ort-fusion"``: ONNX Runtime's transformer
+optimizer fuses one ``MultiHeadAttention``, two ``RotaryEmbedding`` and two ``SkipSimplifiedLayerNormalization``
+per layer, the fused model matches PyTorch at the example and at other sizes; masks that are not causal
+(a sliding window, a padding mask from an input) and grouped-query attention are left as translated."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import onnxsight
+
+LAYERS, HIDDEN, HEADS = 2, 64, 4
+DYNAMIC = {"input_ids": {0: "batch", 1: "seq"}}
+OTHER_SIZES = [(1, 5), (3, 12), (2, 1)]
+
+
+def _model(name: str = "LlamaModel", **overrides: Any) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    settings = dict(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                    num_key_value_heads=HEADS, intermediate_size=2 * HIDDEN, max_position_embeddings=32)
+    config = getattr(transformers, name.replace("Model", "Config"))(**{**settings, **overrides})
+    model = getattr(transformers, name)(config).eval()
+    model.config.use_cache, model.config.return_dict = False, False
+    return model
+
+
+def _export(model: torch.nn.Module, tmp_path_factory: Any, args: tuple | None = None,
+            dynamic: dict | None = None) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    args = args or (torch.randint(0, 100, (2, 8)),)
+    program = onnxsight.export(model, args, optimize="ort-fusion", dynamic_shapes=dynamic or DYNAMIC)
+    path = str(tmp_path_factory.mktemp("llama-dynamic") / "model.onnx")
+    program.save(path)
+    return program, args, path
+
+
+def _fused(path: str, model_type: str = "gpt2") -> Any:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return optimize_model(path, model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN, opt_level=0)
+
+
+def _stats(fused: Any) -> dict[str, int]:
+    return {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, tuple, str]:
+    model = _model()
+    return (model, *_export(model, tmp_path_factory))
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "qwen3"])
+def test_dynamic_llama_fuses_attention_rotary_and_residual_norms(llama: Any, model_type: str) -> None:
+    _, program, args, path = llama
+    fused = _fused(path, model_type)
+    stats = _stats(fused)
+    assert stats["MultiHeadAttention"] == LAYERS
+    assert stats["RotaryEmbedding"] == 2 * LAYERS
+    assert stats["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
+    result = onnxsight.verify(program, args, onnx_model=fused.model)
+    assert result.passed
+    assert result.coverage_summary["held by a fused op in another layout"] == LAYERS
+
+
+def test_fused_dynamic_llama_matches_pytorch_at_other_sizes(llama: Any) -> None:
+    import onnxruntime as ort
+
+    model, _, _, path = llama
+    session = ort.InferenceSession(_fused(path).model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch, length in OTHER_SIZES:
+        ids = torch.randint(0, 100, (batch, length))
+        got = session.run(None, {"input_ids": ids.numpy()})[0]
+        with torch.no_grad():
+            want = model(ids)[0].numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_export_with_the_forms_verifies_at_other_sizes(llama: Any) -> None:
+    _, program, _, _ = llama
+    ops = {n.op_type for n in program.model_proto.graph.node}
+    assert {"Shape", "Cos", "Sin", "Range"} <= ops  # sizes, cos/sin and the causal mask computed at run time
+    assert "TopK" not in ops                        # the causal mask masks no whole row: no guard
+    for batch, length in OTHER_SIZES:
+        assert onnxsight.verify(program, (torch.randint(0, 100, (batch, length)),)).passed
+
+
+def test_the_default_export_is_left_without_the_forms(llama: Any, tmp_path_factory: Any) -> None:
+    model, _, args, _ = llama
+    default = onnxsight.export(model, args, dynamic_shapes=DYNAMIC)
+    path = str(tmp_path_factory.mktemp("default") / "model.onnx")
+    default.save(path)
+    assert "MultiHeadAttention" not in _stats(_fused(path))
+
+
+def test_a_sliding_window_mask_is_not_causal_and_is_left_as_translated(tmp_path_factory: Any) -> None:
+    # Mistral's sliding window masks keys more than 3 positions back: causal at lengths up to 3 only
+    program, args, path = _export(_model("MistralModel", sliding_window=3), tmp_path_factory)
+    assert "MultiHeadAttention" not in _stats(_fused(path))
+    assert "TopK" in {n.op_type for n in program.model_proto.graph.node}
+    assert onnxsight.verify(program, args).passed
+
+
+def test_a_mistral_without_window_fuses_as_llama(tmp_path_factory: Any) -> None:
+    program, args, path = _export(_model("MistralModel", sliding_window=None), tmp_path_factory)
+    fused = _fused(path)
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+
+
+def test_a_padding_mask_input_is_left_as_translated(tmp_path_factory: Any) -> None:
+    # the mask then depends on the input's values, not on the sizes alone: nothing proves it causal
+    ids = torch.randint(0, 100, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, :3] = 0
+    program, args, path = _export(_model(), tmp_path_factory, (ids, mask),
+                                  {"input_ids": DYNAMIC["input_ids"], "attention_mask": DYNAMIC["input_ids"]})
+    assert "MultiHeadAttention" not in _stats(_fused(path))
+    assert onnxsight.verify(program, args).passed
+
+
+def test_grouped_query_attention_is_left_as_translated(tmp_path_factory: Any) -> None:
+    # ORT's Python optimizer fuses repeat_kv only after a past/present Concat (see docs/optimization.md)
+    program, args, path = _export(_model(num_key_value_heads=2), tmp_path_factory)
+    fused = _fused(path)
+    assert "MultiHeadAttention" not in _stats(fused)
+    assert _stats(fused)["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
+    assert not any(o.startswith("_causal_mask") for n in program.model_proto.graph.node for o in n.output)
+    assert onnxsight.verify(program, args).passed
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
