@@ -66,16 +66,21 @@ class _Layer:
     residual: onnx.NodeProto
     softmax: onnx.NodeProto
     guard: onnx.NodeProto | None               # torch's fully-masked-row guard (a mask computed at run time)
+    past: str | None                           # the past keys K is appended to (a KV cache), or None
 
 
 def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
-    layers = [layer for layer in layers if (layer.shape[:2], layer.fill) == (layers[0].shape[:2], layers[0].fill)]
+    def kind(layer: _Layer) -> tuple:
+        past = graph.symbolic_shape(layer.past) if layer.past is not None else None
+        return layer.shape[:2], layer.fill, past[2] if past is not None else None, layer.past is None
+
+    layers = [layer for layer in layers if kind(layer) == kind(layers[0])]
     if not layers:
         return 0
     batch, length = layers[0].shape[:2]
-    static = isinstance(batch, int) and isinstance(length, int)
+    static = isinstance(batch, int) and isinstance(length, int) and layers[0].past is None
     tables = _tables(graph, layers) if static else None
     source = None if tables is not None else \
         rotary_source(graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes], layers[0].shape[3])
@@ -89,7 +94,7 @@ def llama_rotary_attention(graph: Graph) -> int:
         mask = _padding_mask_form(emit, batch, length, layers[0].fill, to_torch(dtype))
     else:
         cos, sin = on_the_fly_tables(emit, layers[0].root, source)
-        mask = causal_mask_form(emit, layers[0].root, layers[0].fill, dtype)
+        mask = causal_mask_form(emit, layers[0].root, layers[0].past, layers[0].fill, dtype)
     emit.place(first)
     for layer in layers:
         _shape_paths(emit, layer)
@@ -123,8 +128,12 @@ def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | No
     return readers[0]
 
 
-def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int, perm: list[int]) -> onnx.NodeProto | None:
-    found = parent(graph, node, index, "Transpose")
+def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int | None, perm: list[int]) \
+        -> onnx.NodeProto | None:
+    """``node``'s input ``index`` where a Transpose of ``perm`` makes it; ``node`` itself where ``index`` is None."""
+    found = parent(graph, node, index, "Transpose") if index is not None else node
+    if found is not None and (found.op_type != "Transpose" or found.domain):
+        return None
     return found if found is not None and attribute(found, "perm") == perm else None
 
 
@@ -144,18 +153,22 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
     scores = parent(graph, add_mask, 0, "Div")
     matmul_qk = parent(graph, scores, 0, "MatMul")
     shape = graph.symbolic_shape(scores.output[0]) if scores is not None else None
-    if matmul_qk is None or shape is None or len(shape) != 4 or shape[-2] != shape[-1]:
+    if matmul_qk is None or shape is None or len(shape) != 4:
         return None
     attend, guard = _attend(graph, softmax)
     if attend is None or not _scaled_by_root_of_head_size(graph, scores, matmul_qk) \
             or not _reads_only(graph, add_mask, softmax, guard):
         return None
-    fill = _causal_fill(graph, add_mask.input[1], shape)
+    keys = _transpose(graph, matmul_qk, 1, [0, 1, 3, 2])
+    (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
+    if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
+        return None
+    fill = _causal_fill(graph, add_mask.input[1], shape, cached=past_k is not None)
     if fill is None:
         return None
     rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
-    rope_k = _rope(graph, parent(graph, _transpose(graph, matmul_qk, 1, [0, 1, 3, 2]), 0, "Add"))
-    v = _projected(graph, _transpose(graph, attend, 1, [0, 2, 1, 3]))
+    rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
+    v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
         return None
     q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
@@ -170,7 +183,20 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual, softmax, guard)
+                  residual, softmax, guard, past_k)
+
+
+def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:
+    """(the new keys or values ``node``'s input ``index`` is, the graph input of past ones they are appended to
+    by ``Concat(past, new, axis=2)``, or None without a cache); (None, None) without a ``node``."""
+    if node is None or len(node.input) <= index:
+        return None, None
+    name = node.input[index]
+    concat = graph.producer.get(name)
+    if concat is not None and concat.op_type == "Concat" and not concat.domain and len(concat.input) == 2 \
+            and attribute(concat, "axis") in (2, -2) and concat.input[0] in graph.graph_inputs:
+        return concat.input[1], concat.input[0]
+    return name, None
 
 
 def _scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
@@ -208,12 +234,13 @@ def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | Non
     return attend, guard
 
 
-def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...]) -> float | None:
-    """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal."""
+def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cached: bool) -> float | None:
+    """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal (after the
+    past positions of a cache where ``cached``)."""
     value = graph.constant(mask)
     if value is not None:
         static = all(isinstance(d, int) for d in shape)
-        return causal_fill(value, shape[-2], shape[-1]) if static and has_data(value) else None
+        return causal_fill(value, shape[-2], shape[-1]) if static and not cached and has_data(value) else None
     return computed_causal_fill(graph, mask)
 
 

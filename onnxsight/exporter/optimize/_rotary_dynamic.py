@@ -24,22 +24,24 @@ import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import causal_fill, parent
+from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
-# Sizes the mask's subgraph is run at: (batch, length) pairs (every other symbol gets its own size).
+# Sizes the mask's subgraph is run at: sample i gives the j-th size symbol of the inputs it reads (sorted by
+# name: batch, past, seq) the size _SIZES[(i + 2 * j) % len(_SIZES)].
 # NOTE: a proof by examples, not by algebra: transformers builds the mask from position comparisons, whose
-# arithmetic does not change with the size; five sizes, none equal to another, catch a mask that is causal
-# at one size only, one transposed, or one that pads.
-_SAMPLES = ((1, 2), (2, 3), (3, 5), (2, 8), (1, 13))
+# arithmetic does not change with the size; six samples, no two sizes of one equal, catch a mask that is causal
+# at one size only, one transposed, one that pads or one with a window.
+_SIZES = (2, 3, 5, 8, 13, 7)
 _MAX_NODES = 400
 
 
 def computed_causal_fill(graph: Graph, mask: str) -> float | None:
-    """The masked-out value of ``mask``, an additive mask computed at run time, where it is exactly causal at
-    every size it was run at (0 on and below the diagonal, one value of at most the dtype's lowest above); None
-    where it reads an input's values (a padding mask) or is not causal."""
+    """The masked-out value of ``mask``, an additive (.., queries, keys) mask computed at run time, where it is
+    exactly causal at every size it was run at: query i (of S) attends the keys up to i + T - S (of T: a cache of
+    T - S past positions before the S new ones), and every other key is masked by one value of at most the
+    dtype's lowest. None where it reads an input's values (a padding mask) or is not causal."""
     found = _subgraph(graph, mask)
     if found is None:
         return None
@@ -48,18 +50,39 @@ def computed_causal_fill(graph: Graph, mask: str) -> float | None:
 
     try:
         evaluator = ReferenceEvaluator(model)
-        fills = set()
-        for sample in _SAMPLES:
-            value = np.asarray(evaluator.run(None, feeds(sample))[0])
-            fills.add(causal_fill(torch.from_numpy(np.array(value, copy=True)), sample[1], sample[1]))
+        fills = [_offset_causal_fill(np.asarray(evaluator.run(None, feeds(i))[0])) for i in range(len(_SIZES))]
     except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
         return None
-    return fills.pop() if len(fills) == 1 and None not in fills else None
+    if any(f is False for f in fills):
+        return None
+    values = {f for f in fills if f is not True}
+    return values.pop() if len(values) == 1 else None
+
+
+def _offset_causal_fill(mask: np.ndarray) -> float | bool:
+    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
+    should not (S == 1); False where it is not causal."""
+    if mask.ndim < 2 or not np.issubdtype(mask.dtype, np.floating):
+        return False
+    rows, cols = mask.shape[-2:]
+    squares = mask.reshape(-1, rows, cols)
+    if cols < rows or not (squares == squares[:1]).all():
+        return False
+    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+    if not (squares[0][keep] == 0).all():
+        return False
+    blocked = squares[0][~keep]
+    if blocked.size == 0:
+        return True
+    fill = float(blocked[0])
+    if not (blocked == fill).all() or not (fill == -np.inf or fill <= np.finfo(mask.dtype).min):
+        return False
+    return fill
 
 
 def _subgraph(graph: Graph, value: str):  # noqa: ANN202 - (model, feeds by sample)
     """The nodes computing ``value`` as a model whose inputs are the graph inputs it reads, each read by
-    ``Shape`` only; and a function giving those inputs at a (batch, length) sample. None otherwise."""
+    ``Shape`` only; and a function giving those inputs at sample i. None otherwise."""
     nodes: dict[int, onnx.NodeProto] = {}
     inputs, stack = set(), [value]
     while stack:
@@ -85,8 +108,6 @@ def _subgraph(graph: Graph, value: str):  # noqa: ANN202 - (model, feeds by samp
     if any(shape is None for shape in declared.values()):
         return None
     symbols = sorted({d for shape in declared.values() for d in shape if isinstance(d, str)})
-    if len(symbols) > 2:
-        return None
     from onnx import numpy_helper
 
     model = onnx.helper.make_model(onnx.helper.make_graph(
@@ -95,8 +116,8 @@ def _subgraph(graph: Graph, value: str):  # noqa: ANN202 - (model, feeds by samp
         initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts]),
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
 
-    def feeds(sample: tuple[int, int]) -> dict[str, np.ndarray]:
-        sizes = dict(zip(symbols, sample if len(symbols) == 2 else sample[1:]))
+    def feeds(sample: int) -> dict[str, np.ndarray]:
+        sizes = {d: _SIZES[(sample + 2 * j) % len(_SIZES)] for j, d in enumerate(symbols)}
         return {name: torch.zeros([sizes.get(d, d) for d in shape], dtype=to_torch(graph.elem_type(name))).numpy()
                 for name, shape in declared.items()}
 
@@ -108,7 +129,7 @@ class RotarySource:
     """cos/sin as the model computes them: ``cos(cat(freqs, freqs)) * scale``, ``freqs = positions[..., None] *
     inv_freq``."""
 
-    positions: str     # (1 or batch, length) int64 position ids
+    positions: str     # (length,) or (1 or batch, length) int64 position ids
     inv_freq: str      # (head size / 2,) float32 initializer
     scale: float
 
@@ -162,7 +183,8 @@ def _through(graph: Graph, name: str, *op_types: str) -> str:
 
 def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] | None:
     """(positions, inv_freq) of ``angles = Concat(f, f, axis=-1)``, ``f = float(positions[..., None]) *
-    inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions (rows, length) int64."""
+    inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions (rows, length) or (length,)
+    int64 (then ``positions[None, :, None]``)."""
     concat = graph.producer.get(angles)
     if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
             or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
@@ -182,7 +204,8 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
         axes = graph.constant(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
         positions = unsqueeze.input[0]
         shape = graph.symbolic_shape(positions)
-        if axes is None or axes.reshape(-1).tolist() not in ([-1], [2]) or shape is None or len(shape) != 2 \
+        wanted = {1: ([0, 2], [0, -1]), 2: ([2], [-1])}.get(len(shape) if shape is not None else 0, ())
+        if axes is None or axes.reshape(-1).tolist() not in wanted \
                 or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
         return positions, inv
@@ -206,22 +229,28 @@ def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[s
                          hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
 
 
-def causal_mask_form(emit: Emitter, root: str, fill: float, dtype: int) -> str:
-    """The causal mask of ``root``'s length as transformers combined it with an all-ones padding mask:
-    ``Where(key > query, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones(batch, length))))))``."""
+def causal_mask_form(emit: Emitter, root: str, past: str | None, fill: float, dtype: int) -> str:
+    """The causal mask of ``root``'s length S after ``past``'s P positions (none without a cache) as transformers
+    combined it with an all-ones padding mask: ``Where(key - P > query, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(
+    ones(batch, P + S))))))``."""
     sizes = emit.op("Shape", root)
     count = emit.op("Gather", sizes, emit.const("_index1", 1), axis=0, hint="length")
-    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
-                             emit.const("_axis0", [0])) for i in (0, 1))
-    ones = emit.op("Expand", emit.const("_one_row", [[1]]), emit.op("Concat", batch, length, axis=0),
+    before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length") \
+        if past is not None else emit.const("_zero", 0)
+    total = emit.op("Add", before, count, hint="total_length") if past is not None else count
+    batch, length, keys = (emit.op("Unsqueeze", value, emit.const("_axis0", [0]))
+                           for value in (emit.op("Gather", sizes, emit.const("_index0", 0), axis=0), count, total))
+    ones = emit.op("Expand", emit.const("_one_row", [[1]]), emit.op("Concat", batch, keys, axis=0),
                    hint="padding_mask")
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
                                          emit.const("_axis2", [2])),
-                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, length, axis=0))
+                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, keys, axis=0))
     kind = to_torch(dtype)
     inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
-    steps = emit.op("Range", emit.const("_zero", 0), count, emit.const("_one", 1))
-    blocked = emit.op("Greater", emit.op("Unsqueeze", steps, emit.const("_axis0", [0])),
-                      emit.op("Unsqueeze", steps, emit.const("_axis1", [1])), hint="causal_blocked")
+    one = emit.const("_one", 1)
+    queries = emit.op("Range", emit.const("_zero", 0), count, one)
+    shifted = emit.op("Range", emit.op("Neg", before), count, one) if past is not None else queries
+    blocked = emit.op("Greater", emit.op("Unsqueeze", shifted, emit.const("_axis0", [0])),
+                      emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
     return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)), inverted,
                    hint="causal_mask")
