@@ -2,7 +2,8 @@
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
-BERT called with an ``attention_mask`` whose second half is padding), each exported
+BERT called with an ``attention_mask`` whose second half is padding; ``llama-gqa`` has 2 key/value heads for
+4 query heads; ``llama-cache`` is one LLaMA step over a ``DynamicCache`` of 16 past positions), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
 then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
 model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
@@ -31,12 +32,15 @@ LAYERS, HIDDEN, HEADS, SEQ = 4, 256, 4, 16
 # model name -> ORT optimizer's model_type
 MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "llama": "gpt2"}
 MODEL_TYPES["bert-mask"] = "bert"   # BERT called with (input_ids, attention_mask), the second half padding
+MODEL_TYPES["llama-gqa"] = "gpt2"   # LLaMA with grouped-query attention: 2 key/value heads for 4 query heads
+MODEL_TYPES["llama-cache"] = "gpt2"  # a LLaMA step over a KV cache: (input_ids, cache=DynamicCache), 16 past
 # model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
 # ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
-ORT_FUSION = ("bert-mask", "gpt2", "llama")
-OPTIONS: dict[str, dict[str, Any]] = {"gpt2": {"opt_level": 0}, "llama": {"opt_level": 0}}
+ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache")
+OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ("gpt2", "llama", "llama-gqa", "llama-cache")}
+PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
              "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "EmbedLayerNormalization")
@@ -66,12 +70,18 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
     elif name == "vit":
         config = tf.ViTConfig(image_size=64, patch_size=16, **common)
         model, args = tf.ViTModel(config, add_pooling_layer=False), (torch.randn(batch, 3, 64, 64),)
-    elif name == "llama":
-        config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, num_key_value_heads=HEADS, **common)
+    elif name in ("llama", "llama-gqa", "llama-cache"):
+        config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, **common,
+                                num_key_value_heads=HEADS // 2 if name == "llama-gqa" else HEADS)
         model, args = tf.LlamaModel(config), (ids,)
+        if name == "llama-cache":   # the inputs as keywords (the last element): the cache is forward()'s `cache`
+            shape = (batch, HEADS, PAST, HIDDEN // HEADS)
+            cache = tf.DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(LAYERS)])
+            args = ({"input_ids": ids, "cache": cache},)
+            model.config.use_cache = True
     else:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_TYPES)}")
-    model.config.use_cache = False
+    model.config.use_cache = name == "llama-cache"
     model.config.return_dict = False
     return model.eval(), args
 
@@ -81,6 +91,8 @@ def dynamic_shapes(name: str) -> dict[str, dict[int, str]]:
     if name == "vit":
         return {"pixel_values": {0: "batch"}}
     dims = {0: "batch", 1: "seq"}
+    if name == "llama-cache":
+        return {"input_ids": dims, "cache": [{0: "batch", 2: "past"}] * (2 * LAYERS)}
     if name == "bert-mask":
         return {"input_ids": dims, "attention_mask": dict(dims)}
     return {"input_ids": dims}
@@ -92,19 +104,29 @@ def export(tool: str, model: Any, args: tuple, path: str, opset: int,
     import torch
 
     quiet = io.StringIO()
+    kwargs = args[-1] if args and isinstance(args[-1], dict) else None
+    args = args[:-1] if kwargs is not None else args
     with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
         if tool.startswith("onnxsight"):
             import onnxsight
 
             optimize = "ort-fusion" if tool == "onnxsight ort-fusion" else True
-            onnxsight.export(model, args, path, opset_version=opset, optimize=optimize, dynamic_shapes=dynamic)
+            onnxsight.export(model, args, path, kwargs=kwargs, opset_version=opset, optimize=optimize,
+                             dynamic_shapes=dynamic)
         else:
             if dynamic is not None:   # torch.export's own dims: string names are onnxsight's shorthand
-                dim = torch.export.Dim
-                dynamic = {k: {a: dim(n, min=1 if n == "batch" else 2, max=128) for a, n in v.items()}
-                           for k, v in dynamic.items()}
-            torch.onnx.export(model, args, path, dynamo=True, opset_version=opset, verbose=False,
+                dims = {n: torch.export.Dim(n, min=1 if n in ("batch", "past") else 2, max=128)
+                        for n in ("batch", "seq", "past")}
+
+                def convert(spec: Any) -> Any:
+                    return [convert(s) for s in spec] if isinstance(spec, list) else {a: dims[n] for a, n in spec.items()}
+                dynamic = {k: convert(v) for k, v in dynamic.items()}
+            if kwargs is not None and "cache" in kwargs:   # as transformers' own exporter does
+                from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+
+                register_cache_pytrees_for_model(model)
+            torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True, opset_version=opset, verbose=False,
                               dynamic_shapes=dynamic)
 
 
@@ -136,13 +158,14 @@ def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            model, args = build(name)
             for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
+                model, args = build(name)   # afresh: an export runs forward(), which appends to a DynamicCache
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
                     export(tool, model, args, path, opset, dynamic_shapes(name) if dynamic else None)
                 except Exception as exc:  # noqa: BLE001
-                    rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {exc}"[:200]})
+                    error = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {error}"[:200]})
                     continue
                 ops = histogram(path)
                 fused, _ = optimize(path, MODEL_TYPES[name], **OPTIONS.get(name, {}))

@@ -135,3 +135,82 @@ def test_grouped_query_attention_is_left_as_translated(tmp_path_factory: Any) ->
     assert not any(o.startswith("_causal_mask") for n in program.model_proto.graph.node for o in n.output)
     assert onnxsight.verify(program, args).passed
     assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+
+
+# -- a KV cache (transformers' DynamicCache, forward()'s `cache` from 5.24) ------------------------------------
+
+def _cache(batch: int, past: int, kv_heads: int = HEADS) -> Any:
+    from transformers import DynamicCache
+
+    shape = (batch, kv_heads, past, HIDDEN // HEADS)
+    return DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(LAYERS)])
+
+
+def _export_step(model: torch.nn.Module, tmp_path_factory: Any, *, mask: bool = False,
+                 kv_heads: int = HEADS) -> tuple[onnxsight.ONNXProgram, dict, str]:
+    from torch.export import Dim
+
+    model.config.use_cache = True
+    batch, seq, past = Dim("batch"), Dim("seq"), Dim("past", min=1, max=64)
+    inputs: dict[str, Any] = {"input_ids": torch.randint(0, 100, (2, 3)), "cache": _cache(2, 5, kv_heads)}
+    dynamic: dict[str, Any] = {"input_ids": {0: batch, 1: seq}, "cache": [{0: batch, 2: past}] * (2 * LAYERS)}
+    if mask:
+        inputs["attention_mask"] = torch.ones(2, 8, dtype=torch.int64)
+        dynamic["attention_mask"] = {0: batch, 1: Dim.DYNAMIC}
+    program = onnxsight.export(model, (), kwargs=inputs, optimize="ort-fusion", dynamic_shapes=dynamic)
+    path = str(tmp_path_factory.mktemp("llama-cache") / "model.onnx")
+    program.save(path)
+    return program, inputs, path
+
+
+@pytest.fixture(scope="module")
+def step(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, dict, str]:
+    model = _model()
+    return (model, *_export_step(model, tmp_path_factory))
+
+
+def test_a_step_over_a_kv_cache_fuses_with_past_key_and_value(step: Any) -> None:
+    _, program, inputs, path = step
+    fused = _fused(path)
+    stats = _stats(fused)
+    assert stats["MultiHeadAttention"] == LAYERS
+    assert stats["RotaryEmbedding"] == 2 * LAYERS
+    assert stats["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
+    attention = [n for n in fused.model.graph.node if n.op_type == "MultiHeadAttention"]
+    assert [list(n.input[6:8]) for n in attention] == \
+        [[f"past_key_values.{i}.key", f"past_key_values.{i}.value"] for i in range(LAYERS)]
+    assert [list(n.output[1:]) for n in attention] == [[f"present.{i}.key", f"present.{i}.value"] for i in range(LAYERS)]
+    assert onnxsight.verify(program, (), kwargs=inputs, onnx_model=fused.model).passed
+
+
+@pytest.mark.parametrize("batch, length, past", [(1, 1, 7), (3, 4, 2), (2, 6, 1)])
+def test_the_fused_step_matches_pytorch_at_other_sizes(step: Any, batch: int, length: int, past: int) -> None:
+    import onnxruntime as ort
+
+    model, _, _, path = step
+    session = ort.InferenceSession(_fused(path).model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ids, cache = torch.randint(0, 100, (batch, length)), _cache(batch, past)
+    feeds = {"input_ids": ids.numpy()}
+    for i, layer in enumerate(cache.layers):
+        feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"] = \
+            layer.keys.numpy().copy(), layer.values.numpy().copy()
+    got = session.run(None, feeds)
+    with torch.no_grad():
+        hidden, present = model(input_ids=ids, cache=cache)[:2]
+    np.testing.assert_allclose(got[0], hidden.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], present.layers[0].keys.numpy(), rtol=1e-5, atol=1e-5)
+    assert got[1].shape == (batch, HEADS, past + length, HIDDEN // HEADS)
+
+
+def test_a_step_with_an_attention_mask_is_left_as_translated(tmp_path_factory: Any) -> None:
+    # a padding mask can mask a whole query row (left padding), which ORT's MultiHeadAttention does not guard
+    program, inputs, path = _export_step(_model(), tmp_path_factory, mask=True)
+    assert "MultiHeadAttention" not in _stats(_fused(path))
+    assert onnxsight.verify(program, (), kwargs=inputs).passed
+
+
+def test_a_grouped_query_step_is_left_as_translated(tmp_path_factory: Any) -> None:
+    program, inputs, path = _export_step(_model(num_key_value_heads=2), tmp_path_factory, kv_heads=2)
+    fused = _fused(path)
+    assert "MultiHeadAttention" not in _stats(fused)
+    assert onnxsight.verify(program, (), kwargs=inputs, onnx_model=fused.model).passed

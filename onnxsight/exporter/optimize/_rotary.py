@@ -73,8 +73,7 @@ def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
     def kind(layer: _Layer) -> tuple:
-        past = graph.symbolic_shape(layer.past) if layer.past is not None else None
-        return layer.shape[:2], layer.fill, past[2] if past is not None else None, layer.past is None
+        return layer.shape[:2], layer.fill, layer.past is None
 
     layers = [layer for layer in layers if kind(layer) == kind(layers[0])]
     if not layers:
@@ -89,12 +88,18 @@ def llama_rotary_attention(graph: Graph) -> int:
     emit = Emitter(graph)
     first = min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index)
     dtype = graph.elem_type(layers[0].add_mask.output[0])
+    masks: dict[object, str] = {}   # the past length (a symbol; None without a cache) -> the mask form
     if tables is not None:
         cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
-        mask = _padding_mask_form(emit, batch, length, layers[0].fill, to_torch(dtype))
+        masks[None] = _padding_mask_form(emit, batch, length, layers[0].fill, to_torch(dtype))
     else:
         cos, sin = on_the_fly_tables(emit, layers[0].root, source)
-        mask = causal_mask_form(emit, layers[0].root, layers[0].past, layers[0].fill, dtype)
+        # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export
+        # may name the past lengths of a cache's layers apart, the graph then runs where they are equal)
+        for layer in layers:
+            key = _past_length(graph, layer.past)
+            if key not in masks:
+                masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype)
     emit.place(first)
     for layer in layers:
         _shape_paths(emit, layer)
@@ -102,12 +107,17 @@ def llama_rotary_attention(graph: Graph) -> int:
             _halves_from_shape(emit, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
-        graph.set_input(layer.add_mask, 1, mask)
+        graph.set_input(layer.add_mask, 1, masks[_past_length(graph, layer.past) if tables is None else None])
         if layer.guard is not None:  # a causal mask masks no whole row
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
     return len(layers)
+
+
+def _past_length(graph: Graph, past: str | None) -> object:
+    shape = graph.symbolic_shape(past) if past is not None else None
+    return None if past is None else (shape[2] if shape is not None else past)
 
 
 def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...]) -> None:
