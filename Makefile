@@ -191,6 +191,7 @@ bench-fake: setup
 # latency of both, as exported and optimised, batch 1 and 8, interleaved (docs/optimization.md).
 bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
+	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
 	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
 
 # ORT CPU latency of opset-23 BERT/LLaMA graphs with the standard's Attention/RMSNormalization and without

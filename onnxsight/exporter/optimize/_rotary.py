@@ -3,20 +3,23 @@
 ONNX Runtime fuses a LLaMA decoder's attention in two steps (``fusion_rotary_attention.py``, run for
 ``model_type="gpt2"`` and its relatives): ``FusionRotaryEmbeddings`` turns ``x * cos + rotate_half(x) *
 sin`` into ``RotaryEmbedding``, then ``FusionRotaryAttention`` turns each layer into one
-``MultiHeadAttention``. Both recognise the graph by how transformers' own traced exports computed their
-sizes at run time: ``rotate_half``'s halves sliced at ``Shape(x)[3] / 2``, cos/sin gathered from a
-``Constant`` cache sliced to ``Shape(...)[1]`` rows, every Q/K/V/output ``Reshape`` shaped by
-``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from a 2-D
-padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
-has all of those sizes folded to constants. This pass, run once after the others, writes them back in
-that form, computing the same numbers: the mask is the causal one (its padding part all ones: no input
-carries a mask), the cos/sin cache holds exactly the rows the model computes for its positions.
+``MultiHeadAttention`` (with the past K/V of a cache where K and V are ``Concat(past, new)``). Both
+recognise the graph by how transformers' own traced exports computed their sizes at run time:
+``rotate_half``'s halves sliced at ``Shape(x)[3] / 2``, cos/sin gathered from a ``Constant`` cache sliced
+to ``Shape(...)[1]`` rows (or computed "on the fly" from ``inv_freq``), every Q/K/V/output ``Reshape``
+shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from
+a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
+has those sizes folded to constants (static shapes) or computed its own way (dynamic shapes:
+``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
+numbers: the mask is the causal one (its padding part all ones: no input carries a mask), cos/sin the
+model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
-(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal, and
-cos/sin whose two halves are equal (``cat(freqs, freqs)``, which ``RotaryEmbedding``'s half-width cache
-assumes). The FX values a rewrite replaces (cos and sin per layer) are compared through the values that
-hold them now where those have the same shape (a batch of one), and listed as optimised away otherwise.
+(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
+past positions of a cache), and cos/sin whose two halves are equal (``cat(freqs, freqs)``, which
+``RotaryEmbedding``'s half-width cache assumes). The FX values a rewrite replaces (cos and sin per layer)
+are compared through the values that hold them now where those have the same shape (a batch of one,
+static sizes), and listed as optimised away otherwise.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
     on_the_fly_tables,
     rotary_source,
 )
+
 
 @dataclass
 class _Rope:
@@ -72,42 +76,21 @@ class _Layer:
 def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
-    def kind(layer: _Layer) -> tuple:
-        return layer.shape[:2], layer.fill, layer.past is None
-
-    layers = [layer for layer in layers if kind(layer) == kind(layers[0])]
-    if not layers:
-        return 0
-    batch, length = layers[0].shape[:2]
-    static = isinstance(batch, int) and isinstance(length, int) and layers[0].past is None
-    tables = _tables(graph, layers) if static else None
-    source = None if tables is not None else \
-        rotary_source(graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes], layers[0].shape[3])
-    if tables is None and source is None:
-        return 0
+    layers = [layer for layer in layers if _kind(layer) == _kind(layers[0])]
     emit = Emitter(graph)
-    first = min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index)
-    dtype = graph.elem_type(layers[0].add_mask.output[0])
-    masks: dict[object, str] = {}   # the past length (a symbol; None without a cache) -> the mask form
-    if tables is not None:
-        cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
-        masks[None] = _padding_mask_form(emit, batch, length, layers[0].fill, to_torch(dtype))
-    else:
-        cos, sin = on_the_fly_tables(emit, layers[0].root, source)
-        # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export
-        # may name the past lengths of a cache's layers apart, the graph then runs where they are equal)
-        for layer in layers:
-            key = _past_length(graph, layer.past)
-            if key not in masks:
-                masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype)
-    emit.place(first)
+    forms = (_constant_forms(emit, layers) or _run_time_forms(emit, layers)) if layers else None
+    if forms is None:
+        return 0
+    cos, sin, masks = forms
+    emit.place(min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index))
+    batch, length = layers[0].shape[:2]
     for layer in layers:
         _shape_paths(emit, layer)
         for rope in layer.ropes:
             _halves_from_shape(emit, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
-        graph.set_input(layer.add_mask, 1, masks[_past_length(graph, layer.past) if tables is None else None])
+        graph.set_input(layer.add_mask, 1, masks[_past_length(graph, layer.past)])
         if layer.guard is not None:  # a causal mask masks no whole row
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
@@ -115,9 +98,54 @@ def llama_rotary_attention(graph: Graph) -> int:
     return len(layers)
 
 
+def _kind(layer: _Layer) -> tuple:
+    """What the layers rewritten together share: their sizes, the mask's fill, a cache or none."""
+    return layer.shape[:2], layer.fill, layer.past is None
+
+
+_Forms = tuple[str, str, dict[object, str]]   # cos, sin, the mask per past length (None: no cache)
+
+
+def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
+    """Static sizes, no cache: cos/sin gathered from a constant cache, the causal mask from a constant padding
+    mask; None where the sizes are not all known or cos/sin are not constants."""
+    batch, length = layers[0].shape[:2]
+    if not isinstance(batch, int) or not isinstance(length, int) or layers[0].past is not None:
+        return None
+    tables = _tables(emit.graph, layers)
+    if tables is None:
+        return None
+    cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
+    dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
+    return cos, sin, {None: _padding_mask_form(emit, batch, length, layers[0].fill, dtype)}
+
+
+def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
+    """Sizes known at run time (or a cache): cos/sin computed from the model's positions and inv_freq, the causal
+    mask from the sizes; None where cos/sin are not LLaMA's rotary arithmetic."""
+    graph = emit.graph
+    source = rotary_source(graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
+                           int(layers[0].shape[3]))
+    if source is None:
+        return None
+    cos, sin = on_the_fly_tables(emit, layers[0].root, source)
+    dtype = graph.elem_type(layers[0].add_mask.output[0])
+    # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export may
+    # name the past lengths of a cache's layers apart; the graph then runs only where they are equal)
+    masks: dict[object, str] = {}
+    for layer in layers:
+        key = _past_length(graph, layer.past)
+        if key not in masks:
+            masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype)
+    return cos, sin, masks
+
+
 def _past_length(graph: Graph, past: str | None) -> object:
-    shape = graph.symbolic_shape(past) if past is not None else None
-    return None if past is None else (shape[2] if shape is not None else past)
+    """The size symbol of ``past``'s length (axis 2), its name where it has none; None without a cache."""
+    if past is None:
+        return None
+    shape = graph.symbolic_shape(past)
+    return shape[2] if shape is not None else past
 
 
 def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...]) -> None:
