@@ -92,6 +92,18 @@ def test_the_export_with_the_forms_verifies_at_other_sizes(llama: Any) -> None:
         assert onnxsight.verify(program, (torch.randint(0, 100, (batch, length)),)).passed
 
 
+@pytest.mark.parametrize("dims", [{0: "batch"}, {1: "seq"}], ids=["batch", "sequence"])
+def test_one_dynamic_axis_fuses_too(dims: dict, tmp_path_factory: Any) -> None:
+    # a dynamic batch alone keeps cos/sin and the mask constants (the cos/sin cache form, batch from Shape);
+    # a dynamic sequence alone computes them at run time
+    program, args, path = _export(_model(), tmp_path_factory, dynamic={"input_ids": dims})
+    fused = _fused(path)
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+    batch, length = (3, 8) if 0 in dims else (2, 5)
+    assert onnxsight.verify(program, (torch.randint(0, 100, (batch, length)),)).passed
+
+
 def test_the_default_export_is_left_without_the_forms(llama: Any, tmp_path_factory: Any) -> None:
     model, _, args, _ = llama
     default = onnxsight.export(model, args, dynamic_shapes=DYNAMIC)

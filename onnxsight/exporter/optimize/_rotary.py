@@ -107,17 +107,19 @@ _Forms = tuple[str, str, dict[object, str]]   # cos, sin, the mask per past leng
 
 
 def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
-    """Static sizes, no cache: cos/sin gathered from a constant cache, the causal mask from a constant padding
-    mask; None where the sizes are not all known or cos/sin are not constants."""
+    """A sequence length known at export, no cache: cos/sin gathered from a constant cache, the causal mask from
+    an all-ones padding mask (constants where the batch is known too); None where the length is not known or
+    cos/sin are not constants."""
     batch, length = layers[0].shape[:2]
-    if not isinstance(batch, int) or not isinstance(length, int) or layers[0].past is not None:
+    if not isinstance(length, int) or layers[0].past is not None:
         return None
     tables = _tables(emit.graph, layers)
     if tables is None:
         return None
-    cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
+    root = layers[0].root
+    cos, sin = _gathered_tables(emit, root, tables, batch, length)
     dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {None: _padding_mask_form(emit, batch, length, layers[0].fill, dtype)}
+    return cos, sin, {None: _padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -277,8 +279,8 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     past positions of a cache where ``cached``)."""
     value = graph.constant(mask)
     if value is not None:
-        static = all(isinstance(d, int) for d in shape)
-        return causal_fill(value, shape[-2], shape[-1]) if static and not cached and has_data(value) else None
+        known = isinstance(shape[-2], int) and isinstance(shape[-1], int)
+        return causal_fill(value, shape[-2], shape[-1]) if known and not cached and has_data(value) else None
     return computed_causal_fill(graph, mask)
 
 
@@ -386,7 +388,22 @@ def _tables(graph: Graph, layers: list[_Layer]) -> tuple[torch.Tensor, torch.Ten
     return cos, sin
 
 
-def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int,
+def _per_batch_row(emit: Emitter, root: str, batch: int | str, row: torch.Tensor, hint: str) -> str:
+    """``row`` (1, ...) repeated for each batch row: a constant for a known batch, else expanded to
+    ``Shape(root)[0]`` rows."""
+    if isinstance(batch, int):
+        return emit.const(hint, row.expand(batch, *row.shape[1:]).contiguous())
+    sizes = emit.op("Concat", _batch_size(emit, root), emit.const(f"{hint}_dims", list(row.shape[1:])), axis=0)
+    return emit.op("Expand", emit.const(hint, row), sizes, hint=hint)
+
+
+def _batch_size(emit: Emitter, root: str) -> str:
+    """``Unsqueeze(Shape(root)[0])``: the batch size as a 1-D shape piece."""
+    return emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_index0", 0), axis=0),
+                   emit.const("_axis0", [0]))
+
+
+def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int | str,
                      length: int) -> tuple[str, str]:
     """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
     from onnx import numpy_helper
@@ -394,7 +411,7 @@ def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch
     rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
                    emit.const("_axis0", [0]), hint="length")
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.const("_position_ids", torch.arange(length).expand(batch, length).contiguous())
+    positions = _per_batch_row(emit, root, batch, torch.arange(length)[None], "_position_ids")
     out = []
     for kind, table in zip(("cos", "sin"), tables):
         cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
@@ -404,13 +421,16 @@ def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch
     return out[0], out[1]
 
 
-def _padding_mask_form(emit: Emitter, batch: int, length: int, fill: float, dtype: torch.dtype) -> str:
+def _padding_mask_form(emit: Emitter, root: str, batch: int | str, length: int, fill: float,
+                       dtype: torch.dtype) -> str:
     """The causal mask as transformers combined it with an all-ones padding mask:
     ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
-    ones = emit.const("_padding_mask", torch.ones(batch, length, dtype=torch.int64))
+    ones = _per_batch_row(emit, root, batch, torch.ones(1, length, dtype=torch.int64), "_padding_mask")
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
                                          emit.const("_axis2", [2])),
-                       emit.const("_mask_shape", [batch, 1, length, length]))
+                       emit.const("_mask_shape", [batch, 1, length, length]) if isinstance(batch, int) else
+                       emit.op("Concat", _batch_size(emit, root), emit.const("_mask_dims", [1, length, length]),
+                               axis=0))
     keep = emit.op("Cast", expanded, to=to_onnx(dtype))
     inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
     blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
