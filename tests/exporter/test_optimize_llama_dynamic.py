@@ -263,3 +263,28 @@ def test_the_forms_do_not_depend_on_how_the_reshapes_were_shaped(monkeypatch: An
     fused = _fused(path)
     assert _stats(fused)["MultiHeadAttention"] == LAYERS
     assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+
+
+def _offset_mask(rows: int, cols: int, fill: float = float("-inf"), window: int | None = None) -> np.ndarray:
+    """query i of ``rows`` attends keys up to i + cols - rows (and no further back than ``window``)."""
+    keys, queries = np.arange(cols)[None, :], np.arange(rows)[:, None] + (cols - rows)
+    keep = (keys <= queries) & (keys > queries - window if window else True)
+    return np.where(keep, 0.0, fill).astype(np.float32)[None, None]
+
+
+@pytest.mark.parametrize("mask, expected", [
+    (_offset_mask(4, 4), float("-inf")),
+    (_offset_mask(3, 7), float("-inf")),                                   # 4 past positions
+    (_offset_mask(3, 7, float(np.finfo(np.float32).min)), float(np.finfo(np.float32).min)),
+    (_offset_mask(1, 6), True),                                            # one new token sees every key
+    (_offset_mask(3, 7, -1e4), False),                                     # not low enough to mask out
+    (_offset_mask(4, 4).transpose(0, 1, 3, 2).copy(), False),              # anti-causal
+    (_offset_mask(5, 5, window=2), False),                                 # a sliding window
+    (np.zeros((1, 1, 4, 4), np.float32), False),                           # masks nothing
+    (_offset_mask(3, 2), False),                                           # fewer keys than queries
+    (np.concatenate([_offset_mask(4, 4), np.zeros((1, 1, 4, 4), np.float32)]), False),  # rows that differ
+])
+def test_only_a_causal_mask_after_the_past_is_causal(mask: np.ndarray, expected: float | bool) -> None:
+    from onnxsight.exporter.optimize._rotary_dynamic import _offset_causal_fill
+
+    assert _offset_causal_fill(mask) == expected
