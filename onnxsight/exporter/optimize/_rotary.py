@@ -9,8 +9,8 @@ recognise the graph by how transformers' own traced exports computed their sizes
 to ``Shape(...)[1]`` rows (or computed "on the fly" from ``inv_freq``), every Q/K/V/output ``Reshape``
 shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from
 a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
-has those sizes folded to constants (static shapes) or computed its own way (dynamic shapes:
-``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
+has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
+shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
 numbers: the mask is the causal one (its padding part all ones: no input carries a mask), cos/sin the
 model's for its positions.
 
@@ -27,11 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
-import torch
 
-from onnxsight.exporter._dtypes import to_onnx, to_torch
+from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._decoder import causal_fill, parent
@@ -43,6 +41,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
     on_the_fly_tables,
     rotary_source,
 )
+from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
 
 
 @dataclass
@@ -113,13 +112,14 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     batch, length = layers[0].shape[:2]
     if not isinstance(length, int) or layers[0].past is not None:
         return None
-    tables = _tables(emit.graph, layers)
+    tables = constant_tables(emit.graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
+                             length, int(layers[0].shape[3]))
     if tables is None:
         return None
     root = layers[0].root
-    cos, sin = _gathered_tables(emit, root, tables, batch, length)
+    cos, sin = gathered_tables(emit, root, tables, batch, length)
     dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {None: _padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
+    return cos, sin, {None: padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -327,115 +327,6 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
                 or steps != [1]:
             return None
     return _Rope(x, with_cos, with_sin, first, second)
-
-
-def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
-    """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
-    export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
-    from onnx.reference import ReferenceEvaluator
-
-    nodes: dict[int, onnx.NodeProto] = {}
-    feeds: dict[str, np.ndarray] = {}
-    stack = [name]
-    while stack:
-        value = stack.pop()
-        if not value or value in feeds or any(value in n.output for n in nodes.values()):
-            continue
-        tensor = graph.constant(value)
-        if tensor is not None:
-            if not has_data(tensor):
-                return None
-            feeds[value] = tensor.numpy()
-            continue
-        node = graph.producer.get(value)
-        if node is None or node.domain or len(nodes) > 16:
-            return None
-        nodes[id(node)] = node
-        stack.extend(node.input)
-    order = sorted(nodes.values(), key=graph.nodes.index)
-    model = onnx.helper.make_model(onnx.helper.make_graph(
-        order, "evaluate", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in feeds],
-        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)]),
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
-    try:
-        return torch.from_numpy(np.array(ReferenceEvaluator(model).run(None, feeds)[0], copy=True))
-    except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
-        return None
-
-
-def _tables(graph: Graph, layers: list[_Layer]) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (length, head size) cos and sin rows every layer uses, where they are one pair of known values
-    with equal halves; None otherwise (the layers are then left as they are)."""
-    found: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for layer in layers:
-        for rope in layer.ropes:
-            pair = []
-            for mul in (rope.with_cos, rope.with_sin):
-                unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-                value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
-                if value is None or value.dim() != 3 or value.shape[1:] != (layer.shape[1], layer.shape[3]) \
-                        or not bool((value == value[:1]).all()):
-                    return None
-                pair.append(value[0])
-            found.append((pair[0], pair[1]))
-    if not found:
-        return None
-    cos, sin = found[0]
-    half = cos.shape[-1] // 2
-    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
-            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
-        return None
-    return cos, sin
-
-
-def _per_batch_row(emit: Emitter, root: str, batch: int | str, row: torch.Tensor, hint: str) -> str:
-    """``row`` (1, ...) repeated for each batch row: a constant for a known batch, else expanded to
-    ``Shape(root)[0]`` rows."""
-    if isinstance(batch, int):
-        return emit.const(hint, row.expand(batch, *row.shape[1:]).contiguous())
-    sizes = emit.op("Concat", _batch_size(emit, root), emit.const(f"{hint}_dims", list(row.shape[1:])), axis=0)
-    return emit.op("Expand", emit.const(hint, row), sizes, hint=hint)
-
-
-def _batch_size(emit: Emitter, root: str) -> str:
-    """``Unsqueeze(Shape(root)[0])``: the batch size as a 1-D shape piece."""
-    return emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_index0", 0), axis=0),
-                   emit.const("_axis0", [0]))
-
-
-def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int | str,
-                     length: int) -> tuple[str, str]:
-    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
-    from onnx import numpy_helper
-
-    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
-                   emit.const("_axis0", [0]), hint="length")
-    # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = _per_batch_row(emit, root, batch, torch.arange(length)[None], "_position_ids")
-    out = []
-    for kind, table in zip(("cos", "sin"), tables):
-        cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
-        sliced = emit.op("Slice", cache, emit.const("_axis0", [0]), rows, emit.const("_axis0", [0]))
-        out.append(emit.op("Unsqueeze", emit.op("Gather", sliced, positions, axis=0), emit.const("_axis1", [1]),
-                           hint=kind))
-    return out[0], out[1]
-
-
-def _padding_mask_form(emit: Emitter, root: str, batch: int | str, length: int, fill: float,
-                       dtype: torch.dtype) -> str:
-    """The causal mask as transformers combined it with an all-ones padding mask:
-    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
-    ones = _per_batch_row(emit, root, batch, torch.ones(1, length, dtype=torch.int64), "_padding_mask")
-    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
-                                         emit.const("_axis2", [2])),
-                       emit.const("_mask_shape", [batch, 1, length, length]) if isinstance(batch, int) else
-                       emit.op("Concat", _batch_size(emit, root), emit.const("_mask_dims", [1, length, length]),
-                               axis=0))
-    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
-    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
-    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
-                   hint="causal_mask")
 
 
 def _shape_paths(emit: Emitter, layer: _Layer) -> None:
