@@ -2,7 +2,10 @@
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
-BERT called with an ``attention_mask`` whose second half is padding), each exported
+BERT called with an ``attention_mask`` whose second half is padding; ``llama-gqa`` has 2 key/value heads for
+4 query heads; ``llama-cache`` and ``gpt2-cache`` are one decode step over a ``DynamicCache`` of 16 past
+positions, torch.onnx getting the cache registered as a pytree node the way transformers' own exporter does,
+``transformers.exporters.exporter_dynamo.register_cache_pytrees_for_model``), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
 then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
 model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
@@ -11,12 +14,6 @@ the op-type histogram as exported, and the fused operator counts
 (``get_fused_operator_statistics()``) after the optimizer.
 
     python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json] [--dynamic]
-    python bench/ort_fusion.py --cache [--json out.json]
-
-``--cache``: GPT-2 as a decode step with a KV cache (``gpt2-cache``: ``use_cache=True``, transformers'
-``DynamicCache`` of 16 past positions as ``cache=``, 4 new tokens; batch, new tokens and past dynamic). torch.onnx
-gets the cache registered as a pytree node the way transformers' own exporter registers it
-(``transformers.exporters.exporter_dynamo.register_cache_pytrees_for_model``).
 """
 
 from __future__ import annotations
@@ -37,15 +34,16 @@ LAYERS, HIDDEN, HEADS, SEQ = 4, 256, 4, 16
 # model name -> ORT optimizer's model_type
 MODEL_TYPES = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "llama": "gpt2"}
 MODEL_TYPES["bert-mask"] = "bert"   # BERT called with (input_ids, attention_mask), the second half padding
-CACHE_MODELS = {"gpt2-cache": "gpt2"}   # --cache: decode steps taking a DynamicCache, model name -> model_type
-PAST = 16
+MODEL_TYPES["llama-gqa"] = "gpt2"   # LLaMA with grouped-query attention: 2 key/value heads for 4 query heads
+MODEL_TYPES["llama-cache"] = "gpt2"  # a LLaMA step over a KV cache: (input_ids, cache=DynamicCache), 16 past
+MODEL_TYPES["gpt2-cache"] = "gpt2"   # the same for GPT-2
 # model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
 # ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
-ORT_FUSION = ("bert-mask", "gpt2", "llama", "gpt2-cache")
-OPTIONS: dict[str, dict[str, Any]] = {"gpt2": {"opt_level": 0}, "llama": {"opt_level": 0},
-                                     "gpt2-cache": {"opt_level": 0}}
+ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache")
+OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ORT_FUSION if name != "bert-mask"}
+PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "LayerNormalization", "SimplifiedLayerNormalization",
              "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "EmbedLayerNormalization")
@@ -69,42 +67,25 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
         mask = torch.ones(batch, SEQ, dtype=torch.int64)
         mask[:, SEQ // 2:] = 0
         model, args = tf.BertModel(config, add_pooling_layer=False), (ids, mask)
-    elif name == "gpt2":
+    elif name in ("gpt2", "gpt2-cache"):
         config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
         model, args = tf.GPT2Model(config), (ids,)
     elif name == "vit":
         config = tf.ViTConfig(image_size=64, patch_size=16, **common)
         model, args = tf.ViTModel(config, add_pooling_layer=False), (torch.randn(batch, 3, 64, 64),)
-    elif name == "llama":
-        config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, num_key_value_heads=HEADS, **common)
+    elif name in ("llama", "llama-gqa", "llama-cache"):
+        config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, **common,
+                                num_key_value_heads=HEADS // 2 if name == "llama-gqa" else HEADS)
         model, args = tf.LlamaModel(config), (ids,)
     else:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_TYPES)}")
-    model.config.use_cache = False
+    if name.endswith("-cache"):   # the inputs as keywords (the last element): the cache is forward()'s `cache`
+        shape = (batch, HEADS, PAST, HIDDEN // HEADS)
+        cache = tf.DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(LAYERS)])
+        args = ({"input_ids": ids, "cache": cache},)
+    model.config.use_cache = name.endswith("-cache")
     model.config.return_dict = False
     return model.eval(), args
-
-
-def build_cache(name: str, batch: int = 1) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """A decode step with a KV cache (``--cache``): the model, its keyword inputs, and their dynamic shapes."""
-    import torch
-    import transformers as tf
-
-    if name != "gpt2-cache":
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(CACHE_MODELS)}")
-    torch.manual_seed(0)
-    config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
-                           use_cache=True)
-    model = tf.GPT2Model(config).eval()
-    model.config.return_dict = False
-    head = HIDDEN // HEADS
-    cache = tf.DynamicCache([(torch.randn(batch, HEADS, PAST, head), torch.randn(batch, HEADS, PAST, head))
-                             for _ in range(LAYERS)])
-    kwargs = {"input_ids": torch.randint(0, 1000, (batch, 4)), "cache": cache}
-    dim = torch.export.Dim
-    size, seq, past = dim("batch", min=1, max=64), dim("seq", min=2, max=64), dim("past", min=1, max=64)
-    dynamic = {"input_ids": {0: size, 1: seq}, "cache": [{0: size, 2: past}] * (2 * LAYERS)}
-    return model, kwargs, dynamic
 
 
 def dynamic_shapes(name: str) -> dict[str, dict[int, str]]:
@@ -112,17 +93,21 @@ def dynamic_shapes(name: str) -> dict[str, dict[int, str]]:
     if name == "vit":
         return {"pixel_values": {0: "batch"}}
     dims = {0: "batch", 1: "seq"}
+    if name.endswith("-cache"):
+        return {"input_ids": dims, "cache": [{0: "batch", 2: "past"}] * (2 * LAYERS)}
     if name == "bert-mask":
         return {"input_ids": dims, "attention_mask": dict(dims)}
     return {"input_ids": dims}
 
 
 def export(tool: str, model: Any, args: tuple, path: str, opset: int,
-           dynamic: dict | None = None, kwargs: dict | None = None) -> None:
+           dynamic: dict | None = None) -> None:
     """Export with ``tool`` ("onnxsight", "onnxsight ort-fusion" or "torch.onnx") at its defaults, to ``path``."""
     import torch
 
     quiet = io.StringIO()
+    kwargs = args[-1] if args and isinstance(args[-1], dict) else None
+    args = args[:-1] if kwargs is not None else args
     with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
         if tool.startswith("onnxsight"):
@@ -132,14 +117,17 @@ def export(tool: str, model: Any, args: tuple, path: str, opset: int,
             onnxsight.export(model, args, path, kwargs=kwargs, opset_version=opset, optimize=optimize,
                              dynamic_shapes=dynamic)
         else:
+            if dynamic is not None:   # torch.export's own dims: string names are onnxsight's shorthand
+                dims = {n: torch.export.Dim(n, min=1 if n in ("batch", "past") else 2, max=128)
+                        for n in ("batch", "seq", "past")}
+
+                def convert(spec: Any) -> Any:
+                    return [convert(s) for s in spec] if isinstance(spec, list) else {a: dims[n] for a, n in spec.items()}
+                dynamic = {k: convert(v) for k, v in dynamic.items()}
             if kwargs is not None and "cache" in kwargs:   # as transformers' own exporter does
                 from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
 
                 register_cache_pytrees_for_model(model)
-            if dynamic is not None and kwargs is None:   # torch.export's dims for onnxsight's string names
-                dim = torch.export.Dim
-                dynamic = {k: {a: dim(n, min=1 if n == "batch" else 2, max=128) for a, n in v.items()}
-                           for k, v in dynamic.items()}
             torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True, opset_version=opset, verbose=False,
                               dynamic_shapes=dynamic)
 
@@ -172,21 +160,17 @@ def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            if name in CACHE_MODELS:
-                model, kwargs, shapes = build_cache(name)
-                args: tuple = ()
-            else:
-                (model, args), kwargs = build(name), None
-                shapes = dynamic_shapes(name) if dynamic else None
             for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
+                model, args = build(name)   # afresh: an export runs forward(), which appends to a DynamicCache
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
-                    export(tool, model, args, path, opset, shapes, kwargs)
+                    export(tool, model, args, path, opset, dynamic_shapes(name) if dynamic else None)
                 except Exception as exc:  # noqa: BLE001
-                    rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {exc}"[:200]})
+                    error = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {error}"[:200]})
                     continue
                 ops = histogram(path)
-                fused, _ = optimize(path, {**MODEL_TYPES, **CACHE_MODELS}[name], **OPTIONS.get(name, {}))
+                fused, _ = optimize(path, MODEL_TYPES[name], **OPTIONS.get(name, {}))
                 rows.append({"model": name, "tool": tool, "nodes": sum(ops.values()), "ops": dict(ops.most_common()),
                              "fused": fused})
     return rows
@@ -221,11 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
     parser.add_argument("--dynamic", action="store_true",
                         help="export with a dynamic batch (and sequence, for token models): dynamic_shapes=")
-    parser.add_argument("--cache", action="store_true",
-                        help="the decode steps with a KV cache instead (gpt2-cache; always dynamic)")
     options = parser.parse_args(argv)
-    models = ",".join(CACHE_MODELS) if options.cache else options.models
-    rows = run(models.split(","), options.opset, options.dynamic)
+    rows = run(options.models.split(","), options.opset, options.dynamic)
     if options.ops:
         for row in rows:
             print(row["model"], row["tool"], row.get("ops", row.get("error")))

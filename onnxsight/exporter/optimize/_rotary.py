@@ -3,35 +3,46 @@
 ONNX Runtime fuses a LLaMA decoder's attention in two steps (``fusion_rotary_attention.py``, run for
 ``model_type="gpt2"`` and its relatives): ``FusionRotaryEmbeddings`` turns ``x * cos + rotate_half(x) *
 sin`` into ``RotaryEmbedding``, then ``FusionRotaryAttention`` turns each layer into one
-``MultiHeadAttention``. Both recognise the graph by how transformers' own traced exports computed their
-sizes at run time: ``rotate_half``'s halves sliced at ``Shape(x)[3] / 2``, cos/sin gathered from a
-``Constant`` cache sliced to ``Shape(...)[1]`` rows, every Q/K/V/output ``Reshape`` shaped by
-``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from a 2-D
-padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
-has all of those sizes folded to constants. This pass, run once after the others, writes them back in
-that form, computing the same numbers: the mask is the causal one (its padding part all ones: no input
-carries a mask), the cos/sin cache holds exactly the rows the model computes for its positions.
+``MultiHeadAttention`` (with the past K/V of a cache where K and V are ``Concat(past, new)``). Both
+recognise the graph by how transformers' own traced exports computed their sizes at run time:
+``rotate_half``'s halves sliced at ``Shape(x)[3] / 2``, cos/sin gathered from a ``Constant`` cache sliced
+to ``Shape(...)[1]`` rows (or computed "on the fly" from ``inv_freq``), every Q/K/V/output ``Reshape``
+shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from
+a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
+has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
+shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
+numbers: the mask is the causal one (its padding part all ones: no input carries a mask), cos/sin the
+model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
-(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal, and
-cos/sin whose two halves are equal (``cat(freqs, freqs)``, which ``RotaryEmbedding``'s half-width cache
-assumes). The FX values a rewrite replaces (cos and sin per layer) are compared through the values that
-hold them now where those have the same shape (a batch of one), and listed as optimised away otherwise.
+(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
+past positions of a cache), and cos/sin whose two halves are equal (``cat(freqs, freqs)``, which
+``RotaryEmbedding``'s half-width cache assumes). The FX values a rewrite replaces (cos and sin per layer)
+are compared through the values that hold them now where those have the same shape (a batch of one,
+static sizes), and listed as optimised away otherwise.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
-import torch
 
-from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._decoder import causal_fill, parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._rotary_dynamic import (
+    causal_mask_form,
+    computed_causal_fill,
+    on_the_fly_tables,
+    rotary_source,
+)
+from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
+
 
 @dataclass
 class _Rope:
@@ -47,7 +58,8 @@ class _Rope:
 @dataclass
 class _Layer:
     root: str                                  # the hidden state Q, K and V are projected from
-    shape: tuple[int, int, int, int]           # Q/K/V per head: (batch, length, heads, head size)
+    shape: tuple[int | str, ...]               # Q/K/V per head: (batch, length, heads, head size); symbols for
+                                               # sizes known at run time only
     reshapes: list[onnx.NodeProto]             # Q, K, V to heads
     merge: onnx.NodeProto                      # heads back to (batch, length, hidden)
     projection: onnx.NodeProto                 # the output projection's MatMul
@@ -55,31 +67,87 @@ class _Layer:
     add_mask: onnx.NodeProto
     fill: float
     residual: onnx.NodeProto
+    softmax: onnx.NodeProto
+    guard: onnx.NodeProto | None               # torch's fully-masked-row guard (a mask computed at run time)
+    past: str | None                           # the past keys K is appended to (a KV cache), or None
 
 
 def llama_rotary_attention(graph: Graph) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
     layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
-    layers = [layer for layer in layers if (layer.shape[:2], layer.fill) == (layers[0].shape[:2], layers[0].fill)]
-    tables = _tables(graph, layers)
-    if not layers or tables is None:
-        return 0
+    layers = [layer for layer in layers if _kind(layer) == _kind(layers[0])]
     emit = Emitter(graph)
-    first = min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index)
+    forms = (_constant_forms(emit, layers) or _run_time_forms(emit, layers)) if layers else None
+    if forms is None:
+        return 0
+    cos, sin, masks = forms
+    emit.place(min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index))
     batch, length = layers[0].shape[:2]
-    cos, sin = _gathered_tables(emit, layers[0].root, tables, batch, length)
-    mask = _padding_mask_form(emit, batch, length, layers[0].fill, graph.constant(layers[0].add_mask.input[1]).dtype)
-    emit.place(first)
     for layer in layers:
         _shape_paths(emit, layer)
         for rope in layer.ropes:
             _halves_from_shape(emit, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
-        graph.set_input(layer.add_mask, 1, mask)
+        graph.set_input(layer.add_mask, 1, masks[_past_length(graph, layer.past)])
+        if layer.guard is not None:  # a causal mask masks no whole row
+            graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
     return len(layers)
+
+
+def _kind(layer: _Layer) -> tuple:
+    """What the layers rewritten together share: their sizes, the mask's fill, a cache or none."""
+    return layer.shape[:2], layer.fill, layer.past is None
+
+
+_Forms = tuple[str, str, dict[object, str]]   # cos, sin, the mask per past length (None: no cache)
+
+
+def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
+    """A sequence length known at export, no cache: cos/sin gathered from a constant cache, the causal mask from
+    an all-ones padding mask (constants where the batch is known too); None where the length is not known or
+    cos/sin are not constants."""
+    batch, length = layers[0].shape[:2]
+    if not isinstance(length, int) or layers[0].past is not None:
+        return None
+    tables = constant_tables(emit.graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
+                             length, int(layers[0].shape[3]))
+    if tables is None:
+        return None
+    root = layers[0].root
+    cos, sin = gathered_tables(emit, root, tables, batch, length)
+    dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
+    return cos, sin, {None: padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
+
+
+def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
+    """Sizes known at run time (or a cache): cos/sin computed from the model's positions and inv_freq, the causal
+    mask from the sizes; None where cos/sin are not LLaMA's rotary arithmetic."""
+    graph = emit.graph
+    source = rotary_source(graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
+                           int(layers[0].shape[3]))
+    if source is None:
+        return None
+    cos, sin = on_the_fly_tables(emit, layers[0].root, source)
+    dtype = graph.elem_type(layers[0].add_mask.output[0])
+    # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export may
+    # name the past lengths of a cache's layers apart; the graph then runs only where they are equal)
+    masks: dict[object, str] = {}
+    for layer in layers:
+        key = _past_length(graph, layer.past)
+        if key not in masks:
+            masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype)
+    return cos, sin, masks
+
+
+def _past_length(graph: Graph, past: str | None) -> object:
+    """The size symbol of ``past``'s length (axis 2), its name where it has none; None without a cache."""
+    if past is None:
+        return None
+    shape = graph.symbolic_shape(past)
+    return shape[2] if shape is not None else past
 
 
 def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...]) -> None:
@@ -100,8 +168,12 @@ def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | No
     return readers[0]
 
 
-def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int, perm: list[int]) -> onnx.NodeProto | None:
-    found = parent(graph, node, index, "Transpose")
+def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int | None, perm: list[int]) \
+        -> onnx.NodeProto | None:
+    """``node``'s input ``index`` where a Transpose of ``perm`` makes it; ``node`` itself where ``index`` is None."""
+    found = parent(graph, node, index, "Transpose") if index is not None else node
+    if found is not None and (found.op_type != "Transpose" or found.domain):
+        return None
     return found if found is not None and attribute(found, "perm") == perm else None
 
 
@@ -113,39 +185,103 @@ def _projected(graph: Graph, heads: onnx.NodeProto | None) -> tuple[onnx.NodePro
 
 
 def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
-    """The attention layer around ``softmax``, where it has LLaMA's form with a constant causal mask."""
+    """The attention layer around ``softmax``, where it has LLaMA's form with a causal mask (a constant, or
+    computed at run time from the sizes alone)."""
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
     scores = parent(graph, add_mask, 0, "Div")
     matmul_qk = parent(graph, scores, 0, "MatMul")
-    mask = graph.constant(add_mask.input[1]) if add_mask is not None else None
-    shape = graph.static_shape(scores.output[0]) if scores is not None else None
-    if matmul_qk is None or mask is None or not has_data(mask) or shape is None or len(shape) != 4 \
-            or _single_reader(graph, add_mask.output[0], "Softmax") is None:
+    shape = graph.symbolic_shape(scores.output[0]) if scores is not None else None
+    if matmul_qk is None or shape is None or len(shape) != 4:
         return None
-    fill = causal_fill(mask, shape[-2], shape[-1])
-    attend = _single_reader(graph, softmax.output[0], "MatMul")
-    if fill is None or attend is None or attend.input[0] != softmax.output[0] \
-            or not scaled_by_root_of_head_size(graph, scores, matmul_qk):
+    attend, guard = _attend(graph, softmax)
+    if attend is None or not _scaled_by_root_of_head_size(graph, scores, matmul_qk) \
+            or not _reads_only(graph, add_mask, softmax, guard):
+        return None
+    keys = _transpose(graph, matmul_qk, 1, [0, 1, 3, 2])
+    (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
+    if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
+        return None
+    fill = _causal_fill(graph, add_mask.input[1], shape, cached=past_k is not None)
+    if fill is None:
         return None
     rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
-    rope_k = _rope(graph, parent(graph, _transpose(graph, matmul_qk, 1, [0, 1, 3, 2]), 0, "Add"))
-    v = _projected(graph, _transpose(graph, attend, 1, [0, 2, 1, 3]))
+    rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
+    v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
         return None
     q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
     if q is None or k is None or len({q[1].input[0], k[1].input[0], v[1].input[0]}) != 1:
         return None
-    heads = graph.static_shape(q[0].output[0])
-    if heads is None or len(heads) != 4 or any(graph.static_shape(p[0].output[0]) != heads for p in (k, v)):
+    heads = graph.symbolic_shape(q[0].output[0])
+    if heads is None or len(heads) != 4 or not all(isinstance(d, int) for d in heads[2:]) \
+            or any(graph.symbolic_shape(p[0].output[0]) != heads for p in (k, v)):
         return None
     after = _output(graph, attend)
     if after is None:
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual)
+                  residual, softmax, guard, past_k)
+
+
+def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:
+    """(the new keys or values ``node``'s input ``index`` is, the graph input of past ones they are appended to
+    by ``Concat(past, new, axis=2)``, or None without a cache); (None, None) without a ``node``."""
+    if node is None or len(node.input) <= index:
+        return None, None
+    name = node.input[index]
+    concat = graph.producer.get(name)
+    if concat is not None and concat.op_type == "Concat" and not concat.domain and len(concat.input) == 2 \
+            and attribute(concat, "axis") in (2, -2) and concat.input[0] in graph.graph_inputs:
+        return concat.input[1], concat.input[0]
+    return name, None
+
+
+def _scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
+    """Whether ``scores`` is ``Q K^T / sqrt(E)`` (the scale ORT's fused attention applies when not told one),
+    with Q's head size E known and its other sizes perhaps symbols."""
+    head = graph.symbolic_shape(matmul_qk.input[0])
+    divisor = graph.constant(scores.input[1])
+    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
+            or scores.input[0] != matmul_qk.output[0]:
+        return False
+    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
+
+
+def _reads_only(graph: Graph, add: onnx.NodeProto, softmax: onnx.NodeProto, guard: onnx.NodeProto | None) -> bool:
+    """Whether ``add``'s output is read by ``softmax`` and, where there is one, the guard's row maximum only."""
+    readers = graph.readers.get(add.output[0], [])
+    row_max = graph.producer.get(graph.producer[guard.input[0]].input[0]) if guard is not None else None
+    return add.output[0] not in graph.pinned and all(n is softmax or n is row_max for n in readers) \
+        and any(n is softmax for n in readers)
+
+
+def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
+    """(the MatMul of the attention weights with V, torch's guard between them or None)."""
+    guard = None
+    weights = softmax.output[0]
+    readers = graph.readers.get(weights, [])
+    if len(readers) == 1 and readers[0].op_type == "Where" and _guarded_softmax(graph, readers[0]) is softmax \
+            and readers[0].output[0] not in graph.pinned:
+        guard = readers[0]
+        weights = guard.output[0]
+    attend = _single_reader(graph, weights, "MatMul")
+    if attend is None or attend.input[0] != weights or (guard is not None and weights in graph.pinned) \
+            or softmax.output[0] in graph.pinned:
+        return None, None
+    return attend, guard
+
+
+def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cached: bool) -> float | None:
+    """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal (after the
+    past positions of a cache where ``cached``)."""
+    value = graph.constant(mask)
+    if value is not None:
+        known = isinstance(shape[-2], int) and isinstance(shape[-1], int)
+        return causal_fill(value, shape[-2], shape[-1]) if known and not cached and has_data(value) else None
+    return computed_causal_fill(graph, mask)
 
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
@@ -157,7 +293,7 @@ def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.
     projection = _single_reader(graph, merge.output[0], "MatMul") if merge is not None else None
     if projection is None or projection.input[0] != merge.output[0]:
         return None
-    shape = graph.static_shape(merge.output[0])
+    shape = graph.symbolic_shape(merge.output[0])
     residual = [n for n in graph.readers.get(projection.output[0], []) if n.op_type == "Add" and not n.domain]
     if shape is None or len(shape) != 3 or len(residual) != 1:
         return None
@@ -179,8 +315,8 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     if x is None or second is None or first is None or attribute(concat, "axis") not in (-1, 3) \
             or not second.input[0] == first.input[0] == x.output[0]:
         return None
-    shape = graph.static_shape(x.output[0])
-    if shape is None or len(shape) != 4 or shape[-1] % 2:
+    shape = graph.symbolic_shape(x.output[0])
+    if shape is None or len(shape) != 4 or not isinstance(shape[-1], int) or shape[-1] % 2:
         return None
     half = shape[-1] // 2
     for node, start, end in ((first, 0, half), (second, half, shape[-1])):
@@ -191,97 +327,6 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
                 or steps != [1]:
             return None
     return _Rope(x, with_cos, with_sin, first, second)
-
-
-def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
-    """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
-    export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
-    from onnx.reference import ReferenceEvaluator
-
-    nodes: dict[int, onnx.NodeProto] = {}
-    feeds: dict[str, np.ndarray] = {}
-    stack = [name]
-    while stack:
-        value = stack.pop()
-        if not value or value in feeds or any(value in n.output for n in nodes.values()):
-            continue
-        tensor = graph.constant(value)
-        if tensor is not None:
-            if not has_data(tensor):
-                return None
-            feeds[value] = tensor.numpy()
-            continue
-        node = graph.producer.get(value)
-        if node is None or node.domain or len(nodes) > 16:
-            return None
-        nodes[id(node)] = node
-        stack.extend(node.input)
-    order = sorted(nodes.values(), key=graph.nodes.index)
-    model = onnx.helper.make_model(onnx.helper.make_graph(
-        order, "evaluate", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in feeds],
-        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)]),
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
-    try:
-        return torch.from_numpy(np.array(ReferenceEvaluator(model).run(None, feeds)[0], copy=True))
-    except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
-        return None
-
-
-def _tables(graph: Graph, layers: list[_Layer]) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The (length, head size) cos and sin rows every layer uses, where they are one pair of known values
-    with equal halves; None otherwise (the layers are then left as they are)."""
-    found: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for layer in layers:
-        for rope in layer.ropes:
-            pair = []
-            for mul in (rope.with_cos, rope.with_sin):
-                unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-                value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
-                if value is None or value.dim() != 3 or value.shape[1:] != (layer.shape[1], layer.shape[3]) \
-                        or not bool((value == value[:1]).all()):
-                    return None
-                pair.append(value[0])
-            found.append((pair[0], pair[1]))
-    if not found:
-        return None
-    cos, sin = found[0]
-    half = cos.shape[-1] // 2
-    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
-            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
-        return None
-    return cos, sin
-
-
-def _gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int,
-                     length: int) -> tuple[str, str]:
-    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
-    from onnx import numpy_helper
-
-    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
-                   emit.const("_axis0", [0]), hint="length")
-    # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.const("_position_ids", torch.arange(length).expand(batch, length).contiguous())
-    out = []
-    for kind, table in zip(("cos", "sin"), tables):
-        cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
-        sliced = emit.op("Slice", cache, emit.const("_axis0", [0]), rows, emit.const("_axis0", [0]))
-        out.append(emit.op("Unsqueeze", emit.op("Gather", sliced, positions, axis=0), emit.const("_axis1", [1]),
-                           hint=kind))
-    return out[0], out[1]
-
-
-def _padding_mask_form(emit: Emitter, batch: int, length: int, fill: float, dtype: torch.dtype) -> str:
-    """The causal mask as transformers combined it with an all-ones padding mask:
-    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
-    ones = emit.const("_padding_mask", torch.ones(batch, length, dtype=torch.int64))
-    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
-                                         emit.const("_axis2", [2])),
-                       emit.const("_mask_shape", [batch, 1, length, length]))
-    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
-    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
-    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
-                   hint="causal_mask")
 
 
 def _shape_paths(emit: Emitter, layer: _Layer) -> None:

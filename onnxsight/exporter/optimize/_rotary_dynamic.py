@@ -1,0 +1,256 @@
+"""LLaMA attention exported with run-time sizes (dynamic batch and sequence) in ORT's rotary-attention form.
+
+With ``dynamic_shapes`` the translated graph keeps what transformers computes at run time: the causal
+mask (from ``arange``s, ``cumsum`` and comparisons, behind torch's fully-masked-row guard) and cos/sin
+(``cos(cat(freqs, freqs)) * scaling`` with ``freqs = position_ids[..., None] * inv_freq``). Neither can be
+folded into the constant tables and mask the static form uses (``_rotary.py``), so this module
+
+- proves the mask causal by running its subgraph at several sizes, where it reads the graph's inputs
+  through ``Shape`` only (it then depends on the sizes alone), and drops the guard (a causal mask masks
+  no whole row);
+- recognises cos/sin by their arithmetic, and writes them in the "on-the-fly" form ORT's
+  ``FusionRotaryEmbeddings`` matches (``Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))),
+  scaling)``, from which the fuser builds its own cos/sin caches from ``inv_freq`` and ``scaling``);
+- writes the causal mask as transformers combined it with an all-ones padding mask, from ``Shape``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import torch
+
+from onnxsight.exporter._dtypes import to_torch
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._decoder import parent
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph, attribute
+
+# Sizes the mask's subgraph is run at: sample i gives the j-th size symbol of the inputs it reads (sorted by
+# name: batch, past, seq) the size _SIZES[(i + 2 * j) % len(_SIZES)].
+# NOTE: a proof by examples, not by algebra: transformers builds the mask from position comparisons, whose
+# arithmetic does not change with the size; six samples, no two sizes of one equal, catch a mask that is causal
+# at one size only, one transposed, one that pads or one with a window.
+_SIZES = (2, 3, 5, 8, 13, 7)
+_MAX_NODES = 400
+
+
+def computed_causal_fill(graph: Graph, mask: str) -> float | None:
+    """The masked-out value of ``mask``, an additive (.., queries, keys) mask computed at run time, where it is
+    exactly causal at every size it was run at: query i (of S) attends the keys up to i + T - S (of T: a cache of
+    T - S past positions before the S new ones), and every other key is masked by one value of at most the
+    dtype's lowest. None where it reads an input's values (a padding mask) or is not causal."""
+    found = _subgraph(graph, mask)
+    if found is None:
+        return None
+    model, feeds = found
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        evaluator = ReferenceEvaluator(model)
+        fills = [_offset_causal_fill(np.asarray(evaluator.run(None, feeds(i))[0])) for i in range(len(_SIZES))]
+    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
+        return None
+    if any(f is False for f in fills):
+        return None
+    values = {f for f in fills if f is not True}
+    return values.pop() if len(values) == 1 else None
+
+
+def _offset_causal_fill(mask: np.ndarray) -> float | bool:
+    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
+    should not (S == 1); False where it is not causal."""
+    if mask.ndim < 2 or not np.issubdtype(mask.dtype, np.floating):
+        return False
+    rows, cols = mask.shape[-2:]
+    squares = mask.reshape(-1, rows, cols)
+    if cols < rows or not (squares == squares[:1]).all():
+        return False
+    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+    if not (squares[0][keep] == 0).all():
+        return False
+    blocked = squares[0][~keep]
+    if blocked.size == 0:
+        return True
+    fill = float(blocked[0])
+    if not (blocked == fill).all() or not (fill == -np.inf or fill <= np.finfo(mask.dtype).min):
+        return False
+    return fill
+
+
+def _subgraph(graph: Graph, value: str):  # noqa: ANN202 - (model, feeds by sample)
+    """The nodes computing ``value`` as a model whose inputs are the graph inputs it reads, each read by
+    ``Shape`` only; and a function giving those inputs at sample i. None otherwise."""
+    nodes: dict[int, onnx.NodeProto] = {}
+    inputs, stack = set(), [value]
+    while stack:
+        name = stack.pop()
+        if not name or graph.constant(name) is not None or name in inputs:
+            continue
+        if name in graph.graph_inputs:
+            inputs.add(name)
+            continue
+        node = graph.producer.get(name)
+        if node is None or node.domain or len(nodes) > _MAX_NODES:
+            return None
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            stack.extend(node.input)
+    body = sorted(nodes.values(), key=graph.nodes.index)
+    if any(n.op_type != "Shape" for n in body for name in n.input if name in inputs):
+        return None
+    consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
+    if any(not has_data(graph.constant(n)) for n in consts):
+        return None
+    declared = {name: graph.symbolic_shape(name) for name in inputs}
+    if any(shape is None for shape in declared.values()):
+        return None
+    symbols = sorted({d for shape in declared.values() for d in shape if isinstance(d, str)})
+    from onnx import numpy_helper
+
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        body, "mask", [onnx.helper.make_tensor_value_info(n, graph.elem_type(n), None) for n in sorted(inputs)],
+        [onnx.helper.make_tensor_value_info(value, onnx.TensorProto.UNDEFINED, None)],
+        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts]),
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
+
+    def feeds(sample: int) -> dict[str, np.ndarray]:
+        sizes = {d: _SIZES[(sample + 2 * j) % len(_SIZES)] for j, d in enumerate(symbols)}
+        return {name: torch.zeros([sizes.get(d, d) for d in shape], dtype=to_torch(graph.elem_type(name))).numpy()
+                for name, shape in declared.items()}
+
+    return model, feeds
+
+
+@dataclass(frozen=True)
+class RotarySource:
+    """cos/sin as the model computes them: ``cos(cat(freqs, freqs)) * scale``, ``freqs = positions[..., None] *
+    inv_freq``."""
+
+    positions: str     # (length,) or (1 or batch, length) int64 position ids
+    inv_freq: str      # (head size / 2,) float32 initializer
+    scale: float
+
+
+def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], head_size: int) \
+        -> RotarySource | None:
+    """The one source every ``(x * cos, rotate_half(x) * sin)`` pair of ``muls`` reads its cos and sin from
+    (as their second input, unsqueezed on axis 1), where it is LLaMA's rotary arithmetic; None otherwise."""
+    found = set()
+    for with_cos, with_sin in muls:
+        cos, sin = _trig(graph, with_cos, "Cos"), _trig(graph, with_sin, "Sin")
+        if cos is None or sin is None or cos[0] != sin[0] or cos[1] != sin[1]:
+            return None
+        source = _frequencies(graph, cos[0], head_size)
+        if source is None:
+            return None
+        found.add(RotarySource(source[0], source[1], cos[1]))
+    return found.pop() if len(found) == 1 else None
+
+
+def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float] | None:
+    """(the angles, the scale) of ``mul``'s second input ``Unsqueeze(op_type(angles) * scale, 1)``."""
+    unsqueeze = parent(graph, mul, 1, "Unsqueeze")
+    axes = graph.constant(unsqueeze.input[1]) if unsqueeze is not None and len(unsqueeze.input) > 1 else None
+    if axes is None or axes.reshape(-1).tolist() != [1]:
+        return None
+    node, scale = graph.producer.get(unsqueeze.input[0]), 1.0
+    if node is not None and node.op_type == "Mul" and not node.domain:
+        for index in (1, 0):
+            value = graph.constant(node.input[index])
+            trig = graph.producer.get(node.input[1 - index])
+            if value is not None and has_data(value) and value.numel() == 1 and trig is not None \
+                    and trig.op_type == op_type:
+                node, scale = trig, float(value.reshape(-1)[0])
+                break
+    if node is None or node.op_type != op_type or node.domain:
+        return None
+    return node.input[0], scale
+
+
+def _through(graph: Graph, name: str, *op_types: str) -> str:
+    """``name`` read back through nodes of ``op_types`` that pass their first input on."""
+    node = graph.producer.get(name)
+    while node is not None and node.op_type in op_types and not node.domain:
+        if node.op_type == "Cast" and attribute(node, "to") != onnx.TensorProto.FLOAT:
+            break
+        name = node.input[0]
+        node = graph.producer.get(name)
+    return name
+
+
+def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] | None:
+    """(positions, inv_freq) of ``angles = Concat(f, f, axis=-1)``, ``f = float(positions[..., None]) *
+    inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions (rows, length) or (length,)
+    int64 (then ``positions[None, :, None]``)."""
+    concat = graph.producer.get(angles)
+    if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
+            or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
+        return None
+    mul = parent(graph, concat, 0, "Mul")
+    if mul is None:
+        return None
+    for index in (1, 0):
+        inv = _through(graph, mul.input[index], "Identity", "Cast")
+        weights = graph.constant(inv)
+        if weights is None or weights.dtype != torch.float32 or tuple(weights.shape) != (head_size // 2,):
+            continue
+        cast = parent(graph, mul, 1 - index, "Cast")
+        unsqueeze = parent(graph, cast, 0, "Unsqueeze")
+        if cast is None or attribute(cast, "to") != onnx.TensorProto.FLOAT or unsqueeze is None:
+            return None
+        axes = graph.constant(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
+        positions = unsqueeze.input[0]
+        shape = graph.symbolic_shape(positions)
+        wanted = {1: ([0, 2], [0, -1]), 2: ([2], [-1])}.get(len(shape) if shape is not None else 0, ())
+        if axes is None or axes.reshape(-1).tolist() not in wanted \
+                or graph.elem_type(positions) != onnx.TensorProto.INT64:
+            return None
+        return positions, inv
+    return None
+
+
+def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[str, str]:
+    """cos and sin of (batch, 1, length, head size), one position id row per batch row, computed as
+    ``Unsqueeze(Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))), scale), 1)``."""
+    sizes = emit.op("Shape", root)
+    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
+                             emit.const("_axis0", [0])) for i in (0, 1))
+    # NOTE: RotaryEmbedding wants one row of position ids per batch row
+    positions = emit.op("Expand", source.positions, emit.op("Concat", batch, length, axis=0), hint="position_ids")
+    columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
+    rows = emit.op("Unsqueeze", source.inv_freq, emit.const("_axes02", [0, 2]))
+    freqs = emit.op("Transpose", emit.op("MatMul", rows, columns), perm=[0, 2, 1], hint="freqs")
+    angles = emit.op("Concat", freqs, freqs, axis=-1, hint="emb")
+    scale = emit.const("_rotary_scale", torch.tensor(source.scale, dtype=torch.float32))
+    return tuple(emit.op("Unsqueeze", emit.op("Mul", emit.op(op, angles), scale), emit.const("_axis1", [1]),
+                         hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
+
+
+def causal_mask_form(emit: Emitter, root: str, past: str | None, fill: float, dtype: int) -> str:
+    """The causal mask of ``root``'s length S after ``past``'s P positions (none without a cache) as transformers
+    combined it with an all-ones padding mask: ``Where(key - P > query, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(
+    ones(batch, P + S))))))``."""
+    sizes = emit.op("Shape", root)
+    count = emit.op("Gather", sizes, emit.const("_index1", 1), axis=0, hint="length")
+    before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length") \
+        if past is not None else emit.const("_zero", 0)
+    total = emit.op("Add", before, count, hint="total_length") if past is not None else count
+    batch, length, keys = (emit.op("Unsqueeze", value, emit.const("_axis0", [0]))
+                           for value in (emit.op("Gather", sizes, emit.const("_index0", 0), axis=0), count, total))
+    ones = emit.op("Expand", emit.const("_one_row", [[1]]), emit.op("Concat", batch, keys, axis=0),
+                   hint="padding_mask")
+    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
+                                         emit.const("_axis2", [2])),
+                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, keys, axis=0))
+    kind = to_torch(dtype)
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    one = emit.const("_one", 1)
+    queries = emit.op("Range", emit.const("_zero", 0), count, one)
+    shifted = emit.op("Range", emit.op("Neg", before), count, one) if past is not None else queries
+    blocked = emit.op("Greater", emit.op("Unsqueeze", shifted, emit.const("_axis0", [0])),
+                      emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)), inverted,
+                   hint="causal_mask")

@@ -1,0 +1,131 @@
+"""A LLaMA layer's cos/sin and causal mask in ORT's constant-cache form, where the sequence length is known at
+export (``_rotary.py``'s forms for static shapes, and for a dynamic batch alone).
+
+The translated graph then holds cos/sin as constants (the model's positions are known): they are evaluated,
+checked to be one pair for every layer with equal halves, and written as ``Gather(Slice(Constant cache, 0,
+Shape(x)[1]), position_ids)``, the form ``FusionRotaryEmbeddings`` takes its cos/sin caches from; the causal
+mask as transformers combined it with an all-ones padding mask. A known batch keeps the position ids and the
+padding mask constants; a batch known at run time only expands them to ``Shape(hidden)[0]`` rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import torch
+
+from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._decoder import parent
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph
+
+
+def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
+    """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
+    export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
+    from onnx.reference import ReferenceEvaluator
+
+    nodes: dict[int, onnx.NodeProto] = {}
+    feeds: dict[str, np.ndarray] = {}
+    stack = [name]
+    while stack:
+        value = stack.pop()
+        if not value or value in feeds or any(value in n.output for n in nodes.values()):
+            continue
+        tensor = graph.constant(value)
+        if tensor is not None:
+            if not has_data(tensor):
+                return None
+            feeds[value] = tensor.numpy()
+            continue
+        node = graph.producer.get(value)
+        if node is None or node.domain or len(nodes) > 16:
+            return None
+        nodes[id(node)] = node
+        stack.extend(node.input)
+    order = sorted(nodes.values(), key=graph.nodes.index)
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        order, "evaluate", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in feeds],
+        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)]),
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
+    try:
+        return torch.from_numpy(np.array(ReferenceEvaluator(model).run(None, feeds)[0], copy=True))
+    except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
+        return None
+
+
+def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], length: int,
+                    head_size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (length, head size) cos and sin rows every ``(x * cos, rotate_half(x) * sin)`` pair of ``muls`` reads
+    (as its second input, unsqueezed), where they are one pair of known values with equal halves; None
+    otherwise (the layers are then left as they are)."""
+    found: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for with_cos, with_sin in muls:
+        pair = []
+        for mul in (with_cos, with_sin):
+            unsqueeze = parent(graph, mul, 1, "Unsqueeze")
+            value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+            if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
+                    or not bool((value == value[:1]).all()):
+                return None
+            pair.append(value[0])
+        found.append((pair[0], pair[1]))
+    if not found:
+        return None
+    cos, sin = found[0]
+    half = cos.shape[-1] // 2
+    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
+            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
+        return None
+    return cos, sin
+
+
+def _per_batch_row(emit: Emitter, root: str, batch: int | str, row: torch.Tensor, hint: str) -> str:
+    """``row`` (1, ...) repeated for each batch row: a constant for a known batch, else expanded to
+    ``Shape(root)[0]`` rows."""
+    if isinstance(batch, int):
+        return emit.const(hint, row.expand(batch, *row.shape[1:]).contiguous())
+    sizes = emit.op("Concat", _batch_size(emit, root), emit.const(f"{hint}_dims", list(row.shape[1:])), axis=0)
+    return emit.op("Expand", emit.const(hint, row), sizes, hint=hint)
+
+
+def _batch_size(emit: Emitter, root: str) -> str:
+    """``Unsqueeze(Shape(root)[0])``: the batch size as a 1-D shape piece."""
+    return emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_index0", 0), axis=0),
+                   emit.const("_axis0", [0]))
+
+
+def gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int | str,
+                     length: int) -> tuple[str, str]:
+    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
+    from onnx import numpy_helper
+
+    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
+                   emit.const("_axis0", [0]), hint="length")
+    # NOTE: RotaryEmbedding wants one row of position ids per batch row
+    positions = _per_batch_row(emit, root, batch, torch.arange(length)[None], "_position_ids")
+    out = []
+    for kind, table in zip(("cos", "sin"), tables):
+        cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
+        sliced = emit.op("Slice", cache, emit.const("_axis0", [0]), rows, emit.const("_axis0", [0]))
+        out.append(emit.op("Unsqueeze", emit.op("Gather", sliced, positions, axis=0), emit.const("_axis1", [1]),
+                           hint=kind))
+    return out[0], out[1]
+
+
+def padding_mask_form(emit: Emitter, root: str, batch: int | str, length: int, fill: float,
+                       dtype: torch.dtype) -> str:
+    """The causal mask as transformers combined it with an all-ones padding mask:
+    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
+    ones = _per_batch_row(emit, root, batch, torch.ones(1, length, dtype=torch.int64), "_padding_mask")
+    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
+                                         emit.const("_axis2", [2])),
+                       emit.const("_mask_shape", [batch, 1, length, length]) if isinstance(batch, int) else
+                       emit.op("Concat", _batch_size(emit, root), emit.const("_mask_dims", [1, length, length]),
+                               axis=0))
+    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
+    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
+                   hint="causal_mask")
