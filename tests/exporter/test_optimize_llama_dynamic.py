@@ -116,7 +116,8 @@ def test_a_sliding_window_mask_is_not_causal_and_is_left_as_translated(tmp_path_
     # Mistral's sliding window masks keys more than 3 positions back: causal at lengths up to 3 only
     program, args, path = _export(_model("MistralModel", sliding_window=3), tmp_path_factory)
     assert "MultiHeadAttention" not in _stats(_fused(path))
-    assert "TopK" in {n.op_type for n in program.model_proto.graph.node}
+    # not rewritten as a causal mask (it masks no whole row, so torch's guard may go: _sized_mask)
+    assert not any(o.startswith("_causal_mask") for n in program.model_proto.graph.node for o in n.output)
     assert onnxsight.verify(program, args).passed
 
 
@@ -144,7 +145,7 @@ def test_grouped_query_attention_is_left_as_translated(tmp_path_factory: Any) ->
     fused = _fused(path)
     assert "MultiHeadAttention" not in _stats(fused)
     assert _stats(fused)["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
-    assert not any(o.startswith("_causal_mask") for n in program.model_proto.graph.node for o in n.output)
+    assert "RotaryEmbedding" not in _stats(fused)   # no LLaMA form written (its causal mask is compacted as any)
     assert onnxsight.verify(program, args).passed
     assert onnxsight.verify(program, args, onnx_model=fused.model).passed
 
