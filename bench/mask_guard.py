@@ -178,7 +178,7 @@ def guard_share(path: str, feeds: dict[str, Any], calls: int, tmp: str) -> tuple
 
 def table(rows: list[dict]) -> str:
     lines = ["| batch | seq | guards | ms TopK guard | ms ReduceMax guard | ms no guard | TopK / none | "
-             "ReduceMax / none | guard's share of kernel time, TopK / ReduceMax |", "|---|---|---|---|---|---|---|---|---|"]
+             "ReduceMax / none | guard's share of kernel time, TopK / ReduceMax |", "|---" * 9 + "|"]
     by = {(r["batch"], r["seq"], r["variant"]): r for r in rows}
     for batch, seq in dict.fromkeys((r["batch"], r["seq"]) for r in rows):
         top, reduce, none = (by[(batch, seq, name)] for name in VARIANTS)
@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> None:
                             "feeds": feeds} for name in VARIANTS]
                 for row in setting[:2] if options.profile_calls else ():   # the two variants with a guard
                     row["guard_us"], row["kernel_us"] = guard_share(row["path"], feeds, options.profile_calls, tmp)
-                measure(setting, options.runs, options.calls, options.seconds)   # one setting at a time: its variants interleaved
+                # one setting at a time, its variants interleaved
+                measure(setting, options.runs, options.calls, options.seconds)
                 rows += setting
     text = table(rows)
     print(text)

@@ -1,22 +1,23 @@
-"""Where ONNX Runtime spends its CPU time: per-op kernel times of a model as exported and after ORT's
-transformer optimizer, from ORT's own profiler (``SessionOptions.enable_profiling``).
+"""Where ONNX Runtime spends its CPU time: per-op kernel times of a model as exported and after ORT's transformer
+optimizer, from ORT's own profiler (``SessionOptions.enable_profiling``).
 
 For one of ``bench/ort_fusion.py``'s models (``transformers`` configs, 4 layers, hidden 256, 4 heads, sequence
 16, random weights) at ``--batch``, exported by onnxsight (``optimize="ort-fusion"`` for the models whose
 attention fuses only with it) and optimised with ``optimize_model`` as ``bench/ort_fusion.py`` does
 (``opt_level=0`` for the decoders), and once more with the optimizer's ``SkipLayerNormalization`` fusion off
-(``FusionOptions.enable_skip_layer_norm = False``). Each graph runs in a session of one intra-op thread, ORT's default
-session optimisations; after an untimed warm-up, ``--rounds`` rounds each run every graph ``--calls`` times
-in turn, profiled; each node's kernel time (the profiler's ``*_kernel_time`` events) is its median over a
-round's calls (a call preempted on a busy machine charges its pause to one node), summed per op type, and
-reported as the median over rounds, with the spread (max - min) / median.
-Each round also times every graph's end-to-end call (wall clock around ``run``) in a session without the
-profiler, reported the same way.
-Last, one residual layer norm of the model's activations (batch, 16, 256) with a bias, alone: ORT's
+(``FusionOptions.enable_skip_layer_norm = False``). Each graph runs in a session of one intra-op thread, ORT's
+default session optimisations; after an untimed warm-up, ``--rounds`` rounds each run every graph ``--calls``
+times in turn, profiled; each node's kernel time (the profiler's ``*_kernel_time`` events) is its median over
+a round's calls (a call preempted on a busy machine charges its pause to one node), summed per op type, and
+reported as the median over rounds, with the spread (max - min) / median. Each round also times every graph's
+end-to-end call (wall clock around ``run``) in a session without the profiler, reported the same way. Last,
+one residual layer norm with a bias, alone, of the model's activations (batch, 16, 256) and of
+``--norm-shapes`` (BERT-small at sequence 128 and batch 8, BERT-base's at batch 1 by default): ORT's
 ``SkipLayerNormalization`` against ``Add``, ``Add``, ``LayerNormalization`` (no graph optimisation, so each
 runs as written; the same outputs checked first), ``--rounds`` interleaved rounds of ``10 * --calls`` calls.
 
-    python bench/ort_profile.py [--model gpt2] [--batch 8] [--rounds 5] [--calls 20] [--json out.json]
+    python bench/ort_profile.py [--model gpt2] [--batch 8] [--rounds 5] [--calls 20]
+                                [--norm-shapes 8x128x256,1x128x768] [--json out.json]
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def _residual_norm(kind: str, shape: tuple[int, ...]) -> bytes:
         nodes = [helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"],
                                   ["y", "", "", "sum"], domain="com.microsoft", epsilon=1e-5)]
     else:
-        nodes = [helper.make_node("Add", ["x", "bias"], ["biased"]), helper.make_node("Add", ["biased", "skip"], ["sum"]),
+        nodes = [helper.make_node("Add", ["x", "bias"], ["biased"]),
+                 helper.make_node("Add", ["biased", "skip"], ["sum"]),
                  helper.make_node("LayerNormalization", ["sum", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-5)]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in ("y", "sum")]
     graph = helper.make_graph(nodes, kind, inputs, outputs, weights)
@@ -198,9 +200,13 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def norms_table(shape: tuple[int, ...], times: dict[str, list[float]]) -> str:
-    lines = [f"| one residual layer norm, {list(shape)} float32 | us per call |", "|---|---|"]
-    lines += ["| {} | {:.1f} ±{:.0f}% |".format(kind, _stat(t)[0], _stat(t)[1] * 50) for kind, t in times.items()]
+def norms_table(norms: dict[str, dict[str, list[float]]]) -> str:
+    kinds = list(next(iter(norms.values())))
+    lines = ["| one residual layer norm, float32 | " + " | ".join(f"us per call, {k}" for k in kinds) + " |",
+             "|---|" + "---|" * len(kinds)]
+    for shape, times in norms.items():
+        lines.append(f"| {shape} | " + " | ".join("{:.1f} ±{:.0f}%".format(_stat(times[k])[0], _stat(times[k])[1] * 50)
+                                                  for k in kinds) + " |")
     return "\n".join(lines)
 
 
@@ -210,16 +216,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--norm-shapes", default="8x128x256,1x128x768",
+                        help="more shapes to time one residual layer norm at (the model's is always timed)")
     parser.add_argument("--json", help="write the per-round times here")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         paths, feeds, fused = prepare(options.model, options.batch, tmp)
         results = profile(paths, feeds, options.rounds, options.calls, tmp)
-    shape = (options.batch, ort_fusion.SEQ, ort_fusion.HIDDEN)
-    norms = residual_norms(shape, options.rounds, options.calls * 10)
-    print(f"{options.model}, batch {options.batch}; ORT's optimizer fused: " + "; ".join(f"{g}: {f}" for g, f in fused.items()))
+    shapes = [(options.batch, ort_fusion.SEQ, ort_fusion.HIDDEN)]
+    shapes += [tuple(int(d) for d in shape.split("x")) for shape in options.norm_shapes.split(",") if shape]
+    norms = {"x".join(map(str, shape)): residual_norms(shape, options.rounds, options.calls * 10) for shape in shapes}
+    print(f"{options.model}, batch {options.batch}; ORT's optimizer fused: "
+          + "; ".join(f"{graph}: {ops}" for graph, ops in fused.items()))
     print(table(results))
-    print(norms_table(shape, norms))
+    print(norms_table(norms))
     if options.json:
         with open(options.json, "w") as handle:
             json.dump({"model": options.model, "batch": options.batch, "fused": fused, "residual_norms_us": norms,
