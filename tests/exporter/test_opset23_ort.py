@@ -148,3 +148,26 @@ def test_a_users_translation_still_wins_over_the_ort_fusion_forms() -> None:
     table = {torch.ops.aten.scaled_dot_product_attention.default: attention.aten_scaled_dot_product_attention_23}
     program = onnxsight.export(model, args, opset_version=23, optimize="ort-fusion", custom_translations=table)
     assert _ops(program.model_proto)[("ai.onnx", "Attention")] == LAYERS
+
+
+class NormAndAttention(torch.nn.Module):
+    """F.rms_norm and causal sdpa called directly: opset 23's RMSNormalization and Attention at the defaults."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(16))
+
+    def forward(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
+        return (torch.nn.functional.rms_norm(x, (16,), self.weight, 1e-6),
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize("optimize, standard", [(True, 1), ("ort-fusion", 0)])
+def test_ort_fusion_translates_the_ops_themselves_as_before_opset_23(optimize: Any, standard: int) -> None:
+    pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    args = (torch.randn(2, 5, 16), *(torch.randn(1, 2, 5, 8) for _ in range(3)))
+    program = onnxsight.export(NormAndAttention(), args, opset_version=23, optimize=optimize)
+    ops = _ops(program.model_proto)
+    assert ops[("ai.onnx", "RMSNormalization")] == ops[("ai.onnx", "Attention")] == standard, ops
+    assert onnxsight.verify(program, args).passed
