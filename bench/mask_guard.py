@@ -126,14 +126,6 @@ def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], dict[str, An
     return paths, feeds, len(guards(exported))
 
 
-def _session(path: str) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-
 def measure(rows: list[dict], runs: int, calls: int, seconds: float = 1.0) -> None:
     """Time every row's session, interleaved: ``runs`` rounds, each of every row in turn. The warm-up's
     outputs must agree (no row of these masks is fully masked, so the guard changes no number)."""
@@ -141,7 +133,7 @@ def measure(rows: list[dict], runs: int, calls: int, seconds: float = 1.0) -> No
 
     first = None
     for row in rows:
-        row["session"] = _session(row.pop("path"))
+        row["session"] = ort_profile.cpu_session(row.pop("path"))
         start = time.perf_counter()
         outputs = row["session"].run(None, row["feeds"])  # warm-up, untimed
         first = outputs if first is None else first
@@ -166,7 +158,7 @@ def guard_share(path: str, feeds: dict[str, Any], calls: int, tmp: str) -> tuple
     import onnx
 
     names = {node.name for guard in guards(onnx.load(path, load_external_data=False)) for node in guard}
-    session = ort_profile.profiled_session(path, os.path.join(tmp, "guard"))
+    session = ort_profile.cpu_session(path, os.path.join(tmp, "guard"))
     for _ in range(calls + 1):
         session.run(None, feeds)
     per_node = ort_profile.kernel_times(session.end_profiling(), skip=1)

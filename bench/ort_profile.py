@@ -130,7 +130,7 @@ def kernel_times(profile: str, skip: int) -> dict[str, tuple[str, float]]:
     return {node: (op, statistics.median(times)) for node, (op, times) in per_node.items()}
 
 
-def profiled_session(path: str, prefix: str | None) -> Any:
+def cpu_session(path: str, prefix: str | None = None) -> Any:
     """A session of one intra-op thread, ORT's default optimisations, its profiler on (unless ``prefix`` is None)."""
     import onnxruntime as ort
 
@@ -153,11 +153,11 @@ def profile(paths: dict[str, str], feeds: dict[str, Any], rounds: int, calls: in
     """Per graph: {"per_op": {op: [us per call, one per round]}, "wall": [ms per call, one per round]}, the
     wall-clock times from a session without the profiler, timed in the same rounds."""
     results: dict[str, dict] = {g: {"per_op": collections.defaultdict(list), "wall": []} for g in GRAPHS}
-    plain = {graph: profiled_session(paths[graph], None) for graph in GRAPHS}
+    plain = {graph: cpu_session(paths[graph]) for graph in GRAPHS}
     for index in range(rounds + 1):   # round 0: the untimed warm-up
         for graph in GRAPHS:
             wall = _per_call_ms(plain[graph], feeds, calls)
-            session = profiled_session(paths[graph], os.path.join(tmp, f"{graph}-{index}"))
+            session = cpu_session(paths[graph], os.path.join(tmp, f"{graph}-{index}"))
             session.run(None, feeds)   # the session's first run (allocations) is never counted
             _per_call_ms(session, feeds, calls)
             per_node = kernel_times(session.end_profiling(), skip=1)
