@@ -97,9 +97,9 @@ def variant(model: Any, name: str) -> Any:
             row_max.CopyFrom(onnx.helper.make_node("ReduceMax", [row_max.input[0], axes], [row_max.output[0]],
                                                    name=row_max.name, keepdims=1))
         return edited
-    dropped = {id(node) for guard in found for node in guard}
+    dropped = {node.output[0] for guard in found for node in guard}
     softmax_of = {where.output[0]: where.input[2] for where, _, _ in found}
-    kept = [node for node in graph.node if id(node) not in dropped]
+    kept = [node for node in graph.node if node.output[0] not in dropped]
     for node in kept:
         node.input[:] = [softmax_of.get(name, name) for name in node.input]
     del graph.node[:]
