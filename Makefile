@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -203,6 +203,18 @@ bench-ort-cuda: setup
 	@if $(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())"; then \
 	  $(PY) bench/ort_latency.py --device cuda --float16 --long-iters 10 --md docs/ort-latency-cuda.md --json docs/ort-latency-cuda.json; \
 	else echo "bench-ort-cuda: skipped: this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu and a GPU needed)"; fi
+
+# What torch's fully-masked-row guard costs on a whole model: the small BERT with an attention_mask at sequence
+# 128 and 512, batch 1 and 8, as exported (the guard's row maximum a TopK), with ReduceMax, and without the
+# guard; ORT CPU latency interleaved, and the guard's share of ORT's kernel time (docs/optimization.md).
+bench-mask-guard: setup
+	$(PY) bench/mask_guard.py --runs 7 --seconds 2 --json docs/mask-guard.json
+
+# Per-op ORT CPU kernel times (ORT's profiler) of GPT-2 as exported, after ORT's transformer optimizer, and after
+# it without its SkipLayerNormalization fusion, batch 8 and 1 (docs/optimization.md, "Latency").
+bench-ort-profile: setup
+	$(PY) bench/ort_profile.py --batch 8 --rounds 7 --json docs/ort-profile-gpt2-batch8.json
+	$(PY) bench/ort_profile.py --batch 1 --rounds 7 --json docs/ort-profile-gpt2-batch1.json
 
 # ORT CPU latency of opset-23 BERT/LLaMA graphs with the standard's Attention/RMSNormalization and without
 # (decomposed), as exported and after ORT's transformer optimizer, interleaved (docs/optimization.md).

@@ -35,7 +35,7 @@ from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
 from onnxsight.exporter.check._type_constraints import check_type_constraints, require_outputs
 from onnxsight.exporter.translate._graph import names_read, translate_program
-from onnxsight.exporter.optimize import ORT_FUSION, optimize_translated
+from onnxsight.exporter.optimize import ORT_FUSION, ORT_FUSION_TRANSLATIONS, optimize_translated
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,
@@ -68,7 +68,9 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
 
     ``optimize=False`` skips the optimize stage: the graph as translated, every FX value under its own name.
     ``optimize="ort-fusion"`` also writes attention in the forms ONNX Runtime's transformer optimizer fuses
-    where that is not free (BERT's padding masks, GPT-2's and LLaMA's attention: docs/optimization.md).
+    where that is not free (BERT's padding masks, GPT-2's and LLaMA's attention: docs/optimization.md), and at
+    opset 23 attention and RMS norms without the standard's Attention and RMSNormalization, which ORT's
+    optimizer does not know.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
@@ -129,6 +131,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             ctx.emit(rules.INVALID_ARGUMENT, argument="optimize",
                      error=f"expected True, False or {ORT_FUSION!r}, got {optimize!r}")
         registry = (registry or default_registry()).copy()
+        for target, fn in ORT_FUSION_TRANSLATIONS.items() if optimize == ORT_FUSION else ():
+            registry.register(target, fn, custom=True)   # what ORT's optimizer fuses, not opset 23's ops
         keep: list[Any] = []
         for target, fn in (custom_translations if isinstance(custom_translations, Mapping) else {}).items():
             if not callable(fn):

@@ -65,7 +65,9 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
 
     ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips);
     ``optimize="ort-fusion"`` also writes the forms ONNX Runtime's transformer optimizer needs to fuse
-    attention where they are not free (BERT's padding masks, GPT-2's and LLaMA's attention).
+    attention where they are not free (BERT's padding masks, GPT-2's and LLaMA's attention), and at opset 23
+    attention and RMS norms without the standard's Attention and RMSNormalization, which that optimizer does not
+    know.
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with

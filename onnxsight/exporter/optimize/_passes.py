@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+import torch
+
+from onnxsight.exporter.ops import attention, norm
 from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
                                          _simplify, _sized_mask)
 from onnxsight.exporter.optimize._graph import Graph
@@ -24,6 +27,15 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
 # export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping).
 ORT_FUSION = "ort-fusion"
+# NOTE: ONNX Runtime's transformer optimizer does not know opset 23's Attention and RMSNormalization: its
+# symbolic shape inference takes ONNX's Attention for its contrib com.microsoft.Attention (looked up by op type
+# alone) and fails, so no residual norm fuses, and its fusers look for MatMul/Softmax attention and
+# Pow/ReduceMean RMS norms. export(..., optimize=ORT_FUSION) translates them as before opset 23 (and the RMS-norm
+# pass is off), at any opset; a user's custom_translations for either op still wins.
+ORT_FUSION_TRANSLATIONS: dict[Any, Callable[..., Any]] = {
+    torch.ops.aten.scaled_dot_product_attention.default: attention.aten_scaled_dot_product_attention,
+    torch.ops.aten.rms_norm.default: norm.aten_rms_norm,
+}
 
 
 @dataclass
@@ -41,7 +53,7 @@ class OptimizeReport:
         return f"{self.nodes_before} -> {self.nodes_after} nodes ({done})"
 
 
-def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
+def _passes(opset: int, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
     return [
         ("constants to initializers", _fold.constants_to_initializers),
         ("constant folding", lambda g: _fold.fold_constants(g, opset)),
@@ -53,7 +65,7 @@ def _passes(opset: int) -> list[tuple[str, Callable[[Graph], int]]]:
         ("size arithmetic", _shapes.no_ops),
         ("common subexpressions", _shapes.common_subexpressions),
         ("constant attention masks", _attention.constant_masks),
-        (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 else 0),
+        (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 and not ort_fusion else 0),
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
@@ -93,7 +105,7 @@ def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: 
     graph = Graph.build(translated.graph, dict(translated.initializers), translated.opset_imports, weights)
     for _ in range(4):
         changed = 0
-        for name, run in _passes(opset):
+        for name, run in _passes(opset, ort_fusion):
             count = run(graph)
             report.passes[name] = report.passes.get(name, 0) + count
             changed += count
