@@ -121,6 +121,18 @@ def test_a_sliding_window_mask_is_not_causal_and_is_left_as_translated(tmp_path_
     assert onnxsight.verify(program, args).passed
 
 
+@pytest.mark.parametrize("window", [20, 100])
+def test_a_sliding_window_wider_than_the_sampled_sizes_is_not_fused(window: int, tmp_path_factory: Any) -> None:
+    # the window only shows at sequences longer than it: the mask's subgraph is also run at sizes around
+    # each integer constant it holds (_sized_mask), so a window of 20 or 100 is found and nothing is fused;
+    # fusing it would attend keys beyond the window at long sequences, silently
+    model = _model("MistralModel", sliding_window=window, max_position_embeddings=256)
+    program, args, path = _export(model, tmp_path_factory)
+    assert "MultiHeadAttention" not in _stats(_fused(path))
+    long_ids = torch.randint(0, 100, (1, window + 7))
+    assert onnxsight.verify(program, (long_ids,)).passed
+
+
 def test_a_mistral_without_window_fuses_as_llama(tmp_path_factory: Any) -> None:
     program, args, path = _export(_model("MistralModel", sliding_window=None), tmp_path_factory)
     fused = _fused(path)

@@ -24,7 +24,6 @@ static sizes), and listed as optimised away otherwise.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import onnx
@@ -32,7 +31,7 @@ import onnx
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
-from onnxsight.exporter.optimize._decoder import causal_fill, parent
+from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 from onnxsight.exporter.optimize._rotary_dynamic import (
@@ -196,7 +195,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
     if matmul_qk is None or shape is None or len(shape) != 4:
         return None
     attend, guard = _attend(graph, softmax)
-    if attend is None or not _scaled_by_root_of_head_size(graph, scores, matmul_qk) \
+    if attend is None or not scaled_by_root_of_head_size(graph, scores, matmul_qk) \
             or not _reads_only(graph, add_mask, softmax, guard):
         return None
     keys = _transpose(graph, matmul_qk, 1, [0, 1, 3, 2])
@@ -237,17 +236,6 @@ def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[st
             and attribute(concat, "axis") in (2, -2) and concat.input[0] in graph.graph_inputs:
         return concat.input[1], concat.input[0]
     return name, None
-
-
-def _scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
-    """Whether ``scores`` is ``Q K^T / sqrt(E)`` (the scale ORT's fused attention applies when not told one),
-    with Q's head size E known and its other sizes perhaps symbols."""
-    head = graph.symbolic_shape(matmul_qk.input[0])
-    divisor = graph.constant(scores.input[1])
-    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
-            or scores.input[0] != matmul_qk.output[0]:
-        return False
-    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
 
 
 def _reads_only(graph: Graph, add: onnx.NodeProto, softmax: onnx.NodeProto, guard: onnx.NodeProto | None) -> bool:

@@ -5,7 +5,7 @@ mask (from ``arange``s, ``cumsum`` and comparisons, behind torch's fully-masked-
 (``cos(cat(freqs, freqs)) * scaling`` with ``freqs = position_ids[..., None] * inv_freq``). Neither can be
 folded into the constant tables and mask the static form uses (``_rotary.py``), so this module
 
-- proves the mask causal by running its subgraph at several sizes, where it reads the graph's inputs
+- checks the mask causal by running its subgraph at sampled sizes (``_sized_mask``), where it reads the graph's inputs
   through ``Shape`` only (it then depends on the sizes alone), and drops the guard (a causal mask masks
   no whole row);
 - recognises cos/sin by their arithmetic, and writes them in the "on-the-fly" form ORT's
@@ -27,32 +27,19 @@ from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
-
-# Sizes the mask's subgraph is run at: sample i gives the j-th size symbol of the inputs it reads (sorted by
-# name: batch, past, seq) the size _SIZES[(i + 2 * j) % len(_SIZES)].
-# NOTE: a proof by examples, not by algebra: transformers builds the mask from position comparisons, whose
-# arithmetic does not change with the size; six samples, no two sizes of one equal, catch a mask that is causal
-# at one size only, one transposed, one that pads or one with a window.
-_SIZES = (2, 3, 5, 8, 13, 7)
-_MAX_NODES = 400
-
+from onnxsight.exporter.optimize._sized_mask import mask_at_sizes
 
 def computed_causal_fill(graph: Graph, mask: str) -> float | None:
     """The masked-out value of ``mask``, an additive (.., queries, keys) mask computed at run time, where it is
-    exactly causal at every size it was run at: query i (of S) attends the keys up to i + T - S (of T: a cache of
-    T - S past positions before the S new ones), and every other key is masked by one value of at most the
-    dtype's lowest. None where it reads an input's values (a padding mask) or is not causal."""
-    found = _subgraph(graph, mask)
-    if found is None:
+    exactly causal at every size it was run at (``_sized_mask.mask_at_sizes``: every combination of small sizes,
+    and sizes around each integer constant of its subgraph, so a sliding window shows): query i (of S) attends
+    the keys up to i + T - S (of T: a cache of T - S past positions before the S new ones), and every other key
+    is masked by one value of at most the dtype's lowest. None where it reads an input's values (a padding
+    mask) or is not causal."""
+    runs = mask_at_sizes(graph, mask)
+    if runs is None:
         return None
-    model, feeds = found
-    from onnx.reference import ReferenceEvaluator
-
-    try:
-        evaluator = ReferenceEvaluator(model)
-        fills = [_offset_causal_fill(np.asarray(evaluator.run(None, feeds(i))[0])) for i in range(len(_SIZES))]
-    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
-        return None
+    fills = [_offset_causal_fill(value) for _, value in runs]
     if any(f is False for f in fills):
         return None
     values = {f for f in fills if f is not True}
@@ -78,50 +65,6 @@ def _offset_causal_fill(mask: np.ndarray) -> float | bool:
     if not (blocked == fill).all() or not (fill == -np.inf or fill <= np.finfo(mask.dtype).min):
         return False
     return fill
-
-
-def _subgraph(graph: Graph, value: str):  # noqa: ANN202 - (model, feeds by sample)
-    """The nodes computing ``value`` as a model whose inputs are the graph inputs it reads, each read by
-    ``Shape`` only; and a function giving those inputs at sample i. None otherwise."""
-    nodes: dict[int, onnx.NodeProto] = {}
-    inputs, stack = set(), [value]
-    while stack:
-        name = stack.pop()
-        if not name or graph.constant(name) is not None or name in inputs:
-            continue
-        if name in graph.graph_inputs:
-            inputs.add(name)
-            continue
-        node = graph.producer.get(name)
-        if node is None or node.domain or len(nodes) > _MAX_NODES:
-            return None
-        if id(node) not in nodes:
-            nodes[id(node)] = node
-            stack.extend(node.input)
-    body = sorted(nodes.values(), key=graph.nodes.index)
-    if any(n.op_type != "Shape" for n in body for name in n.input if name in inputs):
-        return None
-    consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
-    if any(not has_data(graph.constant(n)) for n in consts):
-        return None
-    declared = {name: graph.symbolic_shape(name) for name in inputs}
-    if any(shape is None for shape in declared.values()):
-        return None
-    symbols = sorted({d for shape in declared.values() for d in shape if isinstance(d, str)})
-    from onnx import numpy_helper
-
-    model = onnx.helper.make_model(onnx.helper.make_graph(
-        body, "mask", [onnx.helper.make_tensor_value_info(n, graph.elem_type(n), None) for n in sorted(inputs)],
-        [onnx.helper.make_tensor_value_info(value, onnx.TensorProto.UNDEFINED, None)],
-        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts]),
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
-
-    def feeds(sample: int) -> dict[str, np.ndarray]:
-        sizes = {d: _SIZES[(sample + 2 * j) % len(_SIZES)] for j, d in enumerate(symbols)}
-        return {name: torch.zeros([sizes.get(d, d) for d in shape], dtype=to_torch(graph.elem_type(name))).numpy()
-                for name, shape in declared.items()}
-
-    return model, feeds
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | 
     dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
     computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim (an int: a
     length fixed at export, the batch dynamic)."""
-    runs = _at_sizes(graph, mask, required=length if isinstance(length, str) else None)
+    runs = mask_at_sizes(graph, mask, required=length if isinstance(length, str) else None)
     if runs is None:
         return None
     fills = set()
@@ -146,12 +146,13 @@ def masks_no_row_at_sizes(graph: Graph, mask: str) -> bool:
     """Whether the additive float mask ``mask``, computed from the sizes of graph inputs alone, leaves at least one
     key to every query (no row -inf throughout) at every size sampled: torch's fully-masked-row guard then has
     nothing to do (a causal mask, with or without a KV cache's past)."""
-    runs = _at_sizes(graph, mask)
+    runs = mask_at_sizes(graph, mask)
     return runs is not None and all(value.dtype.kind == "f" and value.ndim >= 1
                                     and not np.isneginf(value).all(axis=-1).any() for _, value in runs)
 
 
-def _at_sizes(graph: Graph, mask: str, required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
+def mask_at_sizes(graph: Graph, mask: str,
+                  required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
     """``mask``'s value at each size sampled (symbol -> size), where it is computed from the sizes of graph inputs
     alone (``required``: a symbol that must be one of their dims) and ONNX's reference implementation runs it."""
     found = _subgraph(graph, mask)
