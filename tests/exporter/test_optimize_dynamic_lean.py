@@ -26,6 +26,7 @@ import onnxsight
 from onnxsight.exporter.optimize import _shapes
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.optimize._passes import dead_code
+from tests.exporter.test_optimize_attention import PaddedAttention   # the same HIDDEN, HEADS
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 HIDDEN, HEADS, LAYERS = 32, 4, 2
@@ -283,18 +284,6 @@ def test_bert_with_a_dynamic_padding_mask_fuses_one_attention_per_layer(tmp_path
         torch.testing.assert_close(program(*args)[0], expected, rtol=1e-4, atol=1e-4)
         assert onnxsight.verify(program, args).passed, shape
         assert onnxsight.verify(program, args, onnx_model=fused.model).passed, shape
-
-
-class PaddedAttention(nn.Module):
-    """sdpa with a key-padding mask from an input (batch, seq) bool, broadcast as BERT does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        q, k, v = (t.view(*x.shape[:2], HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
 
 
 def _keys(batch: int, seq: int) -> torch.Tensor:
