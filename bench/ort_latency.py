@@ -14,6 +14,10 @@ less noise) with ORT's default session optimisations. After one untimed warm-up,
 times every variant once, in turn (so drift hits all of them alike); a round times ``--iters`` calls and
 keeps the mean. Reported: the median over rounds and the spread (max - min) / median.
 
+``--decode llama-cache,gpt2-cache`` adds decode steps over a KV cache (``ort_fusion.build``'s models: 16 past
+positions at export, exported with dynamic batch, new tokens and past length, the only way ORT's optimizer fuses
+a cache step's attention), timed with one new token per sequence and ``DECODE_PAST`` cached positions.
+
 ``--device cuda`` times the sessions on ONNX Runtime's CUDA execution provider (onnxruntime-gpu) instead, with
 the inputs copied to the GPU once and the outputs left there (IO binding: the time is the model's, not the
 copies'), and runs the optimizer with ``use_gpu=True``; ``--float16`` adds the optimized models converted to half
@@ -26,7 +30,7 @@ masks, scales, small tables, which the optimizer's pattern matching may read) tr
 
     python bench/ort_latency.py [--models bert,gpt2,llama,vit,resnet50] [--long bert-base,bert-512,vit-base] [--seq 128]
                                 [--runs 5] [--iters 20] [--long-iters 3] [--device cpu|cuda] [--md out.md]
-                                [--save DIR | --load DIR]
+                                [--decode llama-cache,gpt2-cache] [--save DIR | --load DIR]
 """
 
 from __future__ import annotations
@@ -49,6 +53,12 @@ TOOLS = ("onnxsight", "torch.onnx")
 # Models where attention weighs more: name -> (ORT optimizer's model_type, heads, hidden)
 LONG = {"bert-base": ("bert", 12, 768), "bert-512": ("bert", ort_fusion.HEADS, ort_fusion.HIDDEN),
         "vit-base": ("vit", 12, 768)}
+
+
+# Decode steps over a KV cache (``--decode``): exported with dynamic batch, new tokens and past length (the only
+# way ORT's optimizer fuses their attention), timed with one new token and DECODE_PAST cached positions.
+DECODE = ("llama-cache", "gpt2-cache")
+DECODE_PAST = 64   # the models hold 128 positions (n_positions, max_position_embeddings)
 
 
 def _build(name: str, batch: int, seq: int) -> tuple[Any, tuple]:
@@ -116,12 +126,15 @@ def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
     variants = []
     for name, batch in settings:
         model, args = _build(name, batch, seq)
-        feeds = [a.numpy() for a in args]
+        feeds = _decode_feeds(name, batch) if name in DECODE else [a.numpy() for a in args]
         for tool in TOOLS:
             path = os.path.join(tmp, f"{name}-{batch}-{tool}.onnx")
+            if name in DECODE:   # afresh: an export runs forward(), which appends to the DynamicCache
+                model, args = _build(name, batch, seq)
             try:
                 # onnxsight with optimize="ort-fusion": the export a user who runs ORT's optimizer asks for
-                ort_fusion.export("onnxsight ort-fusion" if tool == "onnxsight" else tool, model, args, path, 18)
+                ort_fusion.export("onnxsight ort-fusion" if tool == "onnxsight" else tool, model, args, path, 18,
+                                  ort_fusion.dynamic_shapes(name) if name in DECODE else None)
             except Exception as exc:  # noqa: BLE001
                 variants.append({"model": name, "batch": batch, "tool": tool, "stage": "exported",
                                  "error": f"export failed: {type(exc).__name__}"})
@@ -129,6 +142,17 @@ def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
             variants.append({"model": name, "batch": batch, "tool": tool, "stage": "exported", "path": path,
                              "feeds": feeds, "nodes": _nodes(path)})
     return variants
+
+
+def _decode_feeds(name: str, batch: int) -> list[Any]:
+    """A decode step's inputs: one new token per sequence and a cache of ``DECODE_PAST`` positions per layer (the
+    export's sizes are dynamic), in the graphs' input order (input_ids, then each layer's key and value)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shape = (batch, ort_fusion.HEADS, DECODE_PAST, ort_fusion.HIDDEN // ort_fusion.HEADS)
+    return [rng.integers(0, 1000, (batch, 1), dtype=np.int64),
+            *(rng.standard_normal(shape, dtype=np.float32) for _ in range(2 * ort_fusion.LAYERS))]
 
 
 def optimize(variants: list[dict], device: str = "cpu", float16: bool = False) -> list[dict]:
@@ -312,6 +336,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long", default=",".join(LONG), help="BERT-/ViT-base-shaped models, batch 1 ('' for none)")
     parser.add_argument("--seq", type=int, default=128, help="bert-base's sequence length")
     parser.add_argument("--long-iters", type=int, default=3, help="calls per round for the --long models")
+    parser.add_argument("--decode", default="", help=f"decode steps over a KV cache ({', '.join(DECODE)}), "
+                        "at each of --batches ('' for none)")
     timing_options(parser, iters=20)
     parser.add_argument("--float16", action="store_true",
                         help="also time the ORT-optimized models converted to float16 (for --device cuda)")
@@ -326,6 +352,8 @@ def main(argv: list[str] | None = None) -> None:
             settings = [(name, int(batch)) for name in options.models.split(",") if name
                         for batch in options.batches.split(",")]
             settings += [(name, 1) for name in options.long.split(",") if name]
+            settings += [(name, int(batch)) for name in options.decode.split(",") if name
+                         for batch in options.batches.split(",")]
             variants = prepare(settings, options.seq, tmp)
             if options.save:
                 save(variants, options.save)
