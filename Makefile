@@ -201,7 +201,9 @@ bench-ort: setup
 .PHONY: bench-ort-cuda
 bench-ort-cuda: setup
 	@if $(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())"; then \
-	  $(PY) bench/ort_latency.py --device cuda --float16 --long-iters 10 --md docs/ort-latency-cuda.md --json docs/ort-latency-cuda.json; \
+	  $(PY) bench/ort_latency.py --device cuda --float16 --long-iters 10 --md docs/ort-latency-cuda.md --json docs/ort-latency-cuda.json && \
+	  $(PY) bench/ort_latency.py --device cuda --float16 --models "" --long "" --decode llama-cache,gpt2-cache --runs 7 --iters 50 \
+	    --md docs/ort-latency-cuda-decode.md --json docs/ort-latency-cuda-decode.json; \
 	else echo "bench-ort-cuda: skipped: this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu and a GPU needed)"; fi
 
 # What torch's fully-masked-row guard costs on a whole model: the small BERT with an attention_mask at sequence
