@@ -78,7 +78,8 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None =
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form;
     ``padding_inputs`` counts the layers whose mask now combines a padding mask from a graph input with a finite
     fill (a fully masked row averages the values: the note ONX008)."""
-    layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
+    padded: dict[str, tuple[float, str] | None] = {}   # each layer reads one mask: check it once
+    layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax, padded)) is not None]
     layers = [layer for layer in layers if _kind(layer) == _kind(layers[0])]
     emit = Emitter(graph)
     forms = (_constant_forms(emit, layers) or _run_time_forms(emit, layers)) if layers else None
@@ -192,9 +193,10 @@ def _projected(graph: Graph, heads: onnx.NodeProto | None) -> tuple[onnx.NodePro
     return None if matmul is None else (reshape, matmul)
 
 
-def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
+def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float, str] | None]) -> _Layer | None:
     """The attention layer around ``softmax``, where it has LLaMA's form with a causal mask (a constant, or
-    computed at run time from the sizes alone)."""
+    computed at run time from the sizes alone, or combined with a padding mask from an input: ``padded`` holds the
+    verdicts of ``padded_causal_fill`` per mask)."""
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
@@ -212,7 +214,9 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
     fill, padding = _causal_fill(graph, add_mask.input[1], shape, cached=past_k is not None), None
-    if fill is None and (found := padded_causal_fill(graph, add_mask.input[1], shape)) is not None:
+    if fill is None and add_mask.input[1] not in padded:
+        padded[add_mask.input[1]] = padded_causal_fill(graph, add_mask.input[1], shape)
+    if fill is None and (found := padded.get(add_mask.input[1])) is not None:
         fill, padding = found
     if fill is None:
         return None

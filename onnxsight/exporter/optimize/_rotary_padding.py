@@ -31,7 +31,8 @@ from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.optimize._sized_mask import _sizes_near_constants
 
-_SIZES = (1, 2, 5)             # each symbol takes each of these (every combination)
+_SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
+                               # around constants over 8 only
 _MAX_NODES = 400
 _PADDING_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
