@@ -11,8 +11,8 @@ shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as t
 a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
 has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
 shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
-numbers: the mask is the causal one (its padding part all ones: no input carries a mask), cos/sin the
-model's for its positions.
+numbers: the mask is the causal one (its padding part all ones: no input carries a mask; or a padding mask
+input's, checked and written with a finite fill by ``_rotary_padding.py``), cos/sin the model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
 (no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
@@ -141,7 +141,7 @@ def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     dtype = graph.elem_type(layers[0].add_mask.output[0])
     # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export may
     # name the past lengths of a cache's layers apart; the graph then runs only where they are equal)
-    masks: dict[object, str] = {}
+    masks: dict[tuple, str] = {}
     for layer in layers:
         key = (_past_length(graph, layer.past), layer.padding)
         if key in masks:
