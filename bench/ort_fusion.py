@@ -3,7 +3,8 @@
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
 BERT called with an ``attention_mask`` whose second half is padding; ``llama-gqa`` has 2 key/value heads for
-4 query heads; ``llama-cache`` and ``gpt2-cache`` are one decode step over a ``DynamicCache`` of 16 past
+4 query heads; ``llama-mask`` is LLaMA called with an ``attention_mask`` whose second half is padding;
+``llama-cache`` and ``gpt2-cache`` are one decode step over a ``DynamicCache`` of 16 past
 positions, torch.onnx getting the cache registered as a pytree node the way transformers' own exporter does,
 ``transformers.exporters.exporter_dynamo.register_cache_pytrees_for_model``), each exported
 by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
@@ -37,11 +38,12 @@ MODEL_TYPES["bert-mask"] = "bert"   # BERT called with (input_ids, attention_mas
 MODEL_TYPES["llama-gqa"] = "gpt2"   # LLaMA with grouped-query attention: 2 key/value heads for 4 query heads
 MODEL_TYPES["llama-cache"] = "gpt2"  # a LLaMA step over a KV cache: (input_ids, cache=DynamicCache), 16 past
 MODEL_TYPES["gpt2-cache"] = "gpt2"   # the same for GPT-2
+MODEL_TYPES["llama-mask"] = "gpt2"   # LLaMA called with (input_ids, attention_mask), the second half padding
 # model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
 # ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
-ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache")
+ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache", "llama-mask")
 OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ORT_FUSION if name != "bert-mask"}
 PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
@@ -73,10 +75,14 @@ def build(name: str, batch: int = 1) -> tuple[Any, tuple]:
     elif name == "vit":
         config = tf.ViTConfig(image_size=64, patch_size=16, **common)
         model, args = tf.ViTModel(config, add_pooling_layer=False), (torch.randn(batch, 3, 64, 64),)
-    elif name in ("llama", "llama-gqa", "llama-cache"):
+    elif name in ("llama", "llama-gqa", "llama-cache", "llama-mask"):
         config = tf.LlamaConfig(vocab_size=1000, max_position_embeddings=128, **common,
                                 num_key_value_heads=HEADS // 2 if name == "llama-gqa" else HEADS)
         model, args = tf.LlamaModel(config), (ids,)
+        if name == "llama-mask":
+            mask = torch.ones(batch, SEQ, dtype=torch.int64)
+            mask[:, SEQ // 2:] = 0
+            args = (ids, mask)
     else:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_TYPES)}")
     if name.endswith("-cache"):   # the inputs as keywords (the last element): the cache is forward()'s `cache`
@@ -95,7 +101,7 @@ def dynamic_shapes(name: str) -> dict[str, dict[int, str]]:
     dims = {0: "batch", 1: "seq"}
     if name.endswith("-cache"):
         return {"input_ids": dims, "cache": [{0: "batch", 2: "past"}] * (2 * LAYERS)}
-    if name == "bert-mask":
+    if name in ("bert-mask", "llama-mask"):
         return {"input_ids": dims, "attention_mask": dict(dims)}
     return {"input_ids": dims}
 

@@ -1,7 +1,8 @@
 """LLaMA-like decoders exported with ``dynamic_shapes`` and ``optimize="ort-fusion"``: ONNX Runtime's transformer
 optimizer fuses one ``MultiHeadAttention``, two ``RotaryEmbedding`` and two ``SkipSimplifiedLayerNormalization``
 per layer, the fused model matches PyTorch at the example and at other sizes; masks that are not causal
-(a sliding window, a padding mask from an input) and grouped-query attention are left as translated."""
+(a sliding window) and grouped-query attention are left as translated; a padding mask from an input fuses
+(test_optimize_llama_mask.py)."""
 
 from __future__ import annotations
 
@@ -140,14 +141,16 @@ def test_a_mistral_without_window_fuses_as_llama(tmp_path_factory: Any) -> None:
     assert onnxsight.verify(program, args, onnx_model=fused.model).passed
 
 
-def test_a_padding_mask_input_is_left_as_translated(tmp_path_factory: Any) -> None:
-    # the mask then depends on the input's values, not on the sizes alone: nothing proves it causal
+def test_a_padding_mask_input_fuses_with_a_finite_fill(tmp_path_factory: Any) -> None:
+    # the mask depends on the input's values: checked causal & padding on sample masks, written with the dtype's
+    # lowest (a fully masked row averages, ONX008); more in test_optimize_llama_mask.py
     ids = torch.randint(0, 100, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.int64)
-    mask[1, :3] = 0
+    mask[1, 5:] = 0   # right padding: every query row attends a key (left padding: test_optimize_llama_mask.py)
     program, args, path = _export(_model(), tmp_path_factory, (ids, mask),
                                   {"input_ids": DYNAMIC["input_ids"], "attention_mask": DYNAMIC["input_ids"]})
-    assert "MultiHeadAttention" not in _stats(_fused(path))
+    assert _stats(_fused(path))["MultiHeadAttention"] == LAYERS
+    assert any(d.code == "ONX008" for d in program.diagnostics)
     assert onnxsight.verify(program, args).passed
 
 
@@ -227,10 +230,11 @@ def test_the_fused_step_matches_pytorch_at_other_sizes(step: Any, batch: int, le
     assert got[1].shape == (batch, HEADS, past + length, HIDDEN // HEADS)
 
 
-def test_a_step_with_an_attention_mask_is_left_as_translated(tmp_path_factory: Any) -> None:
-    # a padding mask can mask a whole query row (left padding), which ORT's MultiHeadAttention does not guard
+def test_a_step_with_an_attention_mask_fuses_with_a_finite_fill(tmp_path_factory: Any) -> None:
+    # a padding mask can mask a whole query row (left padding): the form's finite fill averages it, where ORT's
+    # MultiHeadAttention gives NaN for a row of -inf (test_optimize_llama_mask.py)
     program, inputs, path = _export_step(_model(), tmp_path_factory, mask=True)
-    assert "MultiHeadAttention" not in _stats(_fused(path))
+    assert _stats(_fused(path))["MultiHeadAttention"] == LAYERS
     assert onnxsight.verify(program, (), kwargs=inputs).passed
 
 

@@ -89,7 +89,7 @@ def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callab
     shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:
         shaping += [("GPT-2 causal attention", _decoder.gpt2_causal_attention),
-                    ("LLaMA rotary attention", _rotary.llama_rotary_attention)]
+                    ("LLaMA rotary attention", lambda g: _rotary.llama_rotary_attention(g, report.padding_masks))]
     return [*shaping, ("dead code", dead_code)]
 
 

@@ -11,8 +11,8 @@ shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as t
 a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
 has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
 shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
-numbers: the mask is the causal one (its padding part all ones: no input carries a mask), cos/sin the
-model's for its positions.
+numbers: the mask is the causal one (its padding part all ones: no input carries a mask; or a padding mask
+input's, checked and written with a finite fill by ``_rotary_padding.py``), cos/sin the model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
 (no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
@@ -40,6 +40,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
     on_the_fly_tables,
     rotary_source,
 )
+from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
 from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
 
 
@@ -69,11 +70,16 @@ class _Layer:
     softmax: onnx.NodeProto
     guard: onnx.NodeProto | None               # torch's fully-masked-row guard (a mask computed at run time)
     past: str | None                           # the past keys K is appended to (a KV cache), or None
+    padding: str | None = None                 # the graph input of a (batch, keys) padding mask combined with the
+                                               # causal one (``_rotary_padding``), or None
 
 
-def llama_rotary_attention(graph: Graph) -> int:
-    """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form."""
-    layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax)) is not None]
+def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None = None) -> int:
+    """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form;
+    ``padding_inputs`` counts the layers whose mask now combines a padding mask from a graph input with a finite
+    fill (a fully masked row averages the values: the note ONX008)."""
+    padded: dict[str, tuple[float, str] | None] = {}   # each layer reads one mask: check it once
+    layers = [layer for softmax in list(graph.nodes) if (layer := _match(graph, softmax, padded)) is not None]
     layers = [layer for layer in layers if _kind(layer) == _kind(layers[0])]
     emit = Emitter(graph)
     forms = (_constant_forms(emit, layers) or _run_time_forms(emit, layers)) if layers else None
@@ -88,8 +94,10 @@ def llama_rotary_attention(graph: Graph) -> int:
             _halves_from_shape(emit, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
-        graph.set_input(layer.add_mask, 1, masks[_past_length(graph, layer.past)])
-        if layer.guard is not None:  # a causal mask masks no whole row
+        graph.set_input(layer.add_mask, 1, masks[(_past_length(graph, layer.past), layer.padding)])
+        if layer.padding is not None and padding_inputs is not None:
+            padding_inputs[layer.padding] = padding_inputs.get(layer.padding, 0) + 1
+        if layer.guard is not None:  # a causal mask masks no whole row; a padded one's finite fill averages it
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
@@ -98,10 +106,10 @@ def llama_rotary_attention(graph: Graph) -> int:
 
 def _kind(layer: _Layer) -> tuple:
     """What the layers rewritten together share: their sizes, the mask's fill, a cache or none."""
-    return layer.shape[:2], layer.fill, layer.past is None
+    return layer.shape[:2], layer.fill, layer.past is None, layer.padding
 
 
-_Forms = tuple[str, str, dict[object, str]]   # cos, sin, the mask per past length (None: no cache)
+_Forms = tuple[str, str, dict[tuple, str]]   # cos, sin, the mask per (past length (None: no cache), padding input)
 
 
 def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -109,7 +117,7 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     an all-ones padding mask (constants where the batch is known too); None where the length is not known or
     cos/sin are not constants."""
     batch, length = layers[0].shape[:2]
-    if not isinstance(length, int) or layers[0].past is not None:
+    if not isinstance(length, int) or layers[0].past is not None or layers[0].padding is not None:
         return None
     tables = constant_tables(emit.graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
                              length, int(layers[0].shape[3]))
@@ -118,7 +126,7 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     root = layers[0].root
     cos, sin = gathered_tables(emit, root, tables, batch, length)
     dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {None: padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
+    return cos, sin, {(None, None): padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -133,11 +141,13 @@ def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     dtype = graph.elem_type(layers[0].add_mask.output[0])
     # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export may
     # name the past lengths of a cache's layers apart; the graph then runs only where they are equal)
-    masks: dict[object, str] = {}
+    masks: dict[tuple, str] = {}
     for layer in layers:
-        key = _past_length(graph, layer.past)
-        if key not in masks:
-            masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype)
+        key = (_past_length(graph, layer.past), layer.padding)
+        if key in masks:
+            continue
+        masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype) if layer.padding is None \
+            else padded_causal_mask_form(emit, layers[0].root, layer.past, layer.padding, dtype)
     return cos, sin, masks
 
 
@@ -183,9 +193,10 @@ def _projected(graph: Graph, heads: onnx.NodeProto | None) -> tuple[onnx.NodePro
     return None if matmul is None else (reshape, matmul)
 
 
-def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
+def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float, str] | None]) -> _Layer | None:
     """The attention layer around ``softmax``, where it has LLaMA's form with a causal mask (a constant, or
-    computed at run time from the sizes alone)."""
+    computed at run time from the sizes alone, or combined with a padding mask from an input: ``padded`` holds the
+    verdicts of ``padded_causal_fill`` per mask)."""
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
@@ -202,7 +213,11 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
     (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
-    fill = _causal_fill(graph, add_mask.input[1], shape, cached=past_k is not None)
+    fill, padding = _causal_fill(graph, add_mask.input[1], shape, cached=past_k is not None), None
+    if fill is None and add_mask.input[1] not in padded:
+        padded[add_mask.input[1]] = padded_causal_fill(graph, add_mask.input[1], shape)
+    if fill is None and (found := padded.get(add_mask.input[1])) is not None:
+        fill, padding = found
     if fill is None:
         return None
     rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
@@ -222,7 +237,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto) -> _Layer | None:
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual, softmax, guard, past_k)
+                  residual, softmax, guard, past_k, padding)
 
 
 def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:

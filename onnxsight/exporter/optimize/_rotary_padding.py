@@ -1,0 +1,199 @@
+"""A LLaMA decoder called with an ``attention_mask`` (batch, keys): its causal and padding mask in ORT's rotary form.
+
+transformers combines the causal mask with a 2-D padding mask read from an input (``generate()``'s prompt step
+with padded sequences, a decode step over a KV cache with the mask of past and new keys). Such a mask depends on
+the input's values, so ``_rotary_dynamic.computed_causal_fill`` cannot prove it causal, and with left padding a
+query row can have every key masked, which the translation guards (torch's zeros) and ORT's
+``MultiHeadAttention`` does not: an ``attention_bias`` row of ``-inf`` gives NaN, which the next layer spreads.
+
+This module checks that the translated mask is exactly "causal (after the past positions) and padding from that
+input" by running its subgraph with ONNX's reference evaluator at sample sizes and on several 0/1 masks, and
+writes it in the form ORT's ``FusionRotaryAttention`` takes for a 2-D padding mask (``Where(blocked, lowest, 1 -
+Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``, passed on as ``attention_bias``) with a FINITE fill, the scores'
+dtype's lowest: a row with at least one key attended gives PyTorch's numbers exactly (the masked keys' weights
+underflow to 0), a fully masked row gives the mean of the values (finite) where PyTorch gives zeros, as BERT's
+additive form does (``_padding.py``, the note ONX008).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from onnxsight.exporter._dtypes import to_torch
+from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._sized_mask import _sizes_near_constants
+
+_SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
+                               # around constants over 8 only
+_MAX_NODES = 400
+_PADDING_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -> tuple[float, str] | None:
+    """(the masked-out value, the padding input) where the additive (batch, 1, queries, keys) ``mask`` added to
+    scores of shape ``scores`` is, at every size and padding mask sampled, exactly ``causal & padding[:, None,
+    None, :]`` (query i of S attends the keys up to i + T - S of T that its row of the padding input does not
+    mask) with every masked key one value of at most the dtype's lowest; None otherwise."""
+    found = _subgraph(graph, mask)
+    if found is None:
+        return None
+    body, padding, sized = found
+    if graph.elem_type(mask) not in _FLOATS:
+        return None
+    shapes = {name: graph.symbolic_shape(name) for name in (padding, *sized)}
+    if any(s is None or any(isinstance(d, str) and not d.isidentifier() for d in s) for s in shapes.values()):
+        return None
+    pad_shape = shapes[padding]
+    if len(pad_shape) != 2 or pad_shape[0] != scores[0] or not isinstance(scores[-2], (int, str)):
+        return None
+    symbols = sorted({d for s in shapes.values() for d in s if isinstance(d, str)})
+    # the padding mask's length: its own symbol (a cache step: past + new keys) is set to the keys the mask has
+    free = pad_shape[1] if isinstance(pad_shape[1], str) and \
+        not any(pad_shape[1] in s for n, s in shapes.items() if n != padding) and pad_shape[1] != scores[-2] else None
+    chosen = [s for s in symbols if s != free]
+    extra = _sizes_near_constants(graph, body)
+    if extra is None:
+        return None
+    samples = [dict(zip(chosen, sizes)) for sizes in itertools.product(_SIZES, repeat=len(chosen))]
+    samples += [{s: size for s in chosen} for size in extra]
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(_model(graph, body, [padding, *sized], mask))
+        fills = set()
+        for sizes in samples:
+            fill = _check(graph, evaluator, padding, sized, sizes, free, scores[-2])
+            if fill is None:
+                return None
+            fills |= fill
+    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
+        return None
+    return (fills.pop(), padding) if len(fills) == 1 else None
+
+
+def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], sizes: dict[str, int],
+           free: str | None, queries: int | str) -> set[float] | None:
+    """The fills seen at ``sizes`` on each padding mask sampled (empty where nothing is masked); None where the
+    mask is not causal & padding there."""
+    feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
+                            onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in sized}
+    pad_type = onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(padding))
+    first, second = graph.symbolic_shape(padding)
+    batch = sizes[first] if isinstance(first, str) else first
+    if free is not None:   # the keys the mask computes: run once on a mask of ones of one key, read its length
+        probe = evaluator.run(None, {padding: np.ones((batch, 1), pad_type), **feeds})[0]  # type: ignore[attr-defined]
+        keys = int(np.asarray(probe).shape[-1])
+    else:
+        keys = sizes[second] if isinstance(second, str) else second
+    length = sizes[queries] if isinstance(queries, str) else queries
+    if length is None or keys < length:
+        return None
+    rng = np.random.default_rng(keys * 31 + batch)
+    rows = np.arange(batch)[:, None]
+    cols = np.arange(keys)[None, :]
+    samples = [np.ones((batch, keys), bool), np.zeros((batch, keys), bool),
+               cols >= (rows % (keys + 1)),             # left padding, 0 to batch - 1 keys
+               cols < keys - (rows % (keys + 1)),       # right padding
+               rng.random((batch, keys)) < 0.3, rng.random((batch, keys)) < 0.7]
+    causal = np.arange(keys)[None, :] <= np.arange(length)[:, None] + (keys - length)
+    fills: set[float] = set()
+    for sample in samples:
+        value = np.asarray(evaluator.run(None, {padding: sample.astype(pad_type), **feeds})[0])  # type: ignore
+        if value.dtype.kind != "f" or value.ndim != 4 or value.shape[1] != 1 \
+                or value.shape[0] != batch or value.shape[2:] != (length, keys):
+            return None
+        keep = causal[None, :, :] & sample[:, None, :]
+        value = value[:, 0]
+        if not (value[keep] == 0).all():
+            return None
+        blocked = value[~keep]
+        if blocked.size:
+            fill = float(blocked[0])
+            if not (blocked == fill).all() or not (fill == -math.inf or fill <= float(np.finfo(value.dtype).min)):
+                return None
+            fills.add(fill)
+    return fills
+
+
+def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], str, list[str]] | None:
+    """(the nodes computing ``mask`` in graph order, the one graph input whose values they read, the graph inputs
+    they read through ``Shape`` only), where every constant is an exporter constant with data; else None."""
+    nodes: dict[int, onnx.NodeProto] = {}
+    inputs: set[str] = set()
+    stack, seen = [mask], set()
+    while stack:
+        name = stack.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        tensor = graph.constant(name)
+        if tensor is not None:
+            if name in graph.weights or not has_data(tensor):
+                return None
+            continue
+        if name in graph.graph_inputs:
+            inputs.add(name)
+            continue
+        node = graph.producer.get(name)
+        if node is None or node.domain or len(nodes) >= _MAX_NODES or node.op_type.startswith("Random") \
+                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return None
+        nodes[id(node)] = node
+        stack.extend(node.input)
+    values = {n for node in nodes.values() if node.op_type != "Shape" for n in node.input if n in inputs}
+    if len(values) != 1:
+        return None
+    (padding,) = values
+    if graph.elem_type(padding) not in _PADDING_TYPES:
+        return None
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    return sorted(nodes.values(), key=lambda n: order[id(n)]), padding, sorted(inputs - values)
+
+
+def _model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
+    consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
+    proto = onnx.helper.make_graph(
+        body, "padded_causal_mask",
+        [onnx.helper.make_tensor_value_info(n, graph.elem_type(n), None) for n in inputs],
+        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.UNDEFINED, None)],
+        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts])
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
+    return onnx.helper.make_model(proto, opset_imports=opsets)
+
+
+def padded_causal_mask_form(emit: Emitter, root: str, past: str | None, padding: str, dtype: int) -> str:
+    """The causal mask of ``root``'s length S after ``past``'s P positions (none without a cache) combined with the
+    (batch, P + S) padding mask ``padding`` as transformers' LLaMA did, ORT's form for a 2-D mask, with the finite
+    fill ``lowest``: ``Where(key - P > query or not mask, lowest, 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``
+    (the else branch is 0 wherever it is taken)."""
+    sizes = emit.op("Shape", root)
+    count = emit.op("Gather", sizes, emit.const("_index1", 1), axis=0, hint="length")
+    before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length") \
+        if past is not None else None
+    total = emit.op("Add", before, count, hint="total_length") if before is not None else count
+    batch, length, keys = (emit.op("Unsqueeze", value, emit.const("_axis0", [0]))
+                           for value in (emit.op("Gather", sizes, emit.const("_index0", 0), axis=0), count, total))
+    attends = emit.op("Cast", padding, to=onnx.TensorProto.BOOL, hint="attends")   # any nonzero value attends
+    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", attends, emit.const("_axis1", [1])),
+                                         emit.const("_axis2", [2])),
+                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, keys, axis=0),
+                       hint="padding_mask")
+    kind = to_torch(dtype)
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    one, zero = emit.const("_one", 1), emit.const("_zero", 0)
+    queries = emit.op("Range", zero, count, one)
+    shifted = emit.op("Range", emit.op("Neg", before), count, one) if before is not None else queries
+    causal = emit.op("Greater", emit.op("Unsqueeze", shifted, emit.const("_axis0", [0])),
+                     emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
+    blocked = emit.op("Or", causal, emit.op("Not", expanded), hint="blocked")
+    lowest = emit.const("_lowest", torch.tensor(torch.finfo(kind).min, dtype=kind))
+    return emit.op("Where", blocked, lowest, inverted, hint="padded_causal_mask")

@@ -1,0 +1,217 @@
+"""A LLaMA-like decoder called with an ``attention_mask`` (batch, keys), exported with ``dynamic_shapes`` and
+``optimize="ort-fusion"``: its causal and padding mask is checked (run at sample sizes on 0/1 masks) and written
+in ORT's rotary form for a 2-D padding mask with the dtype's lowest as fill, so ONNX Runtime's optimizer fuses one
+``MultiHeadAttention`` per layer for a prompt step (right or left padding) and a step over a KV cache; rows with
+a key to attend to match PyTorch, a fully masked row (left padding) averages the values: said at export (ONX008)
+and by verify, never NaN."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import onnxsight
+
+LAYERS, HIDDEN, HEADS = 2, 64, 4
+
+
+def _model(name: str = "LlamaModel", *, cache: bool = False, **overrides: Any) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    settings = dict(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                    num_key_value_heads=HEADS, intermediate_size=2 * HIDDEN, max_position_embeddings=64)
+    config = getattr(transformers, name.replace("Model", "Config"))(**{**settings, **overrides})
+    model = getattr(transformers, name)(config).eval()
+    model.config.use_cache, model.config.return_dict = cache, False
+    return model
+
+
+def _fused(path: str) -> Any:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return optimize_model(path, model_type="gpt2", num_heads=HEADS, hidden_size=HIDDEN, opt_level=0)
+
+
+def _stats(fused: Any) -> dict[str, int]:
+    return {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
+
+
+def _session(fused: Any) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(fused.model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _padded(batch: int, keys: int, pads: list[int], left: bool) -> torch.Tensor:
+    mask = torch.ones(batch, keys, dtype=torch.int64)
+    for row, pad in enumerate(pads):
+        if pad:
+            mask[row, :pad] = 0 if left else 1
+            if not left:
+                mask[row, keys - pad:] = 0
+    return mask
+
+
+def _export_prompt(model: torch.nn.Module, tmp_path_factory: Any, mask: torch.Tensor) \
+        -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    args = (torch.randint(0, 100, tuple(mask.shape)), mask)
+    dims = {0: "batch", 1: "seq"}
+    program = onnxsight.export(model, args, optimize="ort-fusion",
+                               dynamic_shapes={"input_ids": dims, "attention_mask": dims})
+    path = str(tmp_path_factory.mktemp("llama-mask") / "model.onnx")
+    program.save(path)
+    return program, args, path
+
+
+@pytest.fixture(scope="module")
+def prompt(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, tuple, str, Any]:
+    model = _model()
+    program, args, path = _export_prompt(model, tmp_path_factory, _padded(2, 8, [0, 3], left=False))
+    return model, program, args, path, _fused(path)
+
+
+def test_a_prompt_with_right_padding_fuses_one_attention_per_layer(prompt: Any) -> None:
+    _, program, args, _, fused = prompt
+    stats = _stats(fused)
+    assert stats["MultiHeadAttention"] == LAYERS
+    assert stats["RotaryEmbedding"] == 2 * LAYERS
+    assert stats["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
+    assert onnxsight.verify(program, args).passed
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+
+
+def test_the_export_says_a_fully_masked_row_averages(prompt: Any) -> None:
+    _, program, _, _, _ = prompt
+    notes = [d for d in program.diagnostics if d.code == "ONX008"]
+    assert len(notes) == 1 and "attention_mask" in str(notes[0]) and f"{LAYERS} attention(s)" in str(notes[0])
+
+
+@pytest.mark.parametrize("batch, length, pads", [(3, 6, [0, 2, 5]), (1, 12, [4]), (2, 1, [0, 0])])
+def test_left_padding_matches_pytorch_at_valid_positions(prompt: Any, batch: int, length: int,
+                                                         pads: list[int]) -> None:
+    model, _, _, _, fused = prompt
+    ids, mask = torch.randint(0, 100, (batch, length)), _padded(batch, length, pads, left=True)
+    got = _session(fused).run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask)[0].numpy()
+    valid = mask.bool().numpy()
+    assert np.isfinite(got).all()   # a padded query row attends to no key: an average, not NaN
+    np.testing.assert_allclose(got[valid], expected[valid], rtol=1e-4, atol=1e-4)
+
+
+def test_a_fully_masked_row_is_flagged_by_verify(prompt: Any) -> None:
+    _, program, _, _, fused = prompt
+    args = (torch.randint(0, 100, (2, 5)), _padded(2, 5, [0, 2], left=True))
+    for onnx_model in (None, fused.model):
+        result = onnxsight.verify(program, args, onnx_model=onnx_model)
+        assert not result.passed
+        assert any(d.code == "ACC002" for d in result.diagnostics)
+
+
+def test_a_prompt_exported_with_left_padding_fuses_too(tmp_path_factory: Any) -> None:
+    model = _model()
+    mask = _padded(2, 8, [0, 3], left=True)
+    program, args, path = _export_prompt(model, tmp_path_factory, mask)
+    fused = _fused(path)
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    right = (args[0], _padded(2, 8, [0, 3], left=False))
+    assert onnxsight.verify(program, right, onnx_model=fused.model).passed
+
+
+# -- a decode step over a KV cache (transformers' DynamicCache) with the mask of past and new keys --------------
+
+def _cache(batch: int, past: int) -> Any:
+    from transformers import DynamicCache
+
+    shape = (batch, HEADS, past, HIDDEN // HEADS)
+    return DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(LAYERS)])
+
+
+@pytest.fixture(scope="module")
+def step(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, dict, Any]:
+    from torch.export import Dim
+
+    model = _model(cache=True)
+    batch, seq, past = Dim("batch"), Dim("seq"), Dim("past", min=1, max=64)
+    inputs = {"input_ids": torch.randint(0, 100, (2, 3)), "cache": _cache(2, 5),
+              "attention_mask": _padded(2, 8, [0, 2], left=True)}
+    dynamic = {"input_ids": {0: batch, 1: seq}, "cache": [{0: batch, 2: past}] * (2 * LAYERS),
+               "attention_mask": {0: batch, 1: Dim.DYNAMIC}}
+    program = onnxsight.export(model, (), kwargs=inputs, optimize="ort-fusion", dynamic_shapes=dynamic)
+    path = str(tmp_path_factory.mktemp("llama-mask-cache") / "model.onnx")
+    program.save(path)
+    return model, program, inputs, _fused(path)
+
+
+def test_a_step_over_a_cache_with_padding_fuses_with_past_key_and_value(step: Any) -> None:
+    _, program, inputs, fused = step
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    attention = [n for n in fused.model.graph.node if n.op_type == "MultiHeadAttention"]
+    assert [list(n.input[6:8]) for n in attention] == \
+        [[f"past_key_values.{i}.key", f"past_key_values.{i}.value"] for i in range(LAYERS)]
+    assert any(d.code == "ONX008" for d in program.diagnostics)
+    assert onnxsight.verify(program, (), kwargs=inputs, onnx_model=fused.model).passed
+
+
+@pytest.mark.parametrize("batch, length, past", [(3, 1, 6), (1, 4, 2), (2, 2, 9)])
+def test_the_fused_padded_step_matches_pytorch(step: Any, batch: int, length: int, past: int) -> None:
+    model, _, _, fused = step
+    ids, cache = torch.randint(0, 100, (batch, length)), _cache(batch, past)
+    mask = _padded(batch, past + length, [min(row, past) for row in range(batch)], left=True)
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    for i, layer in enumerate(cache.layers):
+        feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"] = \
+            layer.keys.numpy().copy(), layer.values.numpy().copy()
+    got = _session(fused).run(None, feeds)[0]
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, cache=cache)[0].numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+# -- masks that are not causal & padding are left as translated ------------------------------------------------
+
+@pytest.mark.parametrize("window", [3, 6, 20, None])
+def test_a_sliding_window_with_padding_is_left_as_translated(window: int | None, tmp_path_factory: Any) -> None:
+    model = _model("MistralModel", sliding_window=window)
+    program, args, path = _export_prompt(model, tmp_path_factory, _padded(2, 8, [0, 3], left=False))
+    fused = window is None   # Mistral without a window is LLaMA's causal mask: it fuses
+    assert _stats(_fused(path)).get("MultiHeadAttention", 0) == (LAYERS if fused else 0)
+    assert any(d.code == "ONX008" for d in program.diagnostics) == fused
+    assert onnxsight.verify(program, args).passed
+
+
+def test_the_check_refuses_a_mask_that_is_not_causal_and_padding() -> None:
+    from onnxsight.exporter.optimize._graph import Graph
+    from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill
+
+    from onnx import TensorProto as tp
+    from onnx import helper, numpy_helper
+
+    # padding only (no causal part): Where(mask[:, None, None, :] broadcast to (B, 1, S, S), 0, -inf)
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["bool"], to=tp.BOOL),
+             helper.make_node("Unsqueeze", ["bool", "axes"], ["wide"]),
+             helper.make_node("Shape", ["input_ids"], ["sizes"]),
+             helper.make_node("Gather", ["sizes", "zero"], ["b"], axis=0),
+             helper.make_node("Gather", ["sizes", "one"], ["s"], axis=0),
+             helper.make_node("Concat", ["b1", "ones", "s1", "s1"], ["target"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "axis0"], ["b1"]),
+             helper.make_node("Unsqueeze", ["s", "axis0"], ["s1"]),
+             helper.make_node("Expand", ["wide", "target"], ["full"]),
+             helper.make_node("Where", ["full", "f0", "finf"], ["mask"])]
+    nodes = nodes[:5] + nodes[6:8] + [nodes[5]] + nodes[8:]
+    init = [helper.make_tensor("axes", tp.INT64, [2], [1, 2]), helper.make_tensor("zero", tp.INT64, [], [0]),
+            helper.make_tensor("one", tp.INT64, [], [1]), helper.make_tensor("axis0", tp.INT64, [1], [0]),
+            helper.make_tensor("ones", tp.INT64, [1], [1]), helper.make_tensor("f0", tp.FLOAT, [], [0.0]),
+            helper.make_tensor("finf", tp.FLOAT, [], [float("-inf")])]
+    proto = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, tp.INT64, ["batch", "seq"])
+                                           for n in ("input_ids", "attention_mask")],
+                              [helper.make_tensor_value_info("mask", tp.FLOAT, ["batch", 1, "seq", "seq"])])
+    constants = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in init}
+    graph = Graph.build(proto, constants, {"": 18}, set())
+    assert padded_causal_fill(graph, "mask", ("batch", HEADS, "seq", "seq")) is None
