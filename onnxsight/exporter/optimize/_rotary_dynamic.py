@@ -155,14 +155,38 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
     return None
 
 
-def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[str, str]:
+@dataclass
+class Sizes:
+    """``Shape(root)``'s batch and length, written once for the forms and the first layer's Reshape shapes (ORT's
+    ``FusionRotaryAttention`` matches each layer's shapes by name from its own ``Shape(root)``, and removes none of
+    these nodes: the dead ones go in its prune): the scalars (``Gather``) and the 1-D shape pieces (``Unsqueeze``)."""
+
+    root: str
+    batch: str
+    length: str
+    batch_1d: str
+    length_1d: str
+    batch_length: str | None = None   # Concat(batch_1d, length_1d), written where a form needs it
+
+    def pair(self, emit: Emitter) -> str:
+        """``Concat(batch, length)``: the (batch, length) shape, one node for the forms that read it."""
+        if self.batch_length is None:
+            self.batch_length = emit.op("Concat", self.batch_1d, self.length_1d, axis=0)
+        return self.batch_length
+
+
+def root_sizes(emit: Emitter, root: str) -> Sizes:
+    """``Unsqueeze(Gather(Shape(root), i))`` for the batch (i = 0) and the length (i = 1)."""
+    shape = emit.op("Shape", root)
+    batch, length = (emit.op("Gather", shape, emit.const(f"_index{i}", i), axis=0) for i in (0, 1))
+    return Sizes(root, batch, length, *(emit.op("Unsqueeze", v, emit.const("_axis0", [0])) for v in (batch, length)))
+
+
+def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tuple[str, str]:
     """cos and sin of (batch, 1, length, head size), one position id row per batch row, computed as
     ``Unsqueeze(Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))), scale), 1)``."""
-    sizes = emit.op("Shape", root)
-    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
-                             emit.const("_axis0", [0])) for i in (0, 1))
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.op("Expand", source.positions, emit.op("Concat", batch, length, axis=0), hint="position_ids")
+    positions = emit.op("Expand", source.positions, sizes.pair(emit), hint="position_ids")
     columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
     rows = emit.op("Unsqueeze", source.inv_freq, emit.const("_axes02", [0, 2]))
     freqs = emit.op("Transpose", emit.op("MatMul", rows, columns), perm=[0, 2, 1], hint="freqs")
@@ -172,22 +196,21 @@ def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[s
                          hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
 
 
-def causal_mask_form(emit: Emitter, root: str, past: str | None, fill: float, dtype: int) -> str:
-    """The causal mask of ``root``'s length S after ``past``'s P positions (none without a cache) as transformers
-    combined it with an all-ones padding mask: ``Where(key - P > query, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(
-    ones(batch, P + S))))))``."""
-    sizes = emit.op("Shape", root)
-    count = emit.op("Gather", sizes, emit.const("_index1", 1), axis=0, hint="length")
-    before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length") \
-        if past is not None else emit.const("_zero", 0)
-    total = emit.op("Add", before, count, hint="total_length") if past is not None else count
-    batch, length, keys = (emit.op("Unsqueeze", value, emit.const("_axis0", [0]))
-                           for value in (emit.op("Gather", sizes, emit.const("_index0", 0), axis=0), count, total))
-    ones = emit.op("Expand", emit.const("_one_row", [[1]]), emit.op("Concat", batch, keys, axis=0),
-                   hint="padding_mask")
+def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float, dtype: int) -> str:
+    """The causal mask of ``sizes.root``'s length S after ``past``'s P positions (none without a cache) as
+    transformers combined it with an all-ones padding mask: ``Where(key - P > query, fill, 1 - Cast(Expand(
+    Unsqueeze(Unsqueeze(ones(batch, P + S))))))``."""
+    count = sizes.length
+    if past is not None:
+        before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length")
+        keys = emit.op("Unsqueeze", emit.op("Add", before, count, hint="total_length"), emit.const("_axis0", [0]))
+        rows = emit.op("Concat", sizes.batch_1d, keys, axis=0)
+    else:
+        keys, rows = sizes.length_1d, sizes.pair(emit)
+    ones = emit.op("Expand", emit.const("_one_row", [[1]]), rows, hint="padding_mask")
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
                                          emit.const("_axis2", [2])),
-                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, keys, axis=0))
+                       emit.op("Concat", sizes.batch_1d, emit.const("_one_dim", [1]), sizes.length_1d, keys, axis=0))
     kind = to_torch(dtype)
     inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
     one = emit.const("_one", 1)
