@@ -121,7 +121,7 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     sizes = root_sizes(emit, layers[0].root)
     cos, sin = gathered_tables(emit, sizes, tables, batch, length)
     dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {None: padding_mask_form(emit, sizes, batch, length, layers[0].fill, dtype)}, sizes
+    return cos, sin, {None: padding_mask_form(emit, length, layers[0].fill, dtype)}, sizes
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:

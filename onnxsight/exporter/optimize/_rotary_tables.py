@@ -19,7 +19,7 @@ from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._rotary_dynamic import Sizes
+from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
 
 
 def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
@@ -112,18 +112,10 @@ def gathered_tables(emit: Emitter, sizes: Sizes, tables: tuple[torch.Tensor, tor
     return out[0], out[1]
 
 
-def padding_mask_form(emit: Emitter, sizes: Sizes, batch: int | str, length: int, fill: float,
-                       dtype: torch.dtype) -> str:
+def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: torch.dtype) -> str:
     """The causal mask as transformers combined it with an all-ones padding mask:
-    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
-    ones = _per_batch_row(emit, sizes, batch, torch.ones(1, length, dtype=torch.int64), "_padding_mask")
-    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
-                                         emit.const("_axis2", [2])),
-                       emit.const("_mask_shape", [batch, 1, length, length]) if isinstance(batch, int) else
-                       emit.op("Concat", sizes.batch_1d, emit.const("_mask_dims", [1, length, length]),
-                               axis=0))
-    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
-    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
+    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, length,
+    length)."""
     blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
-                   hint="causal_mask")
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)),
+                   all_attend(emit, dtype, to_onnx(dtype)), hint="causal_mask")
