@@ -4,8 +4,9 @@ export (``_rotary.py``'s forms for static shapes, and for a dynamic batch alone)
 The translated graph then holds cos/sin as constants (the model's positions are known): they are evaluated,
 checked to be one pair for every layer with equal halves, and written as ``Gather(Slice(Constant cache, 0,
 Shape(x)[1]), position_ids)``, the form ``FusionRotaryEmbeddings`` takes its cos/sin caches from; the causal
-mask as transformers combined it with an all-ones padding mask. A known batch keeps the position ids and the
-padding mask constants; a batch known at run time only expands them to ``Shape(hidden)[0]`` rows.
+mask as transformers combined it with an all-ones padding mask (a constant: it broadcasts over the batch). A
+known batch keeps the position ids constants; a batch known at run time expands them to ``Shape(hidden)[0]``
+rows (the first layer's sizes).
 """
 
 from __future__ import annotations
