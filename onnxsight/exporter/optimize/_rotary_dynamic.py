@@ -254,5 +254,5 @@ def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float,
         keys = queries = emit.op("Range", emit.const("_zero", 0), count, one)
     blocked = emit.op("Greater", emit.op("Unsqueeze", keys, emit.const("_axis0", [0])),
                       emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)), all_attend(emit, kind, dtype),
-                   hint="causal_mask")
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)),
+                   all_attend(emit, kind, dtype), hint="causal_mask")
