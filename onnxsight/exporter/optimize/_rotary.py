@@ -35,9 +35,11 @@ from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 from onnxsight.exporter.optimize._rotary_dynamic import (
+    Sizes,
     causal_mask_form,
     computed_causal_fill,
     on_the_fly_tables,
+    root_sizes,
     rotary_source,
 )
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
@@ -85,11 +87,11 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None =
     forms = (_constant_forms(emit, layers) or _run_time_forms(emit, layers)) if layers else None
     if forms is None:
         return 0
-    cos, sin, masks = forms
+    cos, sin, masks, sizes = forms
     emit.place(min((n for layer in layers for n in layer.reshapes), key=graph.nodes.index))
     batch, length = layers[0].shape[:2]
     for layer in layers:
-        _shape_paths(emit, layer)
+        _shape_paths(emit, layer, sizes if layer.root == sizes.root else None)
         for rope in layer.ropes:
             _halves_from_shape(emit, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
@@ -109,7 +111,8 @@ def _kind(layer: _Layer) -> tuple:
     return layer.shape[:2], layer.fill, layer.past is None, layer.padding
 
 
-_Forms = tuple[str, str, dict[tuple, str]]   # cos, sin, the mask per (past length (None: no cache), padding input)
+_Forms = tuple[str, str, dict[tuple, str], Sizes]   # cos, sin, the mask per (past length (None: no cache),
+                                                    # padding input), the first layer's sizes (its Reshape shapes read them too)
 
 
 def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -123,10 +126,10 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
                              length, int(layers[0].shape[3]))
     if tables is None:
         return None
-    root = layers[0].root
-    cos, sin = gathered_tables(emit, root, tables, batch, length)
+    sizes = root_sizes(emit, layers[0].root)
+    cos, sin = gathered_tables(emit, sizes, tables, batch, length)
     dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {(None, None): padding_mask_form(emit, root, batch, length, layers[0].fill, dtype)}
+    return cos, sin, {(None, None): padding_mask_form(emit, length, layers[0].fill, dtype)}, sizes
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -137,18 +140,26 @@ def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
                            int(layers[0].shape[3]))
     if source is None:
         return None
-    cos, sin = on_the_fly_tables(emit, layers[0].root, source)
+    sizes = root_sizes(emit, layers[0].root)
+    cos, sin = on_the_fly_tables(emit, sizes, source)
     dtype = graph.elem_type(layers[0].add_mask.output[0])
-    # NOTE: one mask per past length: each layer's keys are its own past plus the new ones (torch.export may
-    # name the past lengths of a cache's layers apart; the graph then runs only where they are equal)
+    # NOTE: each layer's keys are its own past plus the new ones, and torch.export may name the past lengths of a
+    # cache's layers apart (the graph then runs only where they are equal). Where every layer added the same
+    # mask, one mask read from the first layer's past is that mask wherever the graph runs (each layer's scores
+    # had as many keys as it); else one mask per past length. A padding input gets its own form (_rotary_padding).
     masks: dict[tuple, str] = {}
+    shared = len({layer.add_mask.input[1] for layer in layers}) == 1
     for layer in layers:
         key = (_past_length(graph, layer.past), layer.padding)
         if key in masks:
             continue
-        masks[key] = causal_mask_form(emit, layers[0].root, layer.past, layer.fill, dtype) if layer.padding is None \
-            else padded_causal_mask_form(emit, layers[0].root, layer.past, layer.padding, dtype)
-    return cos, sin, masks
+        if shared and masks:
+            masks[key] = masks[next(iter(masks))]
+        elif layer.padding is None:
+            masks[key] = causal_mask_form(emit, sizes, layer.past, layer.fill, dtype)
+        else:
+            masks[key] = padded_causal_mask_form(emit, layers[0].root, layer.past, layer.padding, dtype)
+    return cos, sin, masks, sizes
 
 
 def _past_length(graph: Graph, past: str | None) -> object:
@@ -332,16 +343,18 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     return _Rope(x, with_cos, with_sin, first, second)
 
 
-def _shape_paths(emit: Emitter, layer: _Layer) -> None:
-    """Q/K/V's and the output's Reshape shaped by ``Concat(Unsqueeze(Gather(Shape(root), 0)), ... 1), ...)``."""
+def _shape_paths(emit: Emitter, layer: _Layer, sizes: Sizes | None) -> None:
+    """Q/K/V's and the output's Reshape shaped by ``Concat(Unsqueeze(Gather(Shape(root), 0)), ... 1), ...)``: the
+    first layer's from the ``sizes`` the forms read too, every other layer's from a ``Shape`` of its own root
+    (``FusionRotaryAttention.check_runtime_shape_paths_for_nodes`` wants ``shape.input[0] == root_input``, the
+    layer's Q/K/V MatMul input)."""
     graph = emit.graph
-    sizes = emit.op("Shape", layer.root)
-    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
-                             emit.const("_axis0", [0])) for i in (0, 1))
+    if sizes is None:
+        sizes = root_sizes(emit, layer.root)
     heads, width = layer.shape[2:]
-    per_head = emit.op("Concat", batch, length, emit.const("_heads", [heads]), emit.const("_head_size", [width]),
-                       axis=0)
-    merged = emit.op("Concat", batch, length, emit.const("_hidden", [heads * width]), axis=0)
+    per_head = emit.op("Concat", sizes.batch_1d, sizes.length_1d, emit.const("_heads", [heads]),
+                       emit.const("_head_size", [width]), axis=0)
+    merged = emit.op("Concat", sizes.batch_1d, sizes.length_1d, emit.const("_hidden", [heads * width]), axis=0)
     emit.place(min(layer.reshapes, key=graph.nodes.index))
     for reshape in layer.reshapes:
         graph.set_input(reshape, 1, per_head)

@@ -155,16 +155,42 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
     return None
 
 
-def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[str, str]:
+@dataclass
+class Sizes:
+    """``Shape(root)``'s batch and length, written once for the forms and the first layer's Reshape shapes (ORT's
+    ``FusionRotaryAttention`` matches each layer's shapes by name from its own ``Shape(root)``, and removes none of
+    these nodes: the dead ones go in its prune): the scalars (``Gather``) and the 1-D shape pieces (``Unsqueeze``)."""
+
+    root: str
+    batch: str
+    length: str
+    batch_1d: str
+    length_1d: str
+    batch_length: str | None = None   # Concat(batch_1d, length_1d), written where a form needs it
+
+    def pair(self, emit: Emitter) -> str:
+        """``Concat(batch, length)``: the (batch, length) shape, one node for the forms that read it."""
+        if self.batch_length is None:
+            self.batch_length = emit.op("Concat", self.batch_1d, self.length_1d, axis=0)
+        return self.batch_length
+
+
+def root_sizes(emit: Emitter, root: str) -> Sizes:
+    """``Unsqueeze(Gather(Shape(root), i))`` for the batch (i = 0) and the length (i = 1)."""
+    shape = emit.op("Shape", root)
+    batch, length = (emit.op("Gather", shape, emit.const(f"_index{i}", i), axis=0) for i in (0, 1))
+    return Sizes(root, batch, length, *(emit.op("Unsqueeze", v, emit.const("_axis0", [0])) for v in (batch, length)))
+
+
+def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tuple[str, str]:
     """cos and sin of (batch, 1, length, head size), one position id row per batch row, computed as
     ``Unsqueeze(Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))), scale), 1)``."""
-    sizes = emit.op("Shape", root)
-    batch, length = (emit.op("Unsqueeze", emit.op("Gather", sizes, emit.const(f"_index{i}", i), axis=0),
-                             emit.const("_axis0", [0])) for i in (0, 1))
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.op("Expand", source.positions, emit.op("Concat", batch, length, axis=0), hint="position_ids")
+    positions = emit.op("Expand", source.positions, sizes.pair(emit), hint="position_ids")
     columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
-    rows = emit.op("Unsqueeze", source.inv_freq, emit.const("_axes02", [0, 2]))
+    # NOTE: inv_freq as a (1, head size / 2, 1) constant of its own: the fuser reads MatMul's first input back
+    # through Unsqueeze/Cast/Expand to an initializer, and takes the initializer itself where there is no node
+    rows = emit.const("_inv_freq_column", emit.graph.constant(source.inv_freq).reshape(1, -1, 1).clone())
     freqs = emit.op("Transpose", emit.op("MatMul", rows, columns), perm=[0, 2, 1], hint="freqs")
     angles = emit.op("Concat", freqs, freqs, axis=-1, hint="emb")
     scale = emit.const("_rotary_scale", torch.tensor(source.scale, dtype=torch.float32))
@@ -172,28 +198,61 @@ def on_the_fly_tables(emit: Emitter, root: str, source: RotarySource) -> tuple[s
                          hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
 
 
-def causal_mask_form(emit: Emitter, root: str, past: str | None, fill: float, dtype: int) -> str:
-    """The causal mask of ``root``'s length S after ``past``'s P positions (none without a cache) as transformers
-    combined it with an all-ones padding mask: ``Where(key - P > query, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(
-    ones(batch, P + S))))))``."""
-    sizes = emit.op("Shape", root)
-    count = emit.op("Gather", sizes, emit.const("_index1", 1), axis=0, hint="length")
-    before = emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length") \
-        if past is not None else emit.const("_zero", 0)
-    total = emit.op("Add", before, count, hint="total_length") if past is not None else count
-    batch, length, keys = (emit.op("Unsqueeze", value, emit.const("_axis0", [0]))
-                           for value in (emit.op("Gather", sizes, emit.const("_index0", 0), axis=0), count, total))
-    ones = emit.op("Expand", emit.const("_one_row", [[1]]), emit.op("Concat", batch, keys, axis=0),
-                   hint="padding_mask")
+def all_attend(emit: Emitter, kind: torch.dtype, dtype: int) -> str:
+    """``1 - Cast(Expand(Unsqueeze(Unsqueeze(ones))))``: the padding part of transformers' mask for a padding mask
+    of ones, of shape (1, 1, 1, 1) (it broadcasts over the batch, queries and keys). ``FusionRotaryAttention``
+    matches ``Where -> Sub -> Cast -> Expand -> Unsqueeze -> Unsqueeze`` and reads only the ``Where``'s output:
+    the padding mask itself, and the shape it is expanded to, are constants here."""
+    ones = emit.const("_one_row", [[1]])
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
-                                         emit.const("_axis2", [2])),
-                       emit.op("Concat", batch, emit.const("_one_dim", [1]), length, keys, axis=0))
+                                         emit.const("_axis2", [2])), emit.const("_ones_shape", [1, 1, 1, 1]))
+    return emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+
+
+def _past_length_of(emit: Emitter, past: str) -> str:
+    """``past``'s length (axis 2) as an int64 scalar: the graph's own ``Squeeze(Shape(past, start=2, end=3))`` or
+    ``Gather(Shape(past), 2)`` where it has one, else a new ``Gather(Shape(past), 2)``."""
+    graph = emit.graph
+    for shape in graph.readers.get(past, []):
+        if shape.op_type != "Shape" or shape.domain or shape not in graph.nodes:
+            continue
+        start, end = attribute(shape, "start", 0), attribute(shape, "end", None)
+        for node in graph.readers.get(shape.output[0], []):
+            if node.domain or node not in graph.nodes:
+                continue
+            if node.op_type == "Squeeze" and start in (2, -2) and end in (3, -1) \
+                    and (len(node.input) < 2 or _ints(graph, node.input[1]) == [0]):
+                return node.output[0]
+            if node.op_type == "Gather" and start == 0 and end is None and attribute(node, "axis", 0) == 0 \
+                    and _scalar(graph, node.input[1]) == 2:
+                return node.output[0]
+    return emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length")
+
+
+def _scalar(graph: Graph, name: str) -> int | None:
+    value = graph.constant(name)
+    return int(value) if value is not None and has_data(value) and value.dim() == 0 else None
+
+
+def _ints(graph: Graph, name: str) -> list[int] | None:
+    value = graph.constant(name) if name else None
+    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
+
+
+def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float, dtype: int) -> str:
+    """The causal mask of ``sizes.root``'s length S after ``past``'s P positions (none without a cache) as
+    transformers combined it with an all-ones padding mask: ``Where(key > P + query, fill, 1 - Cast(Expand(
+    Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, S, P + S)."""
     kind = to_torch(dtype)
-    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
     one = emit.const("_one", 1)
-    queries = emit.op("Range", emit.const("_zero", 0), count, one)
-    shifted = emit.op("Range", emit.op("Neg", before), count, one) if past is not None else queries
-    blocked = emit.op("Greater", emit.op("Unsqueeze", shifted, emit.const("_axis0", [0])),
+    count = sizes.length
+    if past is not None:
+        before = _past_length_of(emit, past)
+        total = emit.op("Add", before, count, hint="total_length")
+        keys, queries = emit.op("Range", emit.const("_zero", 0), total, one), emit.op("Range", before, total, one)
+    else:
+        keys = queries = emit.op("Range", emit.const("_zero", 0), count, one)
+    blocked = emit.op("Greater", emit.op("Unsqueeze", keys, emit.const("_axis0", [0])),
                       emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)), inverted,
-                   hint="causal_mask")
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)),
+                   all_attend(emit, kind, dtype), hint="causal_mask")

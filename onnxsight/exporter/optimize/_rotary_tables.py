@@ -4,8 +4,9 @@ export (``_rotary.py``'s forms for static shapes, and for a dynamic batch alone)
 The translated graph then holds cos/sin as constants (the model's positions are known): they are evaluated,
 checked to be one pair for every layer with equal halves, and written as ``Gather(Slice(Constant cache, 0,
 Shape(x)[1]), position_ids)``, the form ``FusionRotaryEmbeddings`` takes its cos/sin caches from; the causal
-mask as transformers combined it with an all-ones padding mask. A known batch keeps the position ids and the
-padding mask constants; a batch known at run time only expands them to ``Shape(hidden)[0]`` rows.
+mask as transformers combined it with an all-ones padding mask (a constant: it broadcasts over the batch). A
+known batch keeps the position ids constants; a batch known at run time expands them to ``Shape(hidden)[0]``
+rows (the first layer's sizes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
 
 
 def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
@@ -81,30 +83,27 @@ def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProt
     return cos, sin
 
 
-def _per_batch_row(emit: Emitter, root: str, batch: int | str, row: torch.Tensor, hint: str) -> str:
-    """``row`` (1, ...) repeated for each batch row: a constant for a known batch, else expanded to
-    ``Shape(root)[0]`` rows."""
+def _per_batch_row(emit: Emitter, sizes: Sizes, batch: int | str, row: torch.Tensor, hint: str) -> str:
+    """``row`` (1, length) repeated for each batch row: a constant for a known batch, else expanded to
+    ``(Shape(root)[0], Shape(root)[1])`` (the length is the row's, known at export)."""
     if isinstance(batch, int):
         return emit.const(hint, row.expand(batch, *row.shape[1:]).contiguous())
-    sizes = emit.op("Concat", _batch_size(emit, root), emit.const(f"{hint}_dims", list(row.shape[1:])), axis=0)
-    return emit.op("Expand", emit.const(hint, row), sizes, hint=hint)
+    return emit.op("Expand", emit.const(hint, row), sizes.pair(emit), hint=hint)
 
 
-def _batch_size(emit: Emitter, root: str) -> str:
-    """``Unsqueeze(Shape(root)[0])``: the batch size as a 1-D shape piece."""
-    return emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_index0", 0), axis=0),
-                   emit.const("_axis0", [0]))
-
-
-def gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.Tensor], batch: int | str,
+def gathered_tables(emit: Emitter, sizes: Sizes, tables: tuple[torch.Tensor, torch.Tensor], batch: int | str,
                      length: int) -> tuple[str, str]:
-    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``."""
+    """cos and sin as ``Unsqueeze(Gather(Slice(Constant cache, 0, Shape(root)[1]), position_ids), 1)``.
+
+    The Slice's end is a ``Shape(root)`` of its own, not the first layer's ``sizes``: ``FusionRotaryEmbeddings``
+    removes the whole cos/sin path it matched (``self.add_nodes_to_remove(sin_path)``, ``Shape`` included)
+    before ``FusionRotaryAttention`` looks for the first layer's Reshape shapes."""
     from onnx import numpy_helper
 
-    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", root), emit.const("_one", 1), axis=0),
+    rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", sizes.root), emit.const("_one", 1), axis=0),
                    emit.const("_axis0", [0]), hint="length")
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = _per_batch_row(emit, root, batch, torch.arange(length)[None], "_position_ids")
+    positions = _per_batch_row(emit, sizes, batch, torch.arange(length)[None], "_position_ids")
     out = []
     for kind, table in zip(("cos", "sin"), tables):
         cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
@@ -114,18 +113,10 @@ def gathered_tables(emit: Emitter, root: str, tables: tuple[torch.Tensor, torch.
     return out[0], out[1]
 
 
-def padding_mask_form(emit: Emitter, root: str, batch: int | str, length: int, fill: float,
-                       dtype: torch.dtype) -> str:
+def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: torch.dtype) -> str:
     """The causal mask as transformers combined it with an all-ones padding mask:
-    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``."""
-    ones = _per_batch_row(emit, root, batch, torch.ones(1, length, dtype=torch.int64), "_padding_mask")
-    expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
-                                         emit.const("_axis2", [2])),
-                       emit.const("_mask_shape", [batch, 1, length, length]) if isinstance(batch, int) else
-                       emit.op("Concat", _batch_size(emit, root), emit.const("_mask_dims", [1, length, length]),
-                               axis=0))
-    keep = emit.op("Cast", expanded, to=to_onnx(dtype))
-    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=dtype)), keep)
+    ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, length,
+    length)."""
     blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)), inverted,
-                   hint="causal_mask")
+    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)),
+                   all_attend(emit, dtype, to_onnx(dtype)), hint="causal_mask")
