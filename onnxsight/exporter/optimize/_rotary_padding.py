@@ -23,17 +23,14 @@ import math
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
 
 from onnxsight.exporter._dtypes import to_torch
-from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._sized_mask import _sizes_near_constants
+from onnxsight.exporter.optimize._sized_mask import mask_subgraph, sizes_near_constants, subgraph_model
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
                                # around constants over 8 only
-_MAX_NODES = 400
 _PADDING_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
@@ -60,7 +57,7 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     free = pad_shape[1] if isinstance(pad_shape[1], str) and \
         not any(pad_shape[1] in s for n, s in shapes.items() if n != padding) and pad_shape[1] != scores[-2] else None
     chosen = [s for s in symbols if s != free]
-    extra = _sizes_near_constants(graph, body)
+    extra = sizes_near_constants(graph, body)
     if extra is None:
         return None
     samples = [dict(zip(chosen, sizes)) for sizes in itertools.product(_SIZES, repeat=len(chosen))]
@@ -68,7 +65,7 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     try:
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(_model(graph, body, [padding, *sized], mask))
+        evaluator = ReferenceEvaluator(subgraph_model(graph, body, [padding, *sized], mask))
         fills = set()
         for sizes in samples:
             fill = _check(graph, evaluator, padding, sized, sizes, free, scores[-2])
@@ -127,47 +124,13 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
 def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], str, list[str]] | None:
     """(the nodes computing ``mask`` in graph order, the one graph input whose values they read, the graph inputs
     they read through ``Shape`` only), where every constant is an exporter constant with data; else None."""
-    nodes: dict[int, onnx.NodeProto] = {}
-    inputs: set[str] = set()
-    stack, seen = [mask], set()
-    while stack:
-        name = stack.pop()
-        if not name or name in seen:
-            continue
-        seen.add(name)
-        tensor = graph.constant(name)
-        if tensor is not None:
-            if name in graph.weights or not has_data(tensor):
-                return None
-            continue
-        if name in graph.graph_inputs:
-            inputs.add(name)
-            continue
-        node = graph.producer.get(name)
-        if node is None or node.domain or len(nodes) >= _MAX_NODES or node.op_type.startswith("Random") \
-                or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-            return None
-        nodes[id(node)] = node
-        stack.extend(node.input)
-    values = {n for node in nodes.values() if node.op_type != "Shape" for n in node.input if n in inputs}
-    if len(values) != 1:
+    found = mask_subgraph(graph, mask)
+    if found is None:
         return None
-    (padding,) = values
-    if graph.elem_type(padding) not in _PADDING_TYPES:
+    body, sized, by_value = found
+    if len(by_value) != 1 or graph.elem_type(by_value[0]) not in _PADDING_TYPES:
         return None
-    order = {id(n): i for i, n in enumerate(graph.nodes)}
-    return sorted(nodes.values(), key=lambda n: order[id(n)]), padding, sorted(inputs - values)
-
-
-def _model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
-    consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
-    proto = onnx.helper.make_graph(
-        body, "padded_causal_mask",
-        [onnx.helper.make_tensor_value_info(n, graph.elem_type(n), None) for n in inputs],
-        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.UNDEFINED, None)],
-        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts])
-    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
-    return onnx.helper.make_model(proto, opset_imports=opsets)
+    return body, by_value[0], sized
 
 
 def padded_causal_mask_form(emit: Emitter, root: str, past: str | None, padding: str, dtype: int) -> str:

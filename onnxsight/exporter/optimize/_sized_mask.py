@@ -160,7 +160,7 @@ def mask_at_sizes(graph: Graph, mask: str,
         return None
     body, inputs = found
     symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
-    extra = _sizes_near_constants(graph, body)
+    extra = sizes_near_constants(graph, body)
     if extra is None or not symbols or (required is not None and required not in symbols):
         return None
     samples = [dict(zip(symbols, sizes)) for sizes in itertools.product(_SIZES, repeat=len(symbols))]
@@ -169,7 +169,7 @@ def mask_at_sizes(graph: Graph, mask: str,
     try:
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(_model(graph, body, inputs, mask))
+        evaluator = ReferenceEvaluator(subgraph_model(graph, body, inputs, mask))
         for sizes in samples:
             feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
                                     dtype=onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name)))
@@ -183,6 +183,21 @@ def mask_at_sizes(graph: Graph, mask: str,
 def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]] | None:
     """The nodes computing ``mask`` (in graph order) and the graph inputs they read, where they read those inputs
     through ``Shape`` alone and every constant is an exporter constant with data; else None."""
+    found = mask_subgraph(graph, mask)
+    if found is None:
+        return None
+    body, inputs, by_value = found
+    if by_value:
+        return None   # the mask reads an input's values (a padding mask): not a function of sizes
+    if not inputs or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in inputs):
+        return None
+    return body, inputs
+
+
+def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str], list[str]] | None:
+    """(the nodes computing ``mask`` in graph order, the graph inputs they read through ``Shape`` only, the graph
+    inputs whose values they read), where every constant is an exporter constant with data and no node is random,
+    of another domain or holds a subgraph; else None."""
     nodes: dict[int, onnx.NodeProto] = {}
     inputs: set[str] = set()
     stack, seen = [mask], set()
@@ -205,16 +220,12 @@ def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]]
             return None
         nodes[id(node)] = node
         stack.extend(node.input)
-    for node in nodes.values():
-        if node.op_type != "Shape" and set(node.input) & inputs:
-            return None   # the mask reads an input's values (a padding mask): not a function of sizes
-    if not inputs or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in inputs):
-        return None
+    by_value = {n for node in nodes.values() if node.op_type != "Shape" for n in node.input if n in inputs}
     order = {id(n): i for i, n in enumerate(graph.nodes)}
-    return sorted(nodes.values(), key=lambda n: order[id(n)]), sorted(inputs)
+    return sorted(nodes.values(), key=lambda n: order[id(n)]), sorted(inputs - by_value), sorted(by_value)
 
 
-def _sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] | None:
+def sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] | None:
     """Sizes around each integer constant of the subgraph (a window width, say); None where one is too large to
     run the mask at."""
     sizes: set[int] = set()
@@ -233,7 +244,8 @@ def _sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int]
     return sorted(sizes)
 
 
-def _model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
+def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
+    """``body`` as a model of its own: ``inputs`` in, ``mask`` out, the constants it reads as initializers."""
     consts = sorted({n for node in body for n in node.input if graph.constant(n) is not None})
     proto = onnx.helper.make_graph(
         body, "sized_mask",
