@@ -21,14 +21,14 @@ DYNAMIC = {"input_ids": {0: "batch", 1: "seq"}}
 OTHER_SIZES = [(1, 5), (3, 12), (2, 1)]
 
 
-def _model(name: str = "LlamaModel", **overrides: Any) -> torch.nn.Module:
+def _model(name: str = "LlamaModel", *, cache: bool = False, **overrides: Any) -> torch.nn.Module:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     settings = dict(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
                     num_key_value_heads=HEADS, intermediate_size=2 * HIDDEN, max_position_embeddings=32)
     config = getattr(transformers, name.replace("Model", "Config"))(**{**settings, **overrides})
     model = getattr(transformers, name)(config).eval()
-    model.config.use_cache, model.config.return_dict = False, False
+    model.config.use_cache, model.config.return_dict = cache, False
     return model
 
 

@@ -7,8 +7,6 @@ and by verify, never NaN."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from typing import Any
 
 import numpy as np
@@ -16,30 +14,13 @@ import pytest
 import torch
 
 import onnxsight
-
-LAYERS, HIDDEN, HEADS = 2, 64, 4
+from tests.exporter.test_optimize_llama_dynamic import HEADS, HIDDEN, LAYERS, _fused, _stats
+from tests.exporter.test_optimize_llama_dynamic import _model as _llama
 
 
 def _model(name: str = "LlamaModel", *, cache: bool = False, **overrides: Any) -> torch.nn.Module:
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    settings = dict(vocab_size=100, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                    num_key_value_heads=HEADS, intermediate_size=2 * HIDDEN, max_position_embeddings=64)
-    config = getattr(transformers, name.replace("Model", "Config"))(**{**settings, **overrides})
-    model = getattr(transformers, name)(config).eval()
-    model.config.use_cache, model.config.return_dict = cache, False
-    return model
-
-
-def _fused(path: str) -> Any:
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        return optimize_model(path, model_type="gpt2", num_heads=HEADS, hidden_size=HIDDEN, opt_level=0)
-
-
-def _stats(fused: Any) -> dict[str, int]:
-    return {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
+    """The dynamic tests' LLaMA, with room for 64 positions (a cache step's past and new keys)."""
+    return _llama(name, cache=cache, **{"max_position_embeddings": 64, **overrides})
 
 
 def _session(fused: Any) -> Any:

@@ -102,15 +102,20 @@ def _break_first_attention(model: onnx.ModelProto) -> None:
     weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.5, weight.name))
 
 
-def test_ort_transformer_optimizer_fuses_attention_and_skip_layer_norms(bert: Any) -> None:
-    program, args, path = bert
-    fused = _ort_optimized(path)
+def _assert_fused_and_verified(program: Any, args: tuple, fused: Any) -> None:
+    """One ``Attention`` and two ``SkipLayerNormalization`` per layer, and the fused model verifies."""
     ops = [n.op_type for n in fused.graph.node]
     assert ops.count("Attention") == LAYERS
     assert ops.count("SkipLayerNormalization") == 2 * LAYERS
     result = onnxsight.verify(program, args, onnx_model=fused)
     assert result.passed
     assert result.info["compared"] >= 2 * LAYERS  # the values that survive fusion are still compared
+
+
+def test_ort_transformer_optimizer_fuses_attention_and_skip_layer_norms(bert: Any) -> None:
+    program, args, path = bert
+    fused = _ort_optimized(path)
+    _assert_fused_and_verified(program, args, fused)
 
 
 def test_a_broken_fusion_is_named_by_its_fused_op_and_the_nodes_it_replaced(bert: Any) -> None:
@@ -154,12 +159,7 @@ def test_a_broken_fusion_in_the_users_own_code_names_their_line(tmp_path: Any) -
 def test_vit_fuses_one_attention_per_layer_at_the_default_opt_level(vit: Any) -> None:
     program, args, path = vit
     fused = _ort_optimized(path, "vit")
-    ops = [n.op_type for n in fused.graph.node]
-    assert ops.count("Attention") == LAYERS
-    assert ops.count("SkipLayerNormalization") == 2 * LAYERS
-    result = onnxsight.verify(program, args, onnx_model=fused)
-    assert result.passed
-    assert result.info["compared"] >= 2 * LAYERS
+    _assert_fused_and_verified(program, args, fused)
 
 
 def test_ort_session_optimized_model_is_verified_per_node(bert: Any, tmp_path: Any) -> None:
@@ -180,12 +180,7 @@ def test_bert_with_an_attention_mask_fuses_one_attention_per_layer(masked_bert: 
     assert any(d.code == "ONX008" for d in program.diagnostics)
     assert onnxsight.verify(program, args).passed
     fused = _ort_optimized(path)
-    ops = [n.op_type for n in fused.graph.node]
-    assert ops.count("Attention") == LAYERS
-    assert ops.count("SkipLayerNormalization") == 2 * LAYERS
-    result = onnxsight.verify(program, args, onnx_model=fused)
-    assert result.passed
-    assert result.info["compared"] >= 2 * LAYERS
+    _assert_fused_and_verified(program, args, fused)
 
 
 def test_a_mask_with_a_hole_is_exact_as_exported_and_named_where_ort_reads_it_as_a_length(masked_bert: Any) -> None:
