@@ -40,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ort_latency  # noqa: E402
 import ort_profile  # noqa: E402
 
 LAYERS, HIDDEN, HEADS = 4, 256, 4
@@ -133,7 +134,7 @@ def measure(rows: list[dict], runs: int, calls: int, seconds: float = 1.0) -> No
 
     first = None
     for row in rows:
-        row["session"] = ort_profile.cpu_session(row.pop("path"))
+        row["session"] = ort_latency.session(row.pop("path"))
         start = time.perf_counter()
         outputs = row["session"].run(None, row["feeds"])  # warm-up, untimed
         first = outputs if first is None else first
@@ -158,7 +159,7 @@ def guard_share(path: str, feeds: dict[str, Any], calls: int, tmp: str) -> tuple
     import onnx
 
     names = {node.name for guard in guards(onnx.load(path, load_external_data=False)) for node in guard}
-    session = ort_profile.cpu_session(path, os.path.join(tmp, "guard"))
+    session = ort_latency.session(path, profile_prefix=os.path.join(tmp, "guard"))
     for _ in range(calls + 1):
         session.run(None, feeds)
     per_node = ort_profile.kernel_times(session.end_profiling(), skip=1)

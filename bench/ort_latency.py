@@ -104,13 +104,17 @@ def _fusion(name: str) -> tuple[str, int, int] | None:
     return None
 
 
-def session(path: str, device: str = "cpu") -> Any:
-    """One ORT session on one intra-op thread (CPU) or on the CUDA execution provider."""
+def session(path: str, device: str = "cpu", profile_prefix: str | None = None) -> Any:
+    """One ORT session on one intra-op thread (CPU) or on the CUDA execution provider, with ORT's default
+    optimisations; ORT's profiler writing to ``profile_prefix`` where given."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     if device == "cpu":
         return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     if hasattr(ort, "preload_dlls"):  # onnxruntime-gpu: CUDA and cuDNN from the nvidia-* wheels, where installed

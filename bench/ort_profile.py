@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import ort_fusion  # noqa: E402
+import ort_latency  # noqa: E402
 
 # the optimised graph twice: as optimize_model writes it, and with its SkipLayerNormalization fusion off
 GRAPHS = ("exported", "ORT-optimized", "ORT-optimized, no SkipLN")
@@ -130,18 +131,6 @@ def kernel_times(profile: str, skip: int) -> dict[str, tuple[str, float]]:
     return {node: (op, statistics.median(times)) for node, (op, times) in per_node.items()}
 
 
-def cpu_session(path: str, prefix: str | None = None) -> Any:
-    """A session of one intra-op thread, ORT's default optimisations, its profiler on (unless ``prefix`` is None)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    if prefix is not None:
-        options.enable_profiling = True
-        options.profile_file_prefix = prefix
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-
 def _per_call_ms(session: Any, feeds: dict[str, Any], calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -153,11 +142,11 @@ def profile(paths: dict[str, str], feeds: dict[str, Any], rounds: int, calls: in
     """Per graph: {"per_op": {op: [us per call, one per round]}, "wall": [ms per call, one per round]}, the
     wall-clock times from a session without the profiler, timed in the same rounds."""
     results: dict[str, dict] = {g: {"per_op": collections.defaultdict(list), "wall": []} for g in GRAPHS}
-    plain = {graph: cpu_session(paths[graph]) for graph in GRAPHS}
+    plain = {graph: ort_latency.session(paths[graph]) for graph in GRAPHS}
     for index in range(rounds + 1):   # round 0: the untimed warm-up
         for graph in GRAPHS:
             wall = _per_call_ms(plain[graph], feeds, calls)
-            session = cpu_session(paths[graph], os.path.join(tmp, f"{graph}-{index}"))
+            session = ort_latency.session(paths[graph], profile_prefix=os.path.join(tmp, f"{graph}-{index}"))
             session.run(None, feeds)   # the session's first run (allocations) is never counted
             _per_call_ms(session, feeds, calls)
             per_node = kernel_times(session.end_profiling(), skip=1)
