@@ -35,7 +35,8 @@ from onnxsight.exporter._record import ExportRecord
 from onnxsight.exporter._registry import Registry, default_registry, target_key
 from onnxsight.exporter.check._type_constraints import check_type_constraints, require_outputs
 from onnxsight.exporter.translate._graph import names_read, translate_program
-from onnxsight.exporter.optimize import ORT_FUSION, ORT_FUSION_TRANSLATIONS, optimize_translated
+from onnxsight.exporter.translate._ort_forms import ORT_FUSION_TRANSLATIONS
+from onnxsight.exporter.optimize import ORT_FUSION, optimize_translated
 
 
 def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None = None, *,

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-import torch
-
-from onnxsight.exporter.ops import attention, norm
 from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
                                          _simplify, _sized_mask)
 from onnxsight.exporter.optimize._graph import Graph
@@ -25,17 +22,10 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 
 # Model metadata key listing the values the passes removed (value -> pass), so a saved model says it too.
 OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
-# export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping).
+# export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping),
+# over a graph translated with translate/_ort_forms.py's choices (so the RMS-norm pass, which ORT does not fuse,
+# is off).
 ORT_FUSION = "ort-fusion"
-# NOTE: ONNX Runtime's transformer optimizer does not know opset 23's Attention and RMSNormalization: its
-# symbolic shape inference takes ONNX's Attention for its contrib com.microsoft.Attention (looked up by op type
-# alone) and fails, so no residual norm fuses, and its fusers look for MatMul/Softmax attention and
-# Pow/ReduceMean RMS norms. export(..., optimize=ORT_FUSION) translates them as before opset 23 (and the RMS-norm
-# pass is off), at any opset; a user's custom_translations for either op still wins.
-ORT_FUSION_TRANSLATIONS: dict[Any, Callable[..., Any]] = {
-    torch.ops.aten.scaled_dot_product_attention.default: attention.aten_scaled_dot_product_attention,
-    torch.ops.aten.rms_norm.default: norm.aten_rms_norm,
-}
 
 
 @dataclass
