@@ -11,11 +11,11 @@ padding, exported by onnxsight at its defaults (opset 18, static shapes) at each
 The other two variants are that exported file edited: every guard's ``TopK`` replaced by
 ``ReduceMax(scores, axes=[-1], keepdims=1)`` (what the guard was before, and what half precision keeps), or
 every guard removed (``Softmax`` read directly: not the model's numbers for a sequence of padding only, a
-yardstick). Each session runs with one intra-op thread and ORT's default session optimisations. After one
-untimed warm-up (whose outputs must agree across the variants: no row of these masks is fully masked), each
-of ``--runs`` rounds times every variant of a setting once, in turn, a round keeping the mean of its calls
-(``--calls``, or as many as take about ``--seconds``); reported: the median over rounds and the spread
-(max - min) / median. Besides, as a measure the machine's load disturbs less, the guards' share of the kernel
+yardstick). Each session runs with one intra-op thread and ORT's default session optimisations. First one
+call of each variant, whose outputs must agree across the variants (no row of these masks is fully masked);
+then ``bench/ort_latency.py``'s timing: after one untimed warm-up, each of ``--runs`` rounds times every
+variant of a setting once, in turn, a round keeping the mean of its calls (``--calls``, or as many as take
+about ``--seconds`` by that first call); reported: the median over rounds and the spread (max - min) / median. Besides, as a measure the machine's load disturbs less, the guards' share of the kernel
 time: ``--profile-calls`` calls of the two variants with a guard under ORT's profiler
 (``SessionOptions.enable_profiling``), the kernel time of the guards' nodes (row maximum, ``Equal``,
 ``Where``) over that of every node, each node's time its median over the calls.
@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -108,7 +106,7 @@ def variant(model: Any, name: str) -> Any:
     return edited
 
 
-def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], dict[str, Any], int]:
+def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], list[Any], int]:
     """Export once (onnxsight's defaults), write the three variants; their paths, the feeds, the guards."""
     import onnx
     import onnxsight
@@ -123,45 +121,35 @@ def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], dict[str, An
     for name in VARIANTS:
         paths[name] = path.replace(".onnx", f"-{name.replace(' ', '_')}.onnx")
         onnx.save(variant(exported, name), paths[name])
-    feeds = {"input_ids": args[0].numpy(), "attention_mask": args[1].numpy()}
-    return paths, feeds, len(guards(exported))
+    return paths, [a.numpy() for a in args], len(guards(exported))   # the feeds: input_ids, attention_mask
 
 
-def measure(rows: list[dict], runs: int, calls: int, seconds: float = 1.0) -> None:
-    """Time every row's session, interleaved: ``runs`` rounds, each of every row in turn. The warm-up's
-    outputs must agree (no row of these masks is fully masked, so the guard changes no number)."""
+def agree(rows: list[dict], calls: int, seconds: float) -> None:
+    """One call of every row's model, untimed: their outputs must agree (no row of these masks is fully masked,
+    so the guard changes no number). Sets each row's ``calls`` per round: ``calls``, or (0) as many as take
+    about ``seconds`` by that call's time."""
     import numpy as np
 
     first = None
     for row in rows:
-        row["session"] = ort_latency.session(row.pop("path"))
+        made = ort_latency.session(row["path"])
         start = time.perf_counter()
-        outputs = row["session"].run(None, row["feeds"])  # warm-up, untimed
+        outputs = made.run(None, ort_latency.named_feeds(made, row["feeds"]))
+        row["calls"] = calls or max(1, min(50, round(seconds / max(time.perf_counter() - start, 1e-6))))
         first = outputs if first is None else first
         if not all(np.allclose(a, b, atol=1e-5) for a, b in zip(first, outputs)):
             raise AssertionError(f"{row['variant']} computes other numbers than {rows[0]['variant']}")
-        row["calls"] = calls or max(1, min(50, round(seconds / max(time.perf_counter() - start, 1e-6))))
-        row["times"] = []
-    for _ in range(runs):
-        for row in rows:
-            start = time.perf_counter()
-            for _ in range(row["calls"]):
-                row["session"].run(None, row["feeds"])
-            row["times"].append((time.perf_counter() - start) / row["calls"] * 1000)
-    for row in rows:
-        median = statistics.median(row["times"])
-        row["median_ms"], row["spread"] = median, (max(row["times"]) - min(row["times"])) / median
-        del row["session"], row["feeds"]
 
 
-def guard_share(path: str, feeds: dict[str, Any], calls: int, tmp: str) -> tuple[float, float]:
+def guard_share(path: str, feeds: list[Any], calls: int, tmp: str) -> tuple[float, float]:
     """(the guards' kernel time, every kernel's time) per call in microseconds: sums of each node's median."""
     import onnx
 
     names = {node.name for guard in guards(onnx.load(path, load_external_data=False)) for node in guard}
     session = ort_latency.session(path, profile_prefix=os.path.join(tmp, "guard"))
+    named = ort_latency.named_feeds(session, feeds)
     for _ in range(calls + 1):
-        session.run(None, feeds)
+        session.run(None, named)
     per_node = ort_profile.kernel_times(session.end_profiling(), skip=1)
     missing = names - set(per_node)
     if missing:   # ORT fused or renamed a guard node: the share would be wrong
@@ -205,17 +193,12 @@ def main(argv: list[str] | None = None) -> None:
                             "feeds": feeds} for name in VARIANTS]
                 for row in setting[:2] if options.profile_calls else ():   # the two variants with a guard
                     row["guard_us"], row["kernel_us"] = guard_share(row["path"], feeds, options.profile_calls, tmp)
-                # one setting at a time, its variants interleaved
-                measure(setting, options.runs, options.calls, options.seconds)
+                agree(setting, options.calls, options.seconds)
+                ort_latency.measure(setting, options.runs, options.calls)   # one setting at a time, interleaved
                 rows += setting
     text = table(rows)
     print(text)
-    if options.md:
-        with open(options.md, "w") as handle:
-            handle.write(text + "\n")
-    if options.json:
-        with open(options.json, "w") as handle:
-            json.dump(rows, handle, indent=1)
+    ort_latency.write(text, rows, options.md, options.json, omit=("feeds", "path"))
 
 
 if __name__ == "__main__":

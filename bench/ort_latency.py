@@ -255,8 +255,9 @@ def load(folder: str, tmp: str) -> list[dict]:
     return variants
 
 
-def _feeds(made: Any, arrays: list[Any]) -> dict[str, Any]:
-    """The example inputs in the dtypes the model takes (ORT's optimizer may make a mask input int32)."""
+def named_feeds(made: Any, arrays: list[Any]) -> dict[str, Any]:
+    """The example inputs (in the graph's input order) by name, in the dtypes the model takes (ORT's optimizer
+    may make a mask input int32)."""
     import numpy as np
 
     dtypes = {"tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(float)": np.float32,
@@ -280,17 +281,18 @@ def _caller(made: Any, feeds: dict[str, Any], device: str) -> Any:
 
 def measure(variants: list[dict], runs: int, iters: int, long_iters: int | None = None,
             device: str = "cpu") -> None:
-    """Median ms per call over ``runs`` interleaved rounds (``iters`` calls each), after an untimed warm-up."""
+    """Median ms per call over ``runs`` interleaved rounds, after an untimed warm-up. A round makes a variant's
+    own ``calls`` where it has them, else ``long_iters`` for the ``LONG`` models (where given), else ``iters``."""
     live = [v for v in variants if "error" not in v]
     for v in live:
         made = session(v["path"], device)
-        v["call"] = _caller(made, _feeds(made, v["feeds"]), device)
+        v["call"] = _caller(made, named_feeds(made, v["feeds"]), device)
         v["call"]()  # warm-up, untimed
         v["times"] = []
     for _ in range(runs):
         for v in live:
             start = time.perf_counter()
-            calls = long_iters if long_iters is not None and v["model"] in LONG else iters
+            calls = v.get("calls") or (long_iters if long_iters is not None and v["model"] in LONG else iters)
             for _ in range(calls):
                 v["call"]()
             v["times"].append((time.perf_counter() - start) / calls * 1000)
