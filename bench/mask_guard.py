@@ -27,37 +27,19 @@ time: ``--profile-calls`` calls of the two variants with a guard under ORT's pro
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import sys
 import tempfile
 import time
-import warnings
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ort_fusion  # noqa: E402
 import ort_latency  # noqa: E402
 import ort_profile  # noqa: E402
 
-LAYERS, HIDDEN, HEADS = 4, 256, 4
 VARIANTS = ("TopK guard", "ReduceMax guard", "no guard")
-
-
-def build(batch: int, seq: int) -> tuple[Any, tuple]:
-    """The small BERT (random weights, eval mode) and (input_ids, attention_mask), the last eighth padding."""
-    import torch
-    import transformers as tf
-
-    torch.manual_seed(0)
-    config = tf.BertConfig(vocab_size=1000, max_position_embeddings=512, num_hidden_layers=LAYERS,
-                           hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=4 * HIDDEN)
-    model = tf.BertModel(config, add_pooling_layer=False)
-    model.config.use_cache, model.config.return_dict = False, False
-    mask = torch.ones(batch, seq, dtype=torch.int64)
-    mask[:, seq - seq // 8:] = 0
-    return model.eval(), (torch.randint(0, 1000, (batch, seq)), mask)
 
 
 def guards(model: Any) -> list[tuple[Any, Any, Any]]:
@@ -107,15 +89,14 @@ def variant(model: Any, name: str) -> Any:
 
 
 def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], list[Any], int]:
-    """Export once (onnxsight's defaults), write the three variants; their paths, the feeds, the guards."""
+    """Export once (onnxsight's defaults: opset 18, optimize=True), write the three variants; their paths, the
+    feeds, the guards."""
     import onnx
-    import onnxsight
 
-    model, args = build(batch, seq)
+    model, args = ort_latency.padded_bert(batch, seq, layers=ort_fusion.LAYERS, hidden=ort_fusion.HIDDEN,
+                                          heads=ort_fusion.HEADS)
     path = os.path.join(tmp, f"bert-{batch}-{seq}.onnx")
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        onnxsight.export(model, args, path)
+    ort_fusion.export("onnxsight", model, args, path, 18)
     exported = onnx.load(path)
     paths = {}
     for name in VARIANTS:
@@ -146,11 +127,7 @@ def guard_share(path: str, feeds: list[Any], calls: int, tmp: str) -> tuple[floa
     import onnx
 
     names = {node.name for guard in guards(onnx.load(path, load_external_data=False)) for node in guard}
-    session = ort_latency.session(path, profile_prefix=os.path.join(tmp, "guard"))
-    named = ort_latency.named_feeds(session, feeds)
-    for _ in range(calls + 1):
-        session.run(None, named)
-    per_node = ort_profile.kernel_times(session.end_profiling(), skip=1)
+    per_node = ort_profile.node_times(path, feeds, calls, os.path.join(tmp, "guard"))
     missing = names - set(per_node)
     if missing:   # ORT fused or renamed a guard node: the share would be wrong
         raise RuntimeError(f"no kernel time for the guard nodes {sorted(missing)}")

@@ -74,25 +74,35 @@ def _build(name: str, batch: int, seq: int) -> tuple[Any, tuple]:
                 norm.running_mean.normal_(0, 0.1), norm.running_var.uniform_(0.5, 1.5)
                 norm.weight.normal_(1, 0.1), norm.bias.normal_(0, 0.1)
         return model, (torch.randn(batch, 3, 224, 224),)
-    if name in LONG:
+    if name == "vit-base":
         import transformers as tf
 
-        base = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
-        if name == "bert-512":
-            seq, base = 512, dict(num_hidden_layers=ort_fusion.LAYERS, hidden_size=ort_fusion.HIDDEN,
-                                  num_attention_heads=ort_fusion.HEADS, intermediate_size=4 * ort_fusion.HIDDEN)
-        if name == "vit-base":
-            model: Any = tf.ViTModel(tf.ViTConfig(image_size=224, patch_size=16, **base), add_pooling_layer=False)
-            args: tuple = (torch.randn(batch, 3, 224, 224),)
-        else:
-            model = tf.BertModel(tf.BertConfig(vocab_size=1000, max_position_embeddings=512, **base),
-                                 add_pooling_layer=False)
-            mask = torch.ones(batch, seq, dtype=torch.int64)
-            mask[:, seq - seq // 8:] = 0
-            args = (torch.randint(0, 1000, (batch, seq)), mask)
+        config = tf.ViTConfig(image_size=224, patch_size=16, num_hidden_layers=12, hidden_size=768,
+                              num_attention_heads=12, intermediate_size=3072)
+        model: Any = tf.ViTModel(config, add_pooling_layer=False)
         model.config.use_cache, model.config.return_dict = False, False
-        return model.eval(), args
+        return model.eval(), (torch.randn(batch, 3, 224, 224),)
+    if name == "bert-base":
+        return padded_bert(batch, seq, layers=12, hidden=768, heads=12)
+    if name == "bert-512":
+        return padded_bert(batch, 512, layers=ort_fusion.LAYERS, hidden=ort_fusion.HIDDEN, heads=ort_fusion.HEADS)
     return ort_fusion.build(name, batch)
+
+
+def padded_bert(batch: int, seq: int, *, layers: int, hidden: int, heads: int) -> tuple[Any, tuple]:
+    """BERT (random weights, 512 positions, eval mode) and (input_ids, attention_mask), the mask's last eighth
+    padding."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    config = tf.BertConfig(vocab_size=1000, max_position_embeddings=512, num_hidden_layers=layers,
+                           hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden)
+    model = tf.BertModel(config, add_pooling_layer=False)
+    model.config.use_cache, model.config.return_dict = False, False
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[:, seq - seq // 8:] = 0
+    return model.eval(), (torch.randint(0, 1000, (batch, seq)), mask)
 
 
 def _fusion(name: str) -> tuple[str, int, int] | None:
@@ -297,9 +307,14 @@ def measure(variants: list[dict], runs: int, iters: int, long_iters: int | None 
                 v["call"]()
             v["times"].append((time.perf_counter() - start) / calls * 1000)
     for v in live:
-        median = statistics.median(v["times"])
-        v["median_ms"], v["spread"] = median, (max(v["times"]) - min(v["times"])) / median
+        v["median_ms"], v["spread"] = median_spread(v["times"])
         del v["call"]
+
+
+def median_spread(values: list[float]) -> tuple[float, float]:
+    """The median of ``values`` and their spread, (max - min) / median (0 where the median is)."""
+    median = statistics.median(values)
+    return median, (max(values) - min(values)) / median if median else 0.0
 
 
 def table(variants: list[dict]) -> str:

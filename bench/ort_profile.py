@@ -42,8 +42,9 @@ import ort_latency  # noqa: E402
 GRAPHS = ("exported", "ORT-optimized", "ORT-optimized, no SkipLN")
 
 
-def prepare(name: str, batch: int, tmp: str) -> tuple[dict[str, str], dict[str, Any], dict[str, str]]:
-    """The three graphs' paths, the feeds, and what the optimizer fused in each optimised graph."""
+def prepare(name: str, batch: int, tmp: str) -> tuple[dict[str, str], list[Any], dict[str, str]]:
+    """The three graphs' paths, the feeds (in the inputs' order), and what the optimizer fused in each optimised
+    graph."""
     from onnxruntime.transformers.fusion_options import FusionOptions
 
     model, args = ort_fusion.build(name, batch)
@@ -60,10 +61,7 @@ def prepare(name: str, batch: int, tmp: str) -> tuple[dict[str, str], dict[str, 
         if optimized is None:
             raise RuntimeError(f"ORT's optimizer failed on {name}: {fused}")
         fusions[graph] = ort_fusion.fused_text(fused)
-    import onnx
-
-    inputs = [i.name for i in onnx.load(path, load_external_data=False).graph.input]
-    return paths, {n: a.numpy() for n, a in zip(inputs, args)}, fusions
+    return paths, [a.numpy() for a in args], fusions
 
 
 def _residual_norm(kind: str, shape: tuple[int, ...]) -> bytes:
@@ -131,6 +129,16 @@ def kernel_times(profile: str, skip: int) -> dict[str, tuple[str, float]]:
     return {node: (op, statistics.median(times)) for node, (op, times) in per_node.items()}
 
 
+def node_times(path: str, feeds: list[Any], calls: int, prefix: str) -> dict[str, tuple[str, float]]:
+    """``kernel_times`` of ``calls`` calls of the model at ``path`` in a new session profiling to ``prefix``; the
+    session's first run (allocations) is never counted."""
+    session = ort_latency.session(path, profile_prefix=prefix)
+    named = ort_latency.named_feeds(session, feeds)
+    for _ in range(calls + 1):
+        session.run(None, named)
+    return kernel_times(session.end_profiling(), skip=1)
+
+
 def _per_call_ms(session: Any, feeds: dict[str, Any], calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -138,18 +146,16 @@ def _per_call_ms(session: Any, feeds: dict[str, Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1000
 
 
-def profile(paths: dict[str, str], feeds: dict[str, Any], rounds: int, calls: int, tmp: str) -> dict[str, dict]:
+def profile(paths: dict[str, str], feeds: list[Any], rounds: int, calls: int, tmp: str) -> dict[str, dict]:
     """Per graph: {"per_op": {op: [us per call, one per round]}, "wall": [ms per call, one per round]}, the
     wall-clock times from a session without the profiler, timed in the same rounds."""
     results: dict[str, dict] = {g: {"per_op": collections.defaultdict(list), "wall": []} for g in GRAPHS}
     plain = {graph: ort_latency.session(paths[graph]) for graph in GRAPHS}
+    named = {graph: ort_latency.named_feeds(made, feeds) for graph, made in plain.items()}
     for index in range(rounds + 1):   # round 0: the untimed warm-up
         for graph in GRAPHS:
-            wall = _per_call_ms(plain[graph], feeds, calls)
-            session = ort_latency.session(paths[graph], profile_prefix=os.path.join(tmp, f"{graph}-{index}"))
-            session.run(None, feeds)   # the session's first run (allocations) is never counted
-            _per_call_ms(session, feeds, calls)
-            per_node = kernel_times(session.end_profiling(), skip=1)
+            wall = _per_call_ms(plain[graph], named[graph], calls)
+            per_node = node_times(paths[graph], feeds, calls, os.path.join(tmp, f"{graph}-{index}"))
             if index == 0:
                 continue
             results[graph]["wall"].append(wall)
@@ -161,9 +167,10 @@ def profile(paths: dict[str, str], feeds: dict[str, Any], rounds: int, calls: in
     return results
 
 
-def _stat(values: list[float]) -> tuple[float, float]:
-    median = statistics.median(values)
-    return median, (max(values) - min(values)) / median if median else 0.0
+def _figure(values: list[float], digits: int = 0, scale: float = 1.0) -> str:
+    """The median of ``values`` (times ``scale``) and half their spread, as the tables print them."""
+    median, spread = ort_latency.median_spread(values)
+    return f"{median * scale:.{digits}f} ±{spread * 50:.0f}%"
 
 
 def table(results: dict[str, dict]) -> str:
@@ -172,19 +179,11 @@ def table(results: dict[str, dict]) -> str:
                                      for r in results.values()))
     lines = ["| op | " + " | ".join(f"us per call, {g}" for g in GRAPHS) + " |", "|---|" + "---|" * len(GRAPHS)]
     for op in ops:
-        cells = []
-        for graph in GRAPHS:
-            values = results[graph]["per_op"].get(op)
-            cells.append("-" if not values else "{:.0f} ±{:.0f}%".format(*(_stat(values)[0], _stat(values)[1] * 50)))
+        cells = [_figure(results[g]["per_op"][op]) if results[g]["per_op"].get(op) else "-" for g in GRAPHS]
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    totals = []
-    for graph in GRAPHS:
-        rounds = zip(*results[graph]["per_op"].values())
-        median, spread = _stat([sum(r) for r in rounds])
-        totals.append(f"{median:.0f} ±{spread * 50:.0f}%")
+    totals = [_figure([sum(r) for r in zip(*results[g]["per_op"].values())]) for g in GRAPHS]
     lines.append("| all kernels | " + " | ".join(totals) + " |")
-    walls = ["{:.0f} ±{:.0f}%".format(_stat(results[g]["wall"])[0] * 1000, _stat(results[g]["wall"])[1] * 50)
-             for g in GRAPHS]
+    walls = [_figure(results[g]["wall"], scale=1000) for g in GRAPHS]
     lines.append("| end to end, no profiler (wall) | " + " | ".join(walls) + " |")
     return "\n".join(lines)
 
@@ -194,8 +193,7 @@ def norms_table(norms: dict[str, dict[str, list[float]]]) -> str:
     lines = ["| one residual layer norm, float32 | " + " | ".join(f"us per call, {k}" for k in kinds) + " |",
              "|---|" + "---|" * len(kinds)]
     for shape, times in norms.items():
-        lines.append(f"| {shape} | " + " | ".join("{:.1f} ±{:.0f}%".format(_stat(times[k])[0], _stat(times[k])[1] * 50)
-                                                  for k in kinds) + " |")
+        lines.append(f"| {shape} | " + " | ".join(_figure(times[k], digits=1) for k in kinds) + " |")
     return "\n".join(lines)
 
 
