@@ -15,7 +15,8 @@ yardstick). Each session runs with one intra-op thread and ORT's default session
 call of each variant, whose outputs must agree across the variants (no row of these masks is fully masked);
 then ``bench/ort_latency.py``'s timing: after one untimed warm-up, each of ``--runs`` rounds times every
 variant of a setting once, in turn, a round keeping the mean of its calls (``--calls``, or as many as take
-about ``--seconds`` by that first call); reported: the median over rounds and the spread (max - min) / median. Besides, as a measure the machine's load disturbs less, the guards' share of the kernel
+about ``--seconds`` by that first call); reported: the median over rounds and the spread (max - min) /
+median. Besides, as a measure the machine's load disturbs less, the guards' share of the kernel
 time: ``--profile-calls`` calls of the two variants with a guard under ORT's profiler
 (``SessionOptions.enable_profiling``), the kernel time of the guards' nodes (row maximum, ``Equal``,
 ``Where``) over that of every node, each node's time its median over the calls.
