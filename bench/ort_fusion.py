@@ -39,11 +39,11 @@ MODEL_TYPES["llama-gqa"] = "gpt2"   # LLaMA with grouped-query attention: 2 key/
 MODEL_TYPES["llama-cache"] = "gpt2"  # a LLaMA step over a KV cache: (input_ids, cache=DynamicCache), 16 past
 MODEL_TYPES["gpt2-cache"] = "gpt2"   # the same for GPT-2
 MODEL_TYPES["llama-mask"] = "gpt2"   # LLaMA called with (input_ids, attention_mask), the second half padding
+# models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
+ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache", "llama-mask")
 # model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
 # ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
 # static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
-# models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
-ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache", "llama-mask")
 OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ORT_FUSION if name != "bert-mask"}
 PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
