@@ -178,7 +178,8 @@ def table(variants: list[dict]) -> str:
 
 def gqa_table(variants: list[dict]) -> str:
     """The grouped-query models' variants against onnxsight's default opset-23 export (direct ops)."""
-    lines = ["| model | seq | graph | export | nodes | ms | / onnxsight direct ops |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | seq | graph | export | nodes | ms | / onnxsight direct ops |",
+             "|---|---|---|---|---|---|---|"]
     by = {(v["model"], v["seq"], v["stage"], v["variant"]): v for v in variants}
     names = {"direct ops": "onnxsight 23", "decomposed": "onnxsight 23, decomposed",
              "direct ops, enable_gqa": "onnxsight 23, enable_gqa", "torch.onnx": "torch.onnx 23",
