@@ -2,13 +2,13 @@
 
 From opset 23 onnxsight writes ``scaled_dot_product_attention`` as one ONNX ``Attention`` node and
 RMS norms (``F.rms_norm``, and LLaMA's written-out ``pow/mean/rsqrt/mul``) as ``RMSNormalization``.
-This measures whether ONNX Runtime runs those graphs faster than the same export with the
-decomposed forms (``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms), on
-BERT- and LLaMA-shaped models from ``transformers`` configs (``ort_fusion.build``: 4 layers,
-hidden 256, 4 heads, random weights; ``llama-gqa`` with 2 key/value heads), batch 1, at each of
-``--seqs``; as exported and after ORT's transformer optimizer. Both variants of a model are exported in
-the same run at opset 23 and timed interleaved (``ort_latency.measure``: one intra-op thread, an untimed warm-up, ``--runs``
-rounds of ``--iters`` calls each; the median over rounds and the spread).
+This measures whether ONNX Runtime runs those graphs faster than the same export with the decomposed forms
+(``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms), on BERT- and LLaMA-shaped models
+from ``transformers`` configs (``ort_fusion.build``: 4 layers, hidden 256, 4 heads, random weights;
+``llama-gqa`` with 2 key/value heads), batch 1, at each of ``--seqs``; as exported and after ORT's transformer
+optimizer. Both variants of a model are exported in the same run at opset 23 and timed interleaved
+(``ort_latency.measure``: one intra-op thread, an untimed warm-up, ``--runs`` rounds of ``--iters`` calls
+each; the median over rounds and the spread).
 
 The variant without the direct ops is exported with ``custom_translations`` mapping
 ``scaled_dot_product_attention`` and ``rms_norm`` to their opset-22 translations (public: any user
