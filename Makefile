@@ -218,11 +218,13 @@ bench-ort-profile: setup
 	$(PY) bench/ort_profile.py --batch 8 --rounds 7 --json docs/ort-profile-gpt2-batch8.json
 	$(PY) bench/ort_profile.py --batch 1 --rounds 7 --json docs/ort-profile-gpt2-batch1.json
 
-# ORT CPU latency of opset-23 BERT/LLaMA graphs with the standard's Attention/RMSNormalization and without
-# (decomposed), as exported and after ORT's transformer optimizer, interleaved (docs/optimization.md).
+# ORT CPU latency of opset-23 BERT/LLaMA/grouped-query-LLaMA graphs with the standard's Attention/RMSNormalization
+# and without (decomposed), as exported and after ORT's transformer optimizer, interleaved; grouped-query LLaMA also
+# with enable_gqa and against torch.onnx at opsets 23 and 18, and at sequence 512 (docs/optimization.md).
 .PHONY: bench-opset23
 bench-opset23: setup
 	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
+	$(PY) bench/opset23.py --models llama-gqa --seqs 512 --runs 7 --iters 5 --json docs/opset23-gqa-512.json
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.

@@ -2,19 +2,28 @@
 
 From opset 23 onnxsight writes ``scaled_dot_product_attention`` as one ONNX ``Attention`` node and
 RMS norms (``F.rms_norm``, and LLaMA's written-out ``pow/mean/rsqrt/mul``) as ``RMSNormalization``.
-This measures whether ONNX Runtime runs those graphs faster than the same export with the
-decomposed forms (``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms), on
-BERT- and LLaMA-shaped models from ``transformers`` configs (``ort_fusion.build``: 4 layers,
-hidden 256, 4 heads, random weights), batch 1, at two sequence lengths; as exported and after ORT's
-transformer optimizer. Both variants of a model are exported in the same run at opset 23 and
-timed interleaved (``ort_latency.measure``: one intra-op thread, an untimed warm-up, ``--runs``
-rounds of ``--iters`` calls each; the median over rounds and the spread).
+This measures whether ONNX Runtime runs those graphs faster than the same export with the decomposed forms
+(``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms), on BERT- and LLaMA-shaped models
+from ``transformers`` configs (``ort_fusion.build``: 4 layers, hidden 256, 4 heads, random weights;
+``llama-gqa`` with 2 key/value heads), batch 1, at each of ``--seqs``; as exported and after ORT's transformer
+optimizer. Both variants of a model are exported in the same run at opset 23 and timed interleaved
+(``ort_latency.measure``: one intra-op thread, an untimed warm-up, ``--runs`` rounds of ``--iters`` calls
+each; the median over rounds and the spread).
 
 The variant without the direct ops is exported with ``custom_translations`` mapping
 ``scaled_dot_product_attention`` and ``rms_norm`` to their opset-22 translations (public: any user
 can do the same) and the optimize stage's RMS-norm pass turned off for that export.
 
-    python bench/opset23.py [--models bert,llama] [--seqs 16,128] [--runs 5] [--iters 20] [--md out.md]
+``llama-gqa`` (grouped-query attention: 2 key/value heads for 4 query heads) gets more variants, timed in
+the same rounds: onnxsight's opset-23 export with transformers calling ``scaled_dot_product_attention`` with
+``enable_gqa=True`` (``TRANSFORMERS_SDPA_FORCE_GQA=1``: under ``torch.export`` transformers always builds
+its causal mask, and with a mask it repeats K and V to the query heads first, ``repeat_kv``, unless told so),
+whose ``Attention`` nodes take K and V with 2 heads; and ``torch.onnx.export(..., dynamo=True)`` at opset 23
+(with and without that variable) and at its default opset 18. Every timed graph is checked against PyTorch
+(its first output's largest difference), and onnxsight's, as exported and ORT-optimized, with
+``onnxsight.verify`` (``onnx_model=`` the optimized model).
+
+    python bench/opset23.py [--models bert,llama,llama-gqa] [--seqs 16,128] [--runs 5] [--iters 20] [--md out.md]
 """
 
 from __future__ import annotations
@@ -35,6 +44,15 @@ import ort_latency  # noqa: E402
 
 OPSET = 23
 VARIANTS = ("direct ops", "decomposed")
+# grouped-query models: (variant, exporter, opset, transformers calls sdpa with enable_gqa=True), timed too
+GQA_MODELS = ("llama-gqa",)
+GQA_VARIANTS = (("direct ops, enable_gqa", "onnxsight", OPSET, True),
+                ("torch.onnx", "torch.onnx", OPSET, False),
+                ("torch.onnx, enable_gqa", "torch.onnx", OPSET, True),
+                ("torch.onnx opset 18", "torch.onnx", 18, False))
+# transformers (integrations/sdpa_attention.py, use_gqa_in_sdpa) passes enable_gqa=True with a mask only when
+# this is "1"; otherwise it repeats K and V to the query heads (repeat_kv) before sdpa
+FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
 
 
 @contextlib.contextmanager
@@ -51,12 +69,45 @@ def _decomposed() -> Iterator[dict]:
         yield table
 
 
-def _export(model: Any, args: tuple, path: str, variant: str) -> None:
+def _gqa(on: bool) -> Any:
+    """transformers calling sdpa with ``enable_gqa=True`` (K and V keep their heads) while inside, where ``on``."""
+    return mock.patch.dict(os.environ, {FORCE_GQA: "1"}) if on else contextlib.nullcontext()
+
+
+def _export(model: Any, args: tuple, path: str, variant: str) -> Any:
+    """The onnxsight export of ``variant`` (its ONNXProgram), or torch.onnx's (None)."""
     import onnxsight
 
+    spec = next((v for v in GQA_VARIANTS if v[0] == variant), (variant, "onnxsight", OPSET, False))
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_gqa(spec[3]))
+        if spec[1] == "torch.onnx":
+            ort_fusion.export("torch.onnx", model, args, path, spec[2])
+            return None
         table = stack.enter_context(_decomposed()) if variant == "decomposed" else None
-        onnxsight.export(model, args, path, opset_version=OPSET, custom_translations=table)
+        return onnxsight.export(model, args, path, opset_version=OPSET, custom_translations=table)
+
+
+def check(model: Any, args: tuple, path: str, program: Any = None, optimized: Any = None,
+          gqa: bool = False) -> str:
+    """What was checked of the graph at ``path`` against PyTorch: its first output's largest difference from the
+    eager model's, and for onnxsight's (``program``) the per-node verification (of ``optimized`` where given)."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    import onnxsight
+
+    with torch.no_grad():
+        expected = model(*args)[0].numpy()
+    made = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = made.run(None, {i.name: a.numpy() for i, a in zip(made.get_inputs(), args)})[0]
+    text = f"max |diff| {float(np.abs(got - expected).max()):.1e}"
+    if program is None:
+        return text
+    with _gqa(gqa):
+        result = onnxsight.verify(program, args, onnx_model=optimized)
+    return f"{text}, verify {'passed' if result.passed else 'FAILED: ' + str(result.root_causes)[:200]}"
 
 
 def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") -> list[dict]:
@@ -69,15 +120,19 @@ def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") ->
         for seq in seqs:
             torch.manual_seed(0)
             args = (torch.randint(0, 1000, (1, seq)),)
-            for variant in VARIANTS:
-                path = os.path.join(tmp, f"{name}-{seq}-{variant.replace(' ', '_')}.onnx")
-                _export(model, args, path, variant)
-                graph = onnx.load(path, load_external_data=False).graph
-                feeds = [a.numpy() for a in args]
-                ops = {op: sum(n.op_type == op for n in graph.node) for op in ("Attention", "RMSNormalization")}
-                base = {"model": name, "seq": seq, "variant": variant, "feeds": feeds}
-                variants.append({**base, "stage": "exported", "path": path, "nodes": len(graph.node),
-                                 "direct": ", ".join(f"{k} {v}" for k, v in ops.items() if v) or "none"})
+            for variant in (*VARIANTS, *(v[0] for v in GQA_VARIANTS if name in GQA_MODELS)):
+                gqa = variant.endswith("enable_gqa")
+                path = os.path.join(tmp, f"{name}-{seq}-{variant.replace(' ', '_').replace(',', '')}.onnx")
+                base = {"model": name, "seq": seq, "variant": variant, "feeds": [a.numpy() for a in args]}
+                try:
+                    program = _export(model, args, path, variant)
+                except Exception as exc:  # noqa: BLE001 - an exporter failing is a result to report
+                    for stage in ("exported", "ORT-optimized"):
+                        variants.append({**base, "stage": stage, "error": f"export failed: {type(exc).__name__}"})
+                    continue
+                nodes = len(onnx.load(path, load_external_data=False).graph.node)
+                variants.append({**base, "stage": "exported", "path": path, "nodes": nodes,
+                                 "direct": _direct_ops(path), "check": check(model, args, path, program, gqa=gqa)})
                 out = path.replace(".onnx", "-opt.onnx")
                 fused, optimized = ort_fusion.optimize(path, ort_fusion.MODEL_TYPES[name], out,
                                                          **({"use_gpu": True} if device == "cuda" else {}))
@@ -85,9 +140,23 @@ def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") ->
                 if optimized is None:
                     entry["error"] = f"optimizer failed: {fused}"
                 else:
-                    entry.update(path=out, nodes=len(optimized.model.graph.node))
+                    entry.update(path=out, nodes=len(optimized.model.graph.node),
+                                 check=check(model, args, out, program, optimized.model, gqa))
                 variants.append(entry)
     return variants
+
+
+def _direct_ops(path: str) -> str:
+    """The standard's ops in the graph at ``path``, and how many key/value heads its Attention nodes take."""
+    import onnx
+
+    graph = onnx.shape_inference.infer_shapes(onnx.load(path)).graph
+    shapes = {v.name: v.type.tensor_type.shape.dim for v in (*graph.value_info, *graph.input)}
+    text = [f"{op} {n}" for op in ("Attention", "RMSNormalization")
+            if (n := sum(node.op_type == op for node in graph.node))]
+    heads = {shapes[node.input[1]][1].dim_value for node in graph.node
+             if node.op_type == "Attention" and len(shapes.get(node.input[1], ())) == 4}
+    return ", ".join(text + ([f"K/V heads {', '.join(map(str, sorted(heads)))}"] if heads else [])) or "none"
 
 
 def table(variants: list[dict]) -> str:
@@ -107,9 +176,28 @@ def table(variants: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def gqa_table(variants: list[dict]) -> str:
+    """The grouped-query models' variants against onnxsight's default opset-23 export (direct ops)."""
+    lines = ["| model | seq | graph | export | nodes | ms | / onnxsight direct ops |",
+             "|---|---|---|---|---|---|---|"]
+    by = {(v["model"], v["seq"], v["stage"], v["variant"]): v for v in variants}
+    names = {"direct ops": "onnxsight 23", "decomposed": "onnxsight 23, decomposed",
+             "direct ops, enable_gqa": "onnxsight 23, enable_gqa", "torch.onnx": "torch.onnx 23",
+             "torch.onnx, enable_gqa": "torch.onnx 23, enable_gqa", "torch.onnx opset 18": "torch.onnx 18"}
+    for v in variants:
+        if v["model"] not in GQA_MODELS:
+            continue
+        base = by[(v["model"], v["seq"], v["stage"], "direct ops")]
+        ms = f"{v['median_ms']:.2f} ±{v['spread'] * 50:.0f}%" if "median_ms" in v else v.get("error", "n/a")
+        ratio = f"{v['median_ms'] / base['median_ms']:.2f}" if "median_ms" in v and "median_ms" in base else "-"
+        lines.append(f"| {v['model']} | {v['seq']} | {v['stage']} | {names[v['variant']]} | {v.get('nodes', '-')} | "
+                     f"{ms} | {ratio} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="bert,llama")
+    parser.add_argument("--models", default="bert,llama,llama-gqa")
     parser.add_argument("--seqs", default="16,128")
     ort_latency.timing_options(parser, iters=20)
     options = parser.parse_args(argv)
@@ -117,10 +205,12 @@ def main(argv: list[str] | None = None) -> None:
         variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp, options.device)
         ort_latency.measure(variants, options.runs, options.iters, device=options.device)
     text = table(variants)
+    if any(v["model"] in GQA_MODELS for v in variants):
+        text += "\n\n" + gqa_table(variants)
     print(text)
     for v in variants:
         print(f"{v['model']} seq {v['seq']} {v['variant']} {v['stage']}: "
-              f"{v.get('direct') or v.get('fused') or v.get('error')}")
+              f"{v.get('direct') or v.get('fused') or v.get('error')}; {v.get('check', 'not run')}")
     ort_latency.write(text, variants, options.md, options.json, omit=("feeds", "path"))
 
 

@@ -5,6 +5,7 @@ and the verifier pairs the Attention node with the sdpa FX node."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 import torch
@@ -135,8 +136,22 @@ def test_decoder_block_with_a_float_mask_at_23() -> None:
         assert onnxsight.verify(program, (x, mask)).passed
 
 
-def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies() -> None:
+def _key_value_heads(program: onnxsight.ONNXProgram) -> list[int]:
+    """The heads of each Attention node's K and V inputs, from the graph's declared shapes."""
+    graph = program.model_proto.graph
+    shapes = {v.name: v.type.tensor_type.shape.dim for v in (*graph.value_info, *graph.input)}
+    return [shapes[name][1].dim_value for node in graph.node if node.op_type == "Attention" for name in node.input[1:3]]
+
+
+@pytest.mark.parametrize("force_gqa", [False, True])
+def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies(force_gqa: bool, monkeypatch: Any) -> None:
+    """Under torch.export transformers always builds LLaMA's causal mask, and with a mask its sdpa path repeats the
+    2 key/value heads to the 4 query heads (repeat_kv) unless TRANSFORMERS_SDPA_FORCE_GQA=1 has it call sdpa with
+    enable_gqa=True: then each Attention node takes K and V with their 2 heads (what docs/optimization.md's
+    "Grouped-query attention" tells users to export with)."""
     transformers = pytest.importorskip("transformers")
+    if force_gqa:
+        monkeypatch.setenv("TRANSFORMERS_SDPA_FORCE_GQA", "1")
     config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
     torch.manual_seed(0)
@@ -147,6 +162,7 @@ def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies() -> Non
     program = onnxsight.export(model, (ids,), opset_version=23, dynamic_shapes=({1: seq},))
     ops = _ops(program)
     assert ops["Attention"] == 2 and ops["RMSNormalization"] == 5, ops
+    assert _key_value_heads(program) == [2 if force_gqa else 4] * 4
     for length in (4, 9, 30):
         ids = torch.randint(0, 128, (1, length))
         result = onnxsight.verify(program, (ids,))
