@@ -192,7 +192,7 @@ bench-fake: setup
 bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
 	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
-	$(PY) bench/ort_latency.py --md docs/ort-latency.md --json docs/ort-latency.json
+	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
 
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.

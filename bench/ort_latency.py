@@ -12,7 +12,8 @@ and the small BERT at sequence 512 (attention about a quarter of its work), both
 ``attention_mask`` whose last eighth is padding, and ViT-base (224x224 images: 197 tokens). Every session runs on one intra-op thread (the machine is shared: fewer threads,
 less noise) with ORT's default session optimisations. After one untimed warm-up, each of ``--runs`` rounds
 times every variant once, in turn (so drift hits all of them alike); a round times ``--iters`` calls and
-keeps the mean. Reported: the median over rounds and the spread (max - min) / median.
+keeps the mean. Reported: the median over rounds and the spread (max - min) / median, and the ratio
+onnxsight / torch.onnx as the median of the rounds' ratios with their range (a round's two times share its load).
 
 ``--decode llama-cache,gpt2-cache`` adds decode steps over a KV cache (``ort_fusion.build``'s models: 16 past
 positions at export, exported with dynamic batch, new tokens and past length, the only way ORT's optimizer fuses
@@ -317,9 +318,21 @@ def median_spread(values: list[float]) -> tuple[float, float]:
     return median, (max(values) - min(values)) / median if median else 0.0
 
 
+def round_ratio(ours: dict | None, theirs: dict | None) -> str:
+    """The median of the per-round ratios ``ours / theirs`` and their range, ``0.95 (0.93-1.03)``.
+
+    The two variants run one after the other in every round, so a round's ratio cancels what the machine's load
+    did to that round; the median of those ratios holds on a shared machine where the ratio of the two medians
+    (each taken over rounds of different load) moves with the noise."""
+    if not (ours and theirs and ours.get("times") and theirs.get("times")):
+        return "-"
+    ratios = [a / b for a, b in zip(ours["times"], theirs["times"])]
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def table(variants: list[dict]) -> str:
     lines = ["| model | batch | graph | nodes onnxsight / torch.onnx | Attention fused onnxsight / torch.onnx | "
-             "ms onnxsight | ms torch.onnx | onnxsight / torch.onnx |", "|---|---|---|---|---|---|---|---|"]
+             "ms onnxsight | ms torch.onnx | onnxsight / torch.onnx per round |", "|---|---|---|---|---|---|---|---|"]
     keys = dict.fromkeys((v["model"], v["batch"], v["stage"]) for v in variants)
     by = {(v["model"], v["batch"], v["stage"], v["tool"]): v for v in variants}
 
@@ -333,8 +346,7 @@ def table(variants: list[dict]) -> str:
         nodes = " / ".join(str((v or {}).get("nodes", "-")) for v in (ours, theirs))
         attention = " / ".join(str(v["attention"]) if v and v.get("attention") is not None else "-"
                                for v in (ours, theirs)) if stage.startswith("ORT-optimized") else "-"
-        ratio = (f"{ours['median_ms'] / theirs['median_ms']:.2f}" if ours and theirs and "median_ms" in ours
-                 and "median_ms" in theirs else "-")
+        ratio = round_ratio(ours, theirs)
         lines.append(f"| {model} | {batch} | {stage} | {nodes} | {attention} | {ms(ours)} | {ms(theirs)} | "
                      f"{ratio} |")
     return "\n".join(lines)

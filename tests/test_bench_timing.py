@@ -55,3 +55,11 @@ def test_mask_guards_check_sizes_the_rounds_and_refuses_other_numbers(tmp_path: 
     other = [same[0], {"variant": "c", "path": _model(str(tmp_path / "c.onnx"), scale=2.0), "feeds": feeds}]
     with pytest.raises(AssertionError, match="c computes other numbers than a"):
         mask_guard.agree(other, calls=1, seconds=1.0)
+
+
+def test_the_ratio_is_the_median_of_the_rounds_ratios() -> None:
+    # round 2 ran under load for both tools: its ratio is like the others, the medians' ratio is not
+    ours, theirs = {"times": [1.0, 5.0, 1.1, 0.9, 1.0]}, {"times": [1.25, 6.0, 1.3, 1.0, 1.1]}
+    assert ort_latency.round_ratio(ours, theirs) == "0.85 (0.80-0.91)"
+    assert ort_latency.round_ratio(ours, {"error": "optimizer failed"}) == "-"
+    assert ort_latency.round_ratio(None, theirs) == "-"
