@@ -196,3 +196,69 @@ def test_the_check_refuses_a_mask_that_is_not_causal_and_padding() -> None:
     constants = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in init}
     graph = Graph.build(proto, constants, {"": 18}, set())
     assert padded_causal_fill(graph, "mask", ("batch", HEADS, "seq", "seq")) is None
+
+
+# -- static sizes: the length fixed at export, no dynamic_shapes ------------------------------------------------
+
+def _export_static(model: torch.nn.Module, tmp_path_factory: Any, kwargs: dict) \
+        -> tuple[onnxsight.ONNXProgram, dict, Any]:
+    program = onnxsight.export(model, (), kwargs=kwargs, optimize="ort-fusion")
+    path = str(tmp_path_factory.mktemp("llama-mask-static") / "model.onnx")
+    program.save(path)
+    return program, kwargs, _fused(path)
+
+
+@pytest.fixture(scope="module")
+def static_prompt(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, dict, Any]:
+    model = _model()
+    inputs = {"input_ids": torch.randint(0, 100, (3, 8)), "attention_mask": _padded(3, 8, [0, 3, 1], left=False)}
+    return model, *_export_static(model, tmp_path_factory, inputs)
+
+
+def test_a_static_prompt_with_padding_fuses_one_attention_per_layer(static_prompt: Any) -> None:
+    _, program, inputs, fused = static_prompt
+    dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in program.model_proto.graph.input]
+    assert dims == [[3, 8], [3, 8]]   # static sizes
+    stats = _stats(fused)
+    assert stats["MultiHeadAttention"] == LAYERS
+    assert stats["RotaryEmbedding"] == 2 * LAYERS
+    assert stats["SkipSimplifiedLayerNormalization"] == 2 * LAYERS
+    notes = [d for d in program.diagnostics if d.code == "ONX008"]
+    assert len(notes) == 1 and "attention_mask" in str(notes[0]) and f"{LAYERS} attention(s)" in str(notes[0])
+    assert onnxsight.verify(program, (), kwargs=inputs).passed
+    assert onnxsight.verify(program, (), kwargs=inputs, onnx_model=fused.model).passed
+
+
+def test_a_static_left_padded_batch_matches_pytorch_at_valid_positions(static_prompt: Any) -> None:
+    model, _, _, fused = static_prompt
+    session = _session(fused)
+    for pads in ([0, 2, 5], [7, 0, 4], [1, 1, 1]):
+        ids, mask = torch.randint(0, 100, (3, 8)), _padded(3, 8, pads, left=True)
+        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+        with torch.no_grad():
+            expected = model(ids, attention_mask=mask)[0].numpy()
+        valid = mask.bool().numpy()
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got[valid], expected[valid], rtol=1e-4, atol=1e-4)
+
+
+def test_a_static_fully_masked_row_is_flagged_by_verify(static_prompt: Any) -> None:
+    _, program, _, fused = static_prompt
+    inputs = {"input_ids": torch.randint(0, 100, (3, 8)), "attention_mask": _padded(3, 8, [0, 2, 0], left=True)}
+    for onnx_model in (None, fused.model):
+        result = onnxsight.verify(program, (), kwargs=inputs, onnx_model=onnx_model)
+        assert not result.passed
+        assert any(d.code == "ACC002" for d in result.diagnostics)
+
+
+@pytest.mark.parametrize("window, fuses", [(3, False), (20, True)])
+def test_a_static_sliding_window_fuses_only_where_it_is_causal_at_the_exported_length(
+        window: int, fuses: bool, tmp_path_factory: Any) -> None:
+    # a window of 20 over 8 positions masks what the causal mask masks: at the one length the graph runs, it is
+    # the causal mask; a window of 3 is not
+    model = _model("MistralModel", sliding_window=window)
+    inputs = {"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": _padded(2, 8, [0, 3], left=False)}
+    program, _, fused = _export_static(model, tmp_path_factory, inputs)
+    assert _stats(fused).get("MultiHeadAttention", 0) == (LAYERS if fuses else 0)
+    assert any(d.code == "ONX008" for d in program.diagnostics) == fuses
+    assert onnxsight.verify(program, (), kwargs=inputs).passed
