@@ -262,3 +262,43 @@ def test_a_static_sliding_window_fuses_only_where_it_is_causal_at_the_exported_l
     assert _stats(fused).get("MultiHeadAttention", 0) == (LAYERS if fuses else 0)
     assert any(d.code == "ONX008" for d in program.diagnostics) == fuses
     assert onnxsight.verify(program, (), kwargs=inputs).passed
+
+
+def _cache_feeds(cache: Any) -> dict[str, np.ndarray]:
+    feeds = {}
+    for i, layer in enumerate(cache.layers):
+        feeds[f"past_key_values.{i}.key"] = layer.keys.numpy().copy()
+        feeds[f"past_key_values.{i}.value"] = layer.values.numpy().copy()
+    return feeds
+
+
+@pytest.mark.parametrize("new, masked", [(3, True), (1, True), (3, False)], ids=["prompt-mask", "one-token-mask",
+                                                                                 "no-mask"])
+def test_a_static_step_over_a_cache_fuses_and_matches_pytorch(new: int, masked: bool, tmp_path_factory: Any) -> None:
+    # a one-token step's mask is its padding alone: BERT's additive form takes it first, which the rotary form
+    # reads as it is (one ONX008 count per layer, not two)
+    model, past = _model(cache=True), 5
+    inputs = {"input_ids": torch.randint(0, 100, (2, new)), "cache": _cache(2, past)}
+    if masked:
+        inputs["attention_mask"] = _padded(2, past + new, [0, 2], left=True)
+    program, _, fused = _export_static(model, tmp_path_factory, inputs)
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    assert _stats(fused)["RotaryEmbedding"] == 2 * LAYERS
+    attention = [n for n in fused.model.graph.node if n.op_type == "MultiHeadAttention"]
+    assert [list(n.input[6:8]) for n in attention] == \
+        [[f"past_key_values.{i}.key", f"past_key_values.{i}.value"] for i in range(LAYERS)]
+    notes = [str(d) for d in program.diagnostics if d.code == "ONX008"]
+    assert len(notes) == masked and all(f"{LAYERS} attention(s)" in note for note in notes)
+    assert onnxsight.verify(program, (), kwargs=inputs, onnx_model=fused.model).passed
+    session = _session(fused)
+    for pads in ([0, 2], [5, 1], [3, 0]):   # padded past keys: every new query attends itself
+        ids, cache = torch.randint(0, 100, (2, new)), _cache(2, past)
+        feeds = {"input_ids": ids.numpy(), **_cache_feeds(cache)}
+        kwargs = {}
+        if masked:
+            kwargs["attention_mask"] = _padded(2, past + new, pads, left=True)
+            feeds["attention_mask"] = kwargs["attention_mask"].numpy()
+        got = session.run(None, feeds)[0]
+        with torch.no_grad():
+            expected = model(input_ids=ids, cache=cache, **kwargs)[0].numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

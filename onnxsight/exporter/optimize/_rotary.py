@@ -38,6 +38,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
     computed_causal_fill,
+    offset_causal_fill,
     on_the_fly_tables,
     root_sizes,
     rotary_source,
@@ -97,7 +98,9 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None =
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
         graph.set_input(layer.add_mask, 1, masks[(_past_length(graph, layer.past), layer.padding)])
-        if layer.padding is not None and padding_inputs is not None:
+        # NOTE: counted where this pass drops torch's guard; a guard already gone went with BERT's additive form
+        # (``_padding``: a step of one token at static sizes, whose mask is the padding alone), counted there
+        if layer.padding is not None and layer.guard is not None and padding_inputs is not None:
             padding_inputs[layer.padding] = padding_inputs.get(layer.padding, 0) + 1
         if layer.guard is not None:  # a causal mask masks no whole row; a padded one's finite fill averages it
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
@@ -117,10 +120,10 @@ _Forms = tuple[str, str, dict[tuple, str], Sizes]   # cos, sin, the mask per (pa
 
 def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     """A sequence length known at export, no cache: cos/sin gathered from a constant cache, the causal mask from
-    an all-ones padding mask (constants where the batch is known too); None where the length is not known or
-    cos/sin are not constants."""
+    an all-ones padding mask (constants where the batch is known too) or from the padding mask input
+    (``_rotary_padding``); None where the length is not known or cos/sin are not constants."""
     batch, length = layers[0].shape[:2]
-    if not isinstance(length, int) or layers[0].past is not None or layers[0].padding is not None:
+    if not isinstance(length, int) or layers[0].past is not None:
         return None
     tables = constant_tables(emit.graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
                              length, int(layers[0].shape[3]))
@@ -128,8 +131,11 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
         return None
     sizes = root_sizes(emit, layers[0].root)
     cos, sin = gathered_tables(emit, sizes, tables, batch, length)
-    dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {(None, None): padding_mask_form(emit, length, layers[0].fill, dtype)}, sizes
+    dtype = emit.graph.elem_type(layers[0].add_mask.output[0])
+    padding = layers[0].padding
+    mask = padding_mask_form(emit, length, layers[0].fill, to_torch(dtype)) if padding is None \
+        else padded_causal_mask_form(emit, layers[0].root, None, padding, dtype)
+    return cos, sin, {(None, padding): mask}, sizes
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -292,10 +298,14 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal (after the
     past positions of a cache where ``cached``)."""
     value = graph.constant(mask)
-    if value is not None:
-        known = isinstance(shape[-2], int) and isinstance(shape[-1], int)
-        return causal_fill(value, shape[-2], shape[-1]) if known and not cached and has_data(value) else None
-    return computed_causal_fill(graph, mask)
+    if value is None:
+        return computed_causal_fill(graph, mask)
+    if not isinstance(shape[-2], int) or not isinstance(shape[-1], int) or not has_data(value):
+        return None
+    if not cached:
+        return causal_fill(value, shape[-2], shape[-1])
+    fill = offset_causal_fill(value.numpy()) if tuple(value.shape[-2:]) == tuple(shape[-2:]) else False
+    return fill if not isinstance(fill, bool) else None   # a step of one token masks nothing: no fill to write
 
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:

@@ -39,14 +39,14 @@ def computed_causal_fill(graph: Graph, mask: str) -> float | None:
     runs = mask_at_sizes(graph, mask)
     if runs is None:
         return None
-    fills = [_offset_causal_fill(value) for _, value in runs]
+    fills = [offset_causal_fill(value) for _, value in runs]
     if any(f is False for f in fills):
         return None
     values = {f for f in fills if f is not True}
     return values.pop() if len(values) == 1 else None
 
 
-def _offset_causal_fill(mask: np.ndarray) -> float | bool:
+def offset_causal_fill(mask: np.ndarray) -> float | bool:
     """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
     should not (S == 1); False where it is not causal."""
     if mask.ndim < 2 or not np.issubdtype(mask.dtype, np.floating):
@@ -72,9 +72,12 @@ class RotarySource:
     """cos/sin as the model computes them: ``cos(cat(freqs, freqs)) * scale``, ``freqs = positions[..., None] *
     inv_freq``."""
 
-    positions: str     # (length,) or (1 or batch, length) int64 position ids
+    positions: str     # (length,) or (1 or batch, length) int64 position ids; or, where ``known``, their float
+                       # (1, length, 1) constant
     inv_freq: str      # (head size / 2,) float32 initializer
     scale: float
+    known: tuple[int, ...] | None = None   # the position ids where they are known at export (static sizes: a
+                                           # step over a KV cache of a fixed length starts at its past length)
 
 
 def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], head_size: int) \
@@ -89,7 +92,7 @@ def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]
         source = _frequencies(graph, cos[0], head_size)
         if source is None:
             return None
-        found.add(RotarySource(source[0], source[1], cos[1]))
+        found.add(RotarySource(source[0], source[1], cos[1], source[2]))
     return found.pop() if len(found) == 1 else None
 
 
@@ -124,10 +127,11 @@ def _through(graph: Graph, name: str, *op_types: str) -> str:
     return name
 
 
-def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] | None:
-    """(positions, inv_freq) of ``angles = Concat(f, f, axis=-1)``, ``f = float(positions[..., None]) *
-    inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions (rows, length) or (length,)
-    int64 (then ``positions[None, :, None]``)."""
+def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, tuple[int, ...] | None] | None:
+    """(positions, inv_freq, the positions' values where known) of ``angles = Concat(f, f, axis=-1)``, ``f =
+    float(positions[..., None]) * inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions
+    (rows, length) or (length,) int64 (then ``positions[None, :, None]``), or, with sizes fixed at export, the
+    float (1, length, 1) constant they were folded to."""
     concat = graph.producer.get(angles)
     if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
             or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
@@ -140,6 +144,9 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
         weights = graph.constant(inv)
         if weights is None or weights.dtype != torch.float32 or tuple(weights.shape) != (head_size // 2,):
             continue
+        known = _known_positions(graph, mul.input[1 - index])
+        if known is not None:
+            return mul.input[1 - index], inv, known
         cast = parent(graph, mul, 1 - index, "Cast")
         unsqueeze = parent(graph, cast, 0, "Unsqueeze")
         if cast is None or attribute(cast, "to") != onnx.TensorProto.FLOAT or unsqueeze is None:
@@ -151,8 +158,21 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
         if axes is None or axes.reshape(-1).tolist() not in wanted \
                 or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
-        return positions, inv
+        return positions, inv, None
     return None
+
+
+def _known_positions(graph: Graph, name: str) -> tuple[int, ...] | None:
+    """The position ids a float32 (1, length, 1) constant holds (``float(positions[:, :, None])`` folded at
+    export), where they are whole numbers from 0; None otherwise."""
+    value = graph.constant(name)
+    if value is None or not has_data(value) or value.dtype != torch.float32 or value.dim() != 3 \
+            or value.shape[0] != 1 or value.shape[2] != 1:
+        return None
+    ids = value.reshape(-1)
+    if not bool((ids >= 0).all()) or not torch.equal(ids, ids.round()):
+        return None
+    return tuple(int(v) for v in ids.tolist())
 
 
 @dataclass
@@ -186,7 +206,8 @@ def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tupl
     """cos and sin of (batch, 1, length, head size), one position id row per batch row, computed as
     ``Unsqueeze(Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))), scale), 1)``."""
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.op("Expand", source.positions, sizes.pair(emit), hint="position_ids")
+    ids = source.positions if source.known is None else emit.const("_position_ids", [list(source.known)])
+    positions = emit.op("Expand", ids, sizes.pair(emit), hint="position_ids")
     columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
     # NOTE: inv_freq as a (1, head size / 2, 1) constant of its own: the fuser reads MatMul's first input back
     # through Unsqueeze/Cast/Expand to an initializer, and takes the initializer itself where there is no node
