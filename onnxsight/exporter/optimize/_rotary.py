@@ -24,9 +24,11 @@ static sizes), and listed as optimised away otherwise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import onnx
+import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
@@ -75,9 +77,11 @@ class _Layer:
     past: str | None                           # the past keys K is appended to (a KV cache), or None
     padding: str | None = None                 # the graph input of a (batch, keys) padding mask combined with the
                                                # causal one (``_rotary_padding``), or None
+    prescaled: onnx.NodeProto | None = None    # the MatMul of Q and K^T each scaled by E**-0.25 (half precision),
+                                               # rewritten as (Q K^T) / sqrt(E), the form ORT matches; or None
 
 
-def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None = None) -> int:
+def llama_rotary_attention(graph: Graph, padding_inputs: dict[tuple[str, str], int] | None = None) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form;
     ``padding_inputs`` counts the layers whose mask now combines a padding mask from a graph input with a finite
     fill (a fully masked row averages the values: the note ONX008)."""
@@ -101,7 +105,10 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None =
         # NOTE: counted where this pass drops torch's guard; a guard already gone went with BERT's additive form
         # (``_padding``: a step of one token at static sizes, whose mask is the padding alone), counted there
         if layer.padding is not None and layer.guard is not None and padding_inputs is not None:
-            padding_inputs[layer.padding] = padding_inputs.get(layer.padding, 0) + 1
+            key = (layer.padding, str(to_torch(graph.elem_type(layer.add_mask.output[0]))).removeprefix("torch."))
+            padding_inputs[key] = padding_inputs.get(key, 0) + 1
+        if layer.prescaled is not None:
+            _divided(emit, layer)
         if layer.guard is not None:  # a causal mask masks no whole row; a padded one's finite fill averages it
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
@@ -217,16 +224,15 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
-    scores = parent(graph, add_mask, 0, "Div")
-    matmul_qk = parent(graph, scores, 0, "MatMul")
-    shape = graph.symbolic_shape(scores.output[0]) if scores is not None else None
-    if matmul_qk is None or shape is None or len(shape) != 4:
+    found = _scores(graph, add_mask)
+    shape = graph.symbolic_shape(add_mask.input[0]) if found is not None else None
+    if found is None or shape is None or len(shape) != 4:
         return None
+    (q_reader, k_reader), prescaled = found
     attend, guard = _attend(graph, softmax)
-    if attend is None or not scaled_by_root_of_head_size(graph, scores, matmul_qk) \
-            or not _reads_only(graph, add_mask, softmax, guard):
+    if attend is None or not _reads_only(graph, add_mask, softmax, guard):
         return None
-    keys = _transpose(graph, matmul_qk, 1, [0, 1, 3, 2])
+    keys = _transpose(graph, k_reader, 0 if prescaled else 1, [0, 1, 3, 2])
     (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
@@ -237,7 +243,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         fill, padding = found
     if fill is None:
         return None
-    rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
+    rope_q = _rope(graph, parent(graph, q_reader, 0, "Add"))
     rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
     v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
@@ -254,7 +260,30 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual, softmax, guard, past_k, padding)
+                  residual, softmax, guard, past_k, padding, prescaled)
+
+
+def _scores(graph: Graph, add: onnx.NodeProto | None) \
+        -> tuple[tuple[onnx.NodeProto, onnx.NodeProto], onnx.NodeProto | None] | None:
+    """((the node reading Q, the node reading K^T), None) where ``add``'s scores are ``MatMul(Q, K^T) / sqrt(E)``;
+    ((Q's Mul, K^T's Mul), their MatMul) where they are ``MatMul(Q * E**-0.25, K^T * E**-0.25)`` (half precision:
+    the translation scales Q and K each so that Q K^T cannot overflow); None otherwise."""
+    div = parent(graph, add, 0, "Div")
+    matmul = parent(graph, div, 0, "MatMul")
+    if div is not None:
+        return ((matmul, matmul), None) if matmul is not None and scaled_by_root_of_head_size(graph, div, matmul) \
+            else None
+    matmul = parent(graph, add, 0, "MatMul")
+    muls = [parent(graph, matmul, index, "Mul") for index in (0, 1)]
+    if matmul is None or any(m is None or m.output[0] in graph.pinned or len(graph.readers[m.output[0]]) != 1
+                             for m in muls):
+        return None
+    head = graph.symbolic_shape(muls[0].input[0])
+    roots = [graph.constant(m.input[1]) for m in muls]
+    if head is None or not isinstance(head[-1], int) or any(r is None or r.numel() != 1 for r in roots) \
+            or not all(math.isclose(float(r.reshape(-1)[0]), head[-1] ** -0.25, rel_tol=1e-3) for r in roots):
+        return None
+    return (muls[0], muls[1]), matmul
 
 
 def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:
@@ -369,6 +398,22 @@ def _shape_paths(emit: Emitter, layer: _Layer, sizes: Sizes | None) -> None:
     for reshape in layer.reshapes:
         graph.set_input(reshape, 1, per_head)
     graph.set_input(layer.merge, 1, merged)
+
+
+def _divided(emit: Emitter, layer: _Layer) -> None:
+    """``MatMul(Q * r, K^T * r)`` -> ``MatMul(Q, K^T) / sqrt(E)``, in the scores' dtype: the only scores
+    ``FusionRotaryAttention`` matches (``Softmax <- Add <- Div <- MatMul``).
+
+    NOTE: in float16 Q K^T then overflows where a score times sqrt(E) passes 65504 (the translation's scaling
+    avoids that); scores of that size are far beyond what a trained model's attention holds, and ORT's fused
+    ``MultiHeadAttention`` scales by itself."""
+    graph = emit.graph
+    q, k = (graph.producer[name].input[0] for name in layer.prescaled.input)
+    kind = to_torch(graph.elem_type(layer.add_mask.input[0]))
+    product = emit.op("MatMul", q, k)
+    scores = emit.op("Div", product, emit.const("_root_head_size", torch.tensor(layer.shape[3] ** 0.5, dtype=kind)))
+    emit.place(layer.prescaled)
+    graph.set_input(layer.add_mask, 0, scores)
 
 
 def _halves_from_shape(emit: Emitter, rope: _Rope) -> None:

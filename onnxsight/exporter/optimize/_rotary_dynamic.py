@@ -46,11 +46,23 @@ def computed_causal_fill(graph: Graph, mask: str) -> float | None:
     return values.pop() if len(values) == 1 else None
 
 
+def float_values(value: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array, bfloat16 included (onnx's
+    reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float); None otherwise."""
+    if np.issubdtype(value.dtype, np.floating):
+        return value, float(np.finfo(value.dtype).min)
+    if value.dtype.name == "bfloat16":
+        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
+    return None
+
+
 def offset_causal_fill(mask: np.ndarray) -> float | bool:
     """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
     should not (S == 1); False where it is not causal."""
-    if mask.ndim < 2 or not np.issubdtype(mask.dtype, np.floating):
+    found = float_values(mask)
+    if mask.ndim < 2 or found is None:
         return False
+    mask, lowest = found
     rows, cols = mask.shape[-2:]
     squares = mask.reshape(-1, rows, cols)
     if cols < rows or not (squares == squares[:1]).all():
@@ -62,7 +74,7 @@ def offset_causal_fill(mask: np.ndarray) -> float | bool:
     if blocked.size == 0:
         return True
     fill = float(blocked[0])
-    if not (blocked == fill).all() or not (fill == -np.inf or fill <= np.finfo(mask.dtype).min):
+    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
         return False
     return fill
 
@@ -78,6 +90,7 @@ class RotarySource:
     scale: float
     known: tuple[int, ...] | None = None   # the position ids where they are known at export (static sizes: a
                                            # step over a KV cache of a fixed length starts at its past length)
+    cast: int | None = None                # the dtype cos/sin are cast to from float32 (a half-precision model)
 
 
 def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], head_size: int) \
@@ -87,22 +100,27 @@ def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]
     found = set()
     for with_cos, with_sin in muls:
         cos, sin = _trig(graph, with_cos, "Cos"), _trig(graph, with_sin, "Sin")
-        if cos is None or sin is None or cos[0] != sin[0] or cos[1] != sin[1]:
+        if cos is None or sin is None or cos != sin:
             return None
         source = _frequencies(graph, cos[0], head_size)
         if source is None:
             return None
-        found.add(RotarySource(source[0], source[1], cos[1], source[2]))
+        found.add(RotarySource(source[0], source[1], cos[1], source[2], cos[2]))
     return found.pop() if len(found) == 1 else None
 
 
-def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float] | None:
-    """(the angles, the scale) of ``mul``'s second input ``Unsqueeze(op_type(angles) * scale, 1)``."""
+def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, int | None] | None:
+    """(the angles, the scale, the dtype cast to or None) of ``mul``'s second input ``Unsqueeze(op_type(angles) *
+    scale, 1)``, or ``Unsqueeze(Cast(op_type(angles) * scale), 1)`` from float32 (transformers computes cos/sin of
+    a half-precision model in float32)."""
     unsqueeze = parent(graph, mul, 1, "Unsqueeze")
     axes = graph.constant(unsqueeze.input[1]) if unsqueeze is not None and len(unsqueeze.input) > 1 else None
     if axes is None or axes.reshape(-1).tolist() != [1]:
         return None
-    node, scale = graph.producer.get(unsqueeze.input[0]), 1.0
+    node, scale, cast = graph.producer.get(unsqueeze.input[0]), 1.0, None
+    if node is not None and node.op_type == "Cast" and not node.domain \
+            and graph.elem_type(node.input[0]) == onnx.TensorProto.FLOAT:
+        node, cast = graph.producer.get(node.input[0]), attribute(node, "to")
     if node is not None and node.op_type == "Mul" and not node.domain:
         for index in (1, 0):
             value = graph.constant(node.input[index])
@@ -113,7 +131,7 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float] 
                 break
     if node is None or node.op_type != op_type or node.domain:
         return None
-    return node.input[0], scale
+    return node.input[0], scale, cast
 
 
 def _through(graph: Graph, name: str, *op_types: str) -> str:
@@ -142,7 +160,9 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
     for index in (1, 0):
         inv = _through(graph, mul.input[index], "Identity", "Cast")
         weights = graph.constant(inv)
-        if weights is None or weights.dtype != torch.float32 or tuple(weights.shape) != (head_size // 2,):
+        # NOTE: a half-precision inv_freq (a model moved with .half()) is read through a Cast to float32
+        if weights is None or not weights.dtype.is_floating_point or tuple(weights.shape) != (head_size // 2,) \
+                or graph.elem_type(mul.input[index]) != onnx.TensorProto.FLOAT:
             continue
         known = _known_positions(graph, mul.input[1 - index])
         if known is not None:
@@ -211,12 +231,17 @@ def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tupl
     columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
     # NOTE: inv_freq as a (1, head size / 2, 1) constant of its own: the fuser reads MatMul's first input back
     # through Unsqueeze/Cast/Expand to an initializer, and takes the initializer itself where there is no node
-    rows = emit.const("_inv_freq_column", emit.graph.constant(source.inv_freq).reshape(1, -1, 1).clone())
+    rows = emit.const("_inv_freq_column", emit.graph.constant(source.inv_freq).float().reshape(1, -1, 1).clone())
     freqs = emit.op("Transpose", emit.op("MatMul", rows, columns), perm=[0, 2, 1], hint="freqs")
     angles = emit.op("Concat", freqs, freqs, axis=-1, hint="emb")
     scale = emit.const("_rotary_scale", torch.tensor(source.scale, dtype=torch.float32))
-    return tuple(emit.op("Unsqueeze", emit.op("Mul", emit.op(op, angles), scale), emit.const("_axis1", [1]),
-                         hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
+    out = []
+    for op in ("Cos", "Sin"):
+        value = emit.op("Mul", emit.op(op, angles), scale)
+        if source.cast is not None:   # ORT's fuser takes the Cast of a half-precision model's cos/sin
+            value = emit.op("Cast", value, to=source.cast)
+        out.append(emit.op("Unsqueeze", value, emit.const("_axis1", [1]), hint=op.lower()))
+    return out[0], out[1]
 
 
 def all_attend(emit: Emitter, kind: torch.dtype, dtype: int) -> str:

@@ -27,6 +27,7 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._rotary_dynamic import float_values
 from onnxsight.exporter.optimize._sized_mask import mask_subgraph, sizes_near_constants, subgraph_model
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
@@ -100,9 +101,12 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     causal = np.arange(keys)[None, :] <= np.arange(length)[:, None] + (keys - length)
     fills: set[float] = set()
     for sample in _masks(batch, keys, one_size=one_size):
-        value = np.asarray(evaluator.run(None, {padding: sample.astype(pad_type), **feeds})[0])  # type: ignore
-        if value.dtype.kind != "f" or value.ndim != 4 or value.shape[1] != 1 \
-                or value.shape[0] != batch or value.shape[2:] != (length, keys):
+        run = evaluator.run(None, {padding: sample.astype(pad_type), **feeds})  # type: ignore[attr-defined]
+        found = float_values(np.asarray(run[0]))
+        if found is None:
+            return None
+        value, lowest = found
+        if value.ndim != 4 or value.shape[1] != 1 or value.shape[0] != batch or value.shape[2:] != (length, keys):
             return None
         keep = causal[None, :, :] & sample[:, None, :]
         value = value[:, 0]
@@ -111,7 +115,7 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
         blocked = value[~keep]
         if blocked.size:
             fill = float(blocked[0])
-            if not (blocked == fill).all() or not (fill == -math.inf or fill <= float(np.finfo(value.dtype).min)):
+            if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
                 return None
             fills.add(fill)
     return fills
