@@ -9,13 +9,15 @@ recognise the graph by how transformers' own traced exports computed their sizes
 to ``Shape(...)[1]`` rows (or computed "on the fly" from ``inv_freq``), every Q/K/V/output ``Reshape``
 shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from
 a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
-has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
-shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
+has those sizes folded to constants (static shapes: ``_rotary_tables.py``; a static step over a KV cache takes
+the on-the-fly cos/sin of ``_rotary_dynamic.py`` from its position ids folded at export) or computed its own way
+(dynamic shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
 numbers: the mask is the causal one (its padding part all ones: no input carries a mask; or a padding mask
 input's, checked and written with a finite fill by ``_rotary_padding.py``), cos/sin the model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
-(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
+(no grouped-query ``Expand``), the scale ``1/sqrt(head size)`` (half precision's Q and K scaled each by its
+root are written as the division: ``_rotary_scores.py``), a mask that is exactly causal (after the
 past positions of a cache), and cos/sin whose two halves are equal (``cat(freqs, freqs)``, which
 ``RotaryEmbedding``'s half-width cache assumes). The FX values a rewrite replaces (cos and sin per layer)
 are compared through the values that hold them now where those have the same shape (a batch of one,
@@ -24,16 +26,14 @@ static sizes), and listed as optimised away otherwise.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import onnx
-import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
-from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._decoder import causal_fill, parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 from onnxsight.exporter.optimize._rotary_dynamic import (
@@ -46,6 +46,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
     rotary_source,
 )
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
+from onnxsight.exporter.optimize._rotary_scores import divided, scores
 from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
 
 
@@ -108,7 +109,7 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[tuple[str, str], i
             key = (layer.padding, str(to_torch(graph.elem_type(layer.add_mask.output[0]))).removeprefix("torch."))
             padding_inputs[key] = padding_inputs.get(key, 0) + 1
         if layer.prescaled is not None:
-            _divided(emit, layer)
+            divided(emit, layer.prescaled, layer.add_mask, int(layer.shape[3]))
         if layer.guard is not None:  # a causal mask masks no whole row; a padded one's finite fill averages it
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
@@ -224,7 +225,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
-    found = _scores(graph, add_mask)
+    found = scores(graph, add_mask)
     shape = graph.symbolic_shape(add_mask.input[0]) if found is not None else None
     if found is None or shape is None or len(shape) != 4:
         return None
@@ -261,29 +262,6 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
                   residual, softmax, guard, past_k, padding, prescaled)
-
-
-def _scores(graph: Graph, add: onnx.NodeProto | None) \
-        -> tuple[tuple[onnx.NodeProto, onnx.NodeProto], onnx.NodeProto | None] | None:
-    """((the node reading Q, the node reading K^T), None) where ``add``'s scores are ``MatMul(Q, K^T) / sqrt(E)``;
-    ((Q's Mul, K^T's Mul), their MatMul) where they are ``MatMul(Q * E**-0.25, K^T * E**-0.25)`` (half precision:
-    the translation scales Q and K each so that Q K^T cannot overflow); None otherwise."""
-    div = parent(graph, add, 0, "Div")
-    matmul = parent(graph, div, 0, "MatMul")
-    if div is not None:
-        return ((matmul, matmul), None) if matmul is not None and scaled_by_root_of_head_size(graph, div, matmul) \
-            else None
-    matmul = parent(graph, add, 0, "MatMul")
-    muls = [parent(graph, matmul, index, "Mul") for index in (0, 1)]
-    if matmul is None or any(m is None or m.output[0] in graph.pinned or len(graph.readers[m.output[0]]) != 1
-                             for m in muls):
-        return None
-    head = graph.symbolic_shape(muls[0].input[0])
-    roots = [graph.constant(m.input[1]) for m in muls]
-    if head is None or not isinstance(head[-1], int) or any(r is None or r.numel() != 1 for r in roots) \
-            or not all(math.isclose(float(r.reshape(-1)[0]), head[-1] ** -0.25, rel_tol=1e-3) for r in roots):
-        return None
-    return (muls[0], muls[1]), matmul
 
 
 def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:
@@ -398,22 +376,6 @@ def _shape_paths(emit: Emitter, layer: _Layer, sizes: Sizes | None) -> None:
     for reshape in layer.reshapes:
         graph.set_input(reshape, 1, per_head)
     graph.set_input(layer.merge, 1, merged)
-
-
-def _divided(emit: Emitter, layer: _Layer) -> None:
-    """``MatMul(Q * r, K^T * r)`` -> ``MatMul(Q, K^T) / sqrt(E)``, in the scores' dtype: the only scores
-    ``FusionRotaryAttention`` matches (``Softmax <- Add <- Div <- MatMul``).
-
-    NOTE: in float16 Q K^T then overflows where a score times sqrt(E) passes 65504 (the translation's scaling
-    avoids that); scores of that size are far beyond what a trained model's attention holds, and ORT's fused
-    ``MultiHeadAttention`` scales by itself."""
-    graph = emit.graph
-    q, k = (graph.producer[name].input[0] for name in layer.prescaled.input)
-    kind = to_torch(graph.elem_type(layer.add_mask.input[0]))
-    product = emit.op("MatMul", q, k)
-    scores = emit.op("Div", product, emit.const("_root_head_size", torch.tensor(layer.shape[3] ** 0.5, dtype=kind)))
-    emit.place(layer.prescaled)
-    graph.set_input(layer.add_mask, 0, scores)
 
 
 def _halves_from_shape(emit: Emitter, rope: _Rope) -> None:

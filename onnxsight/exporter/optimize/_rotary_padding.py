@@ -7,7 +7,8 @@ query row can have every key masked, which the translation guards (torch's zeros
 ``MultiHeadAttention`` does not: an ``attention_bias`` row of ``-inf`` gives NaN, which the next layer spreads.
 
 This module checks that the translated mask is exactly "causal (after the past positions) and padding from that
-input" by running its subgraph with ONNX's reference evaluator at sample sizes and on several 0/1 masks, and
+input" by running its subgraph with ONNX's reference evaluator at sample sizes and on several 0/1 masks (with
+static sizes at the one size the graph has, on more masks: nothing else can vary), and
 writes it in the form ORT's ``FusionRotaryAttention`` takes for a 2-D padding mask (``Where(blocked, lowest, 1 -
 Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``, passed on as ``attention_bias``) with a FINITE fill, the scores'
 dtype's lowest: a row with at least one key attended gives PyTorch's numbers exactly (the masked keys' weights
