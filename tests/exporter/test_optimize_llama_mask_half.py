@@ -128,3 +128,26 @@ def test_the_fused_float16_model_runs_on_cpu_once_its_rotary_caches_are_float16(
             tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), tensor.name))
     session = _session(repaired)
     _compare(model, lambda feeds: session.run(None, feeds)[0], sizes)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("masked", [True, False], ids=["mask", "no-mask"])
+def test_a_static_half_precision_step_over_a_cache_fuses(dtype: torch.dtype, masked: bool,
+                                                         tmp_path_factory: Any) -> None:
+    # bfloat16's causal mask is left unfolded by the constant folding: the pass evaluates it to check it
+    from tests.exporter.test_optimize_llama_mask import _cache
+
+    model, cache = _model(cache=True).to(dtype), _cache(2, 5)
+    for layer in cache.layers:
+        layer.keys, layer.values = layer.keys.to(dtype), layer.values.to(dtype)
+    inputs = {"input_ids": torch.randint(0, 100, (2, 3)), "cache": cache}
+    if masked:
+        inputs["attention_mask"] = _padded(2, 8, [0, 2], left=True)
+    program = onnxsight.export(model, (), kwargs=inputs, optimize="ort-fusion")
+    path = str(tmp_path_factory.mktemp("llama-cache-half") / "model.onnx")
+    program.save(path)
+    attention = [n for n in _fused(path).model.graph.node if n.op_type == "MultiHeadAttention"]
+    assert [list(n.input[6:8]) for n in attention] == \
+        [[f"past_key_values.{i}.key", f"past_key_values.{i}.value"] for i in range(LAYERS)]
+    if masked:
+        assert {fill for _, fill in _mask_fills(program.model_proto)} == {torch.finfo(dtype).min}

@@ -47,7 +47,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
 )
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
 from onnxsight.exporter.optimize._rotary_scores import divided, scores
-from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
+from onnxsight.exporter.optimize._rotary_tables import constant_tables, evaluate, gathered_tables, padding_mask_form
 
 
 @dataclass
@@ -305,13 +305,15 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal (after the
     past positions of a cache where ``cached``)."""
     value = graph.constant(mask)
+    if value is None and isinstance(shape[-1], int):
+        value = evaluate(graph, mask)   # a mask of constants left unfolded (bfloat16), else None
     if value is None:
         return computed_causal_fill(graph, mask)
     if not isinstance(shape[-2], int) or not isinstance(shape[-1], int) or not has_data(value):
         return None
     if not cached:
         return causal_fill(value, shape[-2], shape[-1])
-    fill = offset_causal_fill(value.numpy()) if tuple(value.shape[-2:]) == tuple(shape[-2:]) else False
+    fill = offset_causal_fill(value) if tuple(value.shape[-2:]) == tuple(shape[-2:]) else False
     return fill if not isinstance(fill, bool) else None   # a step of one token masks nothing: no fill to write
 
 

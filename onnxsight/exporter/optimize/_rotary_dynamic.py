@@ -46,9 +46,13 @@ def computed_causal_fill(graph: Graph, mask: str) -> float | None:
     return values.pop() if len(values) == 1 else None
 
 
-def float_values(value: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array, bfloat16 included (onnx's
-    reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float); None otherwise."""
+def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
+    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
+    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
+    numpy form: read as float32, its lowest kept); None otherwise."""
+    if isinstance(value, torch.Tensor):
+        kind = value.dtype
+        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
     if np.issubdtype(value.dtype, np.floating):
         return value, float(np.finfo(value.dtype).min)
     if value.dtype.name == "bfloat16":
@@ -56,11 +60,11 @@ def float_values(value: np.ndarray) -> tuple[np.ndarray, float] | None:
     return None
 
 
-def offset_causal_fill(mask: np.ndarray) -> float | bool:
+def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
     """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
     should not (S == 1); False where it is not causal."""
-    found = float_values(mask)
-    if mask.ndim < 2 or found is None:
+    found = float_values(value)
+    if found is None or found[0].ndim < 2:
         return False
     mask, lowest = found
     rows, cols = mask.shape[-2:]

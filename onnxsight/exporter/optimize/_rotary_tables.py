@@ -24,7 +24,7 @@ from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
 
 
-def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
+def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
     """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
     export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
     from onnx.reference import ReferenceEvaluator
@@ -72,7 +72,7 @@ def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProt
         pair = []
         for mul in (with_cos, with_sin):
             unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-            value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+            value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
             if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
                     or not bool((value == value[:1]).all()):
                 return None
