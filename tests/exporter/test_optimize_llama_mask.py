@@ -1,5 +1,5 @@
-"""A LLaMA-like decoder called with an ``attention_mask`` (batch, keys), exported with ``dynamic_shapes`` and
-``optimize="ort-fusion"``: its causal and padding mask is checked (run at sample sizes on 0/1 masks) and written
+"""A LLaMA-like decoder called with an ``attention_mask`` (batch, keys), exported with ``dynamic_shapes`` or at
+static sizes, and ``optimize="ort-fusion"``: its causal and padding mask is checked (run at sample sizes on 0/1 masks) and written
 in ORT's rotary form for a 2-D padding mask with the dtype's lowest as fill, so ONNX Runtime's optimizer fuses one
 ``MultiHeadAttention`` per layer for a prompt step (right or left padding) and a step over a KV cache; rows with
 a key to attend to match PyTorch, a fully masked row (left padding) averages the values: said at export (ONX008)
@@ -114,6 +114,14 @@ def _cache(batch: int, past: int) -> Any:
     return DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(LAYERS)])
 
 
+def _cache_feeds(cache: Any) -> dict[str, np.ndarray]:
+    feeds = {}
+    for i, layer in enumerate(cache.layers):
+        feeds[f"past_key_values.{i}.key"] = layer.keys.numpy().copy()
+        feeds[f"past_key_values.{i}.value"] = layer.values.numpy().copy()
+    return feeds
+
+
 @pytest.fixture(scope="module")
 def step(tmp_path_factory: Any) -> tuple[torch.nn.Module, onnxsight.ONNXProgram, dict, Any]:
     from torch.export import Dim
@@ -145,10 +153,7 @@ def test_the_fused_padded_step_matches_pytorch(step: Any, batch: int, length: in
     model, _, _, fused = step
     ids, cache = torch.randint(0, 100, (batch, length)), _cache(batch, past)
     mask = _padded(batch, past + length, [min(row, past) for row in range(batch)], left=True)
-    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-    for i, layer in enumerate(cache.layers):
-        feeds[f"past_key_values.{i}.key"], feeds[f"past_key_values.{i}.value"] = \
-            layer.keys.numpy().copy(), layer.values.numpy().copy()
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), **_cache_feeds(cache)}
     got = _session(fused).run(None, feeds)[0]
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=mask, cache=cache)[0].numpy()
@@ -167,35 +172,59 @@ def test_a_sliding_window_with_padding_is_left_as_translated(window: int | None,
     assert onnxsight.verify(program, args).passed
 
 
-def test_the_check_refuses_a_mask_that_is_not_causal_and_padding() -> None:
-    from onnxsight.exporter.optimize._graph import Graph
-    from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill
-
+def _mask_graph(batch: int | str, seq: int | str, *, causal: bool) -> Any:
+    """``Where(mask[:, None, None, :] broadcast to (B, 1, S, S), 0, -inf)``, the padding of input attention_mask
+    alone, or (``causal``, static sizes) combined with a constant causal mask; broadcast to a shape read from
+    ``Shape(input_ids)``, or, with static sizes, to a constant one as the translation writes it."""
     from onnx import TensorProto as tp
     from onnx import helper, numpy_helper
 
-    # padding only (no causal part): Where(mask[:, None, None, :] broadcast to (B, 1, S, S), 0, -inf)
+    from onnxsight.exporter.optimize._graph import Graph
+
     nodes = [helper.make_node("Cast", ["attention_mask"], ["bool"], to=tp.BOOL),
              helper.make_node("Unsqueeze", ["bool", "axes"], ["wide"]),
              helper.make_node("Shape", ["input_ids"], ["sizes"]),
              helper.make_node("Gather", ["sizes", "zero"], ["b"], axis=0),
              helper.make_node("Gather", ["sizes", "one"], ["s"], axis=0),
-             helper.make_node("Concat", ["b1", "ones", "s1", "s1"], ["target"], axis=0),
              helper.make_node("Unsqueeze", ["b", "axis0"], ["b1"]),
              helper.make_node("Unsqueeze", ["s", "axis0"], ["s1"]),
-             helper.make_node("Expand", ["wide", "target"], ["full"]),
-             helper.make_node("Where", ["full", "f0", "finf"], ["mask"])]
-    nodes = nodes[:5] + nodes[6:8] + [nodes[5]] + nodes[8:]
+             helper.make_node("Concat", ["b1", "ones", "s1", "s1"], ["target"], axis=0),
+             helper.make_node("Expand", ["wide", "target"], ["full"])]
+    static = isinstance(seq, int)
+    if static:
+        nodes = nodes[:2] + nodes[-1:]
+    if causal:
+        nodes.append(helper.make_node("And", ["full", "tril"], ["kept"]))
+    nodes.append(helper.make_node("Where", ["kept" if causal else "full", "f0", "finf"], ["mask"]))
     init = [helper.make_tensor("axes", tp.INT64, [2], [1, 2]), helper.make_tensor("zero", tp.INT64, [], [0]),
             helper.make_tensor("one", tp.INT64, [], [1]), helper.make_tensor("axis0", tp.INT64, [1], [0]),
             helper.make_tensor("ones", tp.INT64, [1], [1]), helper.make_tensor("f0", tp.FLOAT, [], [0.0]),
             helper.make_tensor("finf", tp.FLOAT, [], [float("-inf")])]
-    proto = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, tp.INT64, ["batch", "seq"])
+    if static:
+        init.append(helper.make_tensor("target", tp.INT64, [4], [batch, 1, seq, seq]))
+    if causal:
+        init.append(numpy_helper.from_array(np.tril(np.ones((seq, seq), bool)), "tril"))
+    proto = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, tp.INT64, [batch, seq])
                                            for n in ("input_ids", "attention_mask")],
-                              [helper.make_tensor_value_info("mask", tp.FLOAT, ["batch", 1, "seq", "seq"])])
+                              [helper.make_tensor_value_info("mask", tp.FLOAT, [batch, 1, seq, seq])])
     constants = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in init}
-    graph = Graph.build(proto, constants, {"": 18}, set())
-    assert padded_causal_fill(graph, "mask", ("batch", HEADS, "seq", "seq")) is None
+    return Graph.build(proto, constants, {"": 18}, set())
+
+
+@pytest.mark.parametrize("batch, seq", [("batch", "seq"), (2, 300)], ids=["dynamic", "static"])
+def test_the_check_refuses_a_mask_that_is_not_causal_and_padding(batch: int | str, seq: int | str) -> None:
+    from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill
+
+    graph = _mask_graph(batch, seq, causal=False)
+    assert padded_causal_fill(graph, "mask", (batch, HEADS, seq, seq)) is None
+
+
+def test_the_check_takes_a_static_causal_and_padding_mask_of_a_long_sequence() -> None:
+    # the sizes fixed at export are constants of the mask's subgraph (its shapes): not refused as too large
+    from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill
+
+    graph = _mask_graph(2, 300, causal=True)
+    assert padded_causal_fill(graph, "mask", (2, HEADS, 300, 300)) == (float("-inf"), "attention_mask")
 
 
 # -- static sizes: the length fixed at export, no dynamic_shapes ------------------------------------------------
@@ -262,14 +291,6 @@ def test_a_static_sliding_window_fuses_only_where_it_is_causal_at_the_exported_l
     assert _stats(fused).get("MultiHeadAttention", 0) == (LAYERS if fuses else 0)
     assert any(d.code == "ONX008" for d in program.diagnostics) == fuses
     assert onnxsight.verify(program, (), kwargs=inputs).passed
-
-
-def _cache_feeds(cache: Any) -> dict[str, np.ndarray]:
-    feeds = {}
-    for i, layer in enumerate(cache.layers):
-        feeds[f"past_key_values.{i}.key"] = layer.keys.numpy().copy()
-        feeds[f"past_key_values.{i}.value"] = layer.values.numpy().copy()
-    return feeds
 
 
 @pytest.mark.parametrize("new, masked", [(3, True), (1, True), (3, False)], ids=["prompt-mask", "one-token-mask",
