@@ -323,3 +323,23 @@ def test_a_static_step_over_a_cache_fuses_and_matches_pytorch(new: int, masked: 
         with torch.no_grad():
             expected = model(input_ids=ids, cache=cache, **kwargs)[0].numpy()
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_dynamic_batch_alone_fuses_and_matches_pytorch_at_another_batch(tmp_path_factory: Any) -> None:
+    # the length fixed at export: the constant cos/sin cache form, the padded mask form, the check run at 5 batches
+    model = _model()
+    args = (torch.randint(0, 100, (2, 8)), _padded(2, 8, [0, 3], left=False))
+    program = onnxsight.export(model, args, optimize="ort-fusion",
+                               dynamic_shapes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}})
+    path = str(tmp_path_factory.mktemp("llama-mask-batch") / "model.onnx")
+    program.save(path)
+    fused = _fused(path)
+    assert _stats(fused)["MultiHeadAttention"] == LAYERS
+    assert onnxsight.verify(program, args, onnx_model=fused.model).passed
+    ids, mask = torch.randint(0, 100, (3, 8)), _padded(3, 8, [0, 2, 5], left=True)
+    got = _session(fused).run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask)[0].numpy()
+    valid = mask.bool().numpy()
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got[valid], expected[valid], rtol=1e-4, atol=1e-4)
