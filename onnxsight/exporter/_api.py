@@ -207,8 +207,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if optimize:
             optimized = optimize_translated(translated, opset, ort_fusion=optimize == ORT_FUSION)
             stage.detail = optimized.summary()
-            for name, count in optimized.padding_masks.items():
-                ctx.emit(rules.FULLY_MASKED_ROWS_AVERAGE, input=name, count=count)
+            for (name, dtype), count in optimized.padding_masks.items():
+                ctx.emit(rules.FULLY_MASKED_ROWS_AVERAGE, input=name, count=count, dtype=dtype,
+                         lowest=f"{torch.finfo(getattr(torch, dtype)).min:.8g}")
             record.facts.update(nodes_translated=optimized.nodes_before)
         else:
             stage.status, stage.detail = "skipped", "optimize=False"

@@ -150,8 +150,8 @@ OPSET_RAISED_FOR_DTYPE = define(
 
 FULLY_MASKED_ROWS_AVERAGE = define(
     "ONX008", "padding-mask-shaped-for-attention-fusion", N,
-    "{count} attention(s) read the padding mask from input {input} as scores + (1 - mask) * lowest (a decoder: "
-    "its causal mask and the padding mask with lowest as fill), the form "
+    "{count} attention(s) read the padding mask from input {input} as scores + (1 - mask) * lowest, {dtype}'s "
+    "{lowest} (a decoder: its causal mask and the padding mask with lowest as fill), the form "
     "ONNX Runtime's attention fusion matches: a row whose every key is masked (a sequence of padding only) "
     "gives an average of the values there (float32, bfloat16: their mean; float16: weighted by its rounded "
     "scores, NaN where they overflow), where PyTorch gives zeros",
@@ -178,7 +178,8 @@ FULLY_MASKED_ROWS_AVERAGE = define(
         "where the finite fill keeps the positions that are not padding exact.",
     example="""
         prog = onnxsight.export(bert, (input_ids, attention_mask), optimize="ort-fusion")
-        # ONX008: 4 attention(s) read the padding mask from input attention_mask as scores + (1 - mask) * lowest ...
+        # ONX008: 4 attention(s) read the padding mask from input attention_mask as scores + (1 - mask) * lowest,
+        # float32's -3.4028235e+38 ...
         onnxsight.verify(prog, (input_ids, torch.zeros_like(attention_mask)))   # ACC002 at the first attention
     """,
     how="""

@@ -13,6 +13,7 @@ from typing import Any
 import onnx
 import torch
 
+from onnxsight.exporter._builder import tensor_bytes_view
 from onnxsight.exporter.optimize._graph import Graph
 
 
@@ -29,7 +30,7 @@ class Emitter:
         """An exporter constant holding ``value`` (ints: int64), one initializer per value for the whole pass."""
         if not isinstance(value, torch.Tensor):
             value = torch.tensor(value, dtype=torch.int64)
-        key = (str(value.dtype), tuple(value.shape), value.numpy().tobytes())
+        key = (str(value.dtype), tuple(value.shape), tensor_bytes_view(value).tobytes())   # bfloat16 too
         if key not in self._constants:
             self._constants[key] = self.graph.fresh(hint)
             self.graph.initializers[self._constants[key]] = value

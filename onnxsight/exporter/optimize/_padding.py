@@ -33,9 +33,10 @@ _MAX_MASK_NODES = 64
 # only) gives the mean of the values in float32 and bfloat16, as ONNX Runtime's fused Attention does (in float16
 # another average, or NaN where every masked score became -inf); PyTorch gives zeros there. verify() with such an
 # input names the first attention output as the root cause.
-def padding_masks(graph: Graph, inputs: dict[str, int] | None = None) -> int:
+def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None) -> int:
     """Guarded attention whose bool mask broadcasts a (batch, keys) value -> BERT's additive padding mask;
-    ``inputs`` counts the attentions rewritten per graph input the mask comes from (for the note ONX008)."""
+    ``inputs`` counts the attentions rewritten per (graph input the mask comes from, scores' dtype) (for the note
+    ONX008)."""
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
     for where in list(graph.nodes):
@@ -52,7 +53,8 @@ def padding_masks(graph: Graph, inputs: dict[str, int] | None = None) -> int:
             made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add)
         if inputs is not None:
             for name in _graph_inputs_of(graph, keys):
-                inputs[name] = inputs.get(name, 0) + 1
+                key = (name, str(to_torch(dtype)).removeprefix("torch."))
+                inputs[key] = inputs.get(key, 0) + 1
         graph.set_input(add, index, made[(keys, dtype)])
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1

@@ -35,8 +35,8 @@ class OptimizeReport:
     nodes_before: int = 0
     nodes_after: int = 0
     passes: dict[str, int] = field(default_factory=dict)
-    # graph input -> the attentions whose padding mask from it now averages fully masked rows (ONX008)
-    padding_masks: dict[str, int] = field(default_factory=dict)
+    # (graph input, scores' dtype) -> the attentions whose padding mask from it now averages fully masked rows (ONX008)
+    padding_masks: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def summary(self) -> str:
         done = ", ".join(f"{name} {count}" for name, count in self.passes.items() if count) or "nothing to do"

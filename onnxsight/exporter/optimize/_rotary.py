@@ -9,13 +9,15 @@ recognise the graph by how transformers' own traced exports computed their sizes
 to ``Shape(...)[1]`` rows (or computed "on the fly" from ``inv_freq``), every Q/K/V/output ``Reshape``
 shaped by ``Concat(Shape(hidden)[0], Shape(hidden)[1], ...)``, and the mask as transformers built it from
 a 2-D padding mask (``Where(.., .., 1 - Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``). The translated graph
-has those sizes folded to constants (static shapes: ``_rotary_tables.py``) or computed its own way (dynamic
-shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
+has those sizes folded to constants (static shapes: ``_rotary_tables.py``; a static step over a KV cache takes
+the on-the-fly cos/sin of ``_rotary_dynamic.py`` from its position ids folded at export) or computed its own way
+(dynamic shapes: ``_rotary_dynamic.py``). This pass, run once after the others, writes them in that form, computing the same
 numbers: the mask is the causal one (its padding part all ones: no input carries a mask; or a padding mask
 input's, checked and written with a finite fill by ``_rotary_padding.py``), cos/sin the model's for its positions.
 
 It only rewrites a layer whose fused ops would compute what the graph does: one K/V head per Q head
-(no grouped-query ``Expand``), the scale ``1/sqrt(head size)``, a mask that is exactly causal (after the
+(no grouped-query ``Expand``), the scale ``1/sqrt(head size)`` (half precision's Q and K scaled each by its
+root are written as the division: ``_rotary_scores.py``), a mask that is exactly causal (after the
 past positions of a cache), and cos/sin whose two halves are equal (``cat(freqs, freqs)``, which
 ``RotaryEmbedding``'s half-width cache assumes). The FX values a rewrite replaces (cos and sin per layer)
 are compared through the values that hold them now where those have the same shape (a batch of one,
@@ -31,19 +33,21 @@ import onnx
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
-from onnxsight.exporter.optimize._decoder import causal_fill, parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._decoder import causal_fill, parent
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
     computed_causal_fill,
+    offset_causal_fill,
     on_the_fly_tables,
     root_sizes,
     rotary_source,
 )
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
-from onnxsight.exporter.optimize._rotary_tables import constant_tables, gathered_tables, padding_mask_form
+from onnxsight.exporter.optimize._rotary_scores import divided, scores
+from onnxsight.exporter.optimize._rotary_tables import constant_tables, evaluate, gathered_tables, padding_mask_form
 
 
 @dataclass
@@ -74,9 +78,11 @@ class _Layer:
     past: str | None                           # the past keys K is appended to (a KV cache), or None
     padding: str | None = None                 # the graph input of a (batch, keys) padding mask combined with the
                                                # causal one (``_rotary_padding``), or None
+    prescaled: onnx.NodeProto | None = None    # the MatMul of Q and K^T each scaled by E**-0.25 (half precision),
+                                               # rewritten as (Q K^T) / sqrt(E), the form ORT matches; or None
 
 
-def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None = None) -> int:
+def llama_rotary_attention(graph: Graph, padding_inputs: dict[tuple[str, str], int] | None = None) -> int:
     """Rewrite each matching attention layer's sizes, rotary halves, cos/sin and mask into ORT's form;
     ``padding_inputs`` counts the layers whose mask now combines a padding mask from a graph input with a finite
     fill (a fully masked row averages the values: the note ONX008)."""
@@ -97,8 +103,13 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[str, int] | None =
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
         graph.set_input(layer.add_mask, 1, masks[(_past_length(graph, layer.past), layer.padding)])
-        if layer.padding is not None and padding_inputs is not None:
-            padding_inputs[layer.padding] = padding_inputs.get(layer.padding, 0) + 1
+        # NOTE: counted where this pass drops torch's guard; a guard already gone went with BERT's additive form
+        # (``_padding``: a step of one token at static sizes, whose mask is the padding alone), counted there
+        if layer.padding is not None and layer.guard is not None and padding_inputs is not None:
+            key = (layer.padding, str(to_torch(graph.elem_type(layer.add_mask.output[0]))).removeprefix("torch."))
+            padding_inputs[key] = padding_inputs.get(key, 0) + 1
+        if layer.prescaled is not None:
+            divided(emit, layer.prescaled, layer.add_mask, int(layer.shape[3]))
         if layer.guard is not None:  # a causal mask masks no whole row; a padded one's finite fill averages it
             graph.replace_uses(layer.guard.output[0], layer.softmax.output[0])
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
@@ -117,10 +128,10 @@ _Forms = tuple[str, str, dict[tuple, str], Sizes]   # cos, sin, the mask per (pa
 
 def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     """A sequence length known at export, no cache: cos/sin gathered from a constant cache, the causal mask from
-    an all-ones padding mask (constants where the batch is known too); None where the length is not known or
-    cos/sin are not constants."""
+    an all-ones padding mask (constants where the batch is known too) or from the padding mask input
+    (``_rotary_padding``); None where the length is not known or cos/sin are not constants."""
     batch, length = layers[0].shape[:2]
-    if not isinstance(length, int) or layers[0].past is not None or layers[0].padding is not None:
+    if not isinstance(length, int) or layers[0].past is not None:
         return None
     tables = constant_tables(emit.graph, [(r.with_cos, r.with_sin) for layer in layers for r in layer.ropes],
                              length, int(layers[0].shape[3]))
@@ -128,8 +139,11 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
         return None
     sizes = root_sizes(emit, layers[0].root)
     cos, sin = gathered_tables(emit, sizes, tables, batch, length)
-    dtype = to_torch(emit.graph.elem_type(layers[0].add_mask.output[0]))
-    return cos, sin, {(None, None): padding_mask_form(emit, length, layers[0].fill, dtype)}, sizes
+    dtype = emit.graph.elem_type(layers[0].add_mask.output[0])
+    padding = layers[0].padding
+    mask = padding_mask_form(emit, length, layers[0].fill, to_torch(dtype)) if padding is None \
+        else padded_causal_mask_form(emit, layers[0].root, None, padding, dtype)
+    return cos, sin, {(None, padding): mask}, sizes
 
 
 def _run_time_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
@@ -211,16 +225,15 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     if softmax.op_type != "Softmax" or softmax.domain or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
     add_mask = parent(graph, softmax, 0, "Add")
-    scores = parent(graph, add_mask, 0, "Div")
-    matmul_qk = parent(graph, scores, 0, "MatMul")
-    shape = graph.symbolic_shape(scores.output[0]) if scores is not None else None
-    if matmul_qk is None or shape is None or len(shape) != 4:
+    found = scores(graph, add_mask)
+    shape = graph.symbolic_shape(add_mask.input[0]) if found is not None else None
+    if found is None or shape is None or len(shape) != 4:
         return None
+    (q_reader, k_reader), prescaled = found
     attend, guard = _attend(graph, softmax)
-    if attend is None or not scaled_by_root_of_head_size(graph, scores, matmul_qk) \
-            or not _reads_only(graph, add_mask, softmax, guard):
+    if attend is None or not _reads_only(graph, add_mask, softmax, guard):
         return None
-    keys = _transpose(graph, matmul_qk, 1, [0, 1, 3, 2])
+    keys = _transpose(graph, k_reader, 0 if prescaled else 1, [0, 1, 3, 2])
     (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
@@ -231,7 +244,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         fill, padding = found
     if fill is None:
         return None
-    rope_q = _rope(graph, parent(graph, matmul_qk, 0, "Add"))
+    rope_q = _rope(graph, parent(graph, q_reader, 0, "Add"))
     rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
     v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
@@ -248,7 +261,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         return None
     merge, projection, residual = after
     return _Layer(q[1].input[0], heads, [q[0], k[0], v[0]], merge, projection, [rope_q, rope_k], add_mask, fill,
-                  residual, softmax, guard, past_k, padding)
+                  residual, softmax, guard, past_k, padding, prescaled)
 
 
 def _appended(graph: Graph, node: onnx.NodeProto | None, index: int) -> tuple[str | None, str | None]:
@@ -292,10 +305,16 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     """The masked-out value of the additive ``mask`` of scores of ``shape`` where it is exactly causal (after the
     past positions of a cache where ``cached``)."""
     value = graph.constant(mask)
-    if value is not None:
-        known = isinstance(shape[-2], int) and isinstance(shape[-1], int)
-        return causal_fill(value, shape[-2], shape[-1]) if known and not cached and has_data(value) else None
-    return computed_causal_fill(graph, mask)
+    if value is None and isinstance(shape[-1], int):
+        value = evaluate(graph, mask)   # a mask of constants left unfolded (bfloat16), else None
+    if value is None:
+        return computed_causal_fill(graph, mask)
+    if not isinstance(shape[-2], int) or not isinstance(shape[-1], int) or not has_data(value):
+        return None
+    if not cached:
+        return causal_fill(value, shape[-2], shape[-1])
+    fill = offset_causal_fill(value) if tuple(value.shape[-2:]) == tuple(shape[-2:]) else False
+    return fill if not isinstance(fill, bool) else None   # a step of one token masks nothing: no fill to write
 
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:

@@ -39,18 +39,34 @@ def computed_causal_fill(graph: Graph, mask: str) -> float | None:
     runs = mask_at_sizes(graph, mask)
     if runs is None:
         return None
-    fills = [_offset_causal_fill(value) for _, value in runs]
+    fills = [offset_causal_fill(value) for _, value in runs]
     if any(f is False for f in fills):
         return None
     values = {f for f in fills if f is not True}
     return values.pop() if len(values) == 1 else None
 
 
-def _offset_causal_fill(mask: np.ndarray) -> float | bool:
+def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
+    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
+    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
+    numpy form: read as float32, its lowest kept); None otherwise."""
+    if isinstance(value, torch.Tensor):
+        kind = value.dtype
+        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
+    if np.issubdtype(value.dtype, np.floating):
+        return value, float(np.finfo(value.dtype).min)
+    if value.dtype.name == "bfloat16":
+        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
+    return None
+
+
+def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
     """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
     should not (S == 1); False where it is not causal."""
-    if mask.ndim < 2 or not np.issubdtype(mask.dtype, np.floating):
+    found = float_values(value)
+    if found is None or found[0].ndim < 2:
         return False
+    mask, lowest = found
     rows, cols = mask.shape[-2:]
     squares = mask.reshape(-1, rows, cols)
     if cols < rows or not (squares == squares[:1]).all():
@@ -62,7 +78,7 @@ def _offset_causal_fill(mask: np.ndarray) -> float | bool:
     if blocked.size == 0:
         return True
     fill = float(blocked[0])
-    if not (blocked == fill).all() or not (fill == -np.inf or fill <= np.finfo(mask.dtype).min):
+    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
         return False
     return fill
 
@@ -72,9 +88,13 @@ class RotarySource:
     """cos/sin as the model computes them: ``cos(cat(freqs, freqs)) * scale``, ``freqs = positions[..., None] *
     inv_freq``."""
 
-    positions: str     # (length,) or (1 or batch, length) int64 position ids
+    positions: str     # (length,) or (1 or batch, length) int64 position ids; or, where ``known``, their float
+                       # (1, length, 1) constant
     inv_freq: str      # (head size / 2,) float32 initializer
     scale: float
+    known: tuple[int, ...] | None = None   # the position ids where they are known at export (static sizes: a
+                                           # step over a KV cache of a fixed length starts at its past length)
+    cast: int | None = None                # the dtype cos/sin are cast to from float32 (a half-precision model)
 
 
 def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], head_size: int) \
@@ -84,22 +104,27 @@ def rotary_source(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]
     found = set()
     for with_cos, with_sin in muls:
         cos, sin = _trig(graph, with_cos, "Cos"), _trig(graph, with_sin, "Sin")
-        if cos is None or sin is None or cos[0] != sin[0] or cos[1] != sin[1]:
+        if cos is None or sin is None or cos != sin:
             return None
         source = _frequencies(graph, cos[0], head_size)
         if source is None:
             return None
-        found.add(RotarySource(source[0], source[1], cos[1]))
+        found.add(RotarySource(source[0], source[1], cos[1], source[2], cos[2]))
     return found.pop() if len(found) == 1 else None
 
 
-def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float] | None:
-    """(the angles, the scale) of ``mul``'s second input ``Unsqueeze(op_type(angles) * scale, 1)``."""
+def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, int | None] | None:
+    """(the angles, the scale, the dtype cast to or None) of ``mul``'s second input ``Unsqueeze(op_type(angles) *
+    scale, 1)``, or ``Unsqueeze(Cast(op_type(angles) * scale), 1)`` from float32 (transformers computes cos/sin of
+    a half-precision model in float32)."""
     unsqueeze = parent(graph, mul, 1, "Unsqueeze")
     axes = graph.constant(unsqueeze.input[1]) if unsqueeze is not None and len(unsqueeze.input) > 1 else None
     if axes is None or axes.reshape(-1).tolist() != [1]:
         return None
-    node, scale = graph.producer.get(unsqueeze.input[0]), 1.0
+    node, scale, cast = graph.producer.get(unsqueeze.input[0]), 1.0, None
+    if node is not None and node.op_type == "Cast" and not node.domain \
+            and graph.elem_type(node.input[0]) == onnx.TensorProto.FLOAT:
+        node, cast = graph.producer.get(node.input[0]), attribute(node, "to")
     if node is not None and node.op_type == "Mul" and not node.domain:
         for index in (1, 0):
             value = graph.constant(node.input[index])
@@ -110,7 +135,7 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float] 
                 break
     if node is None or node.op_type != op_type or node.domain:
         return None
-    return node.input[0], scale
+    return node.input[0], scale, cast
 
 
 def _through(graph: Graph, name: str, *op_types: str) -> str:
@@ -124,10 +149,11 @@ def _through(graph: Graph, name: str, *op_types: str) -> str:
     return name
 
 
-def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] | None:
-    """(positions, inv_freq) of ``angles = Concat(f, f, axis=-1)``, ``f = float(positions[..., None]) *
-    inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions (rows, length) or (length,)
-    int64 (then ``positions[None, :, None]``)."""
+def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, tuple[int, ...] | None] | None:
+    """(positions, inv_freq, the positions' values where known) of ``angles = Concat(f, f, axis=-1)``, ``f =
+    float(positions[..., None]) * inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions
+    (rows, length) or (length,) int64 (then ``positions[None, :, None]``), or, with sizes fixed at export, the
+    float (1, length, 1) constant they were folded to."""
     concat = graph.producer.get(angles)
     if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
             or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
@@ -138,8 +164,13 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
     for index in (1, 0):
         inv = _through(graph, mul.input[index], "Identity", "Cast")
         weights = graph.constant(inv)
-        if weights is None or weights.dtype != torch.float32 or tuple(weights.shape) != (head_size // 2,):
+        # NOTE: a half-precision inv_freq (a model moved with .half()) is read through a Cast to float32
+        if weights is None or not weights.dtype.is_floating_point or tuple(weights.shape) != (head_size // 2,) \
+                or graph.elem_type(mul.input[index]) != onnx.TensorProto.FLOAT:
             continue
+        known = _known_positions(graph, mul.input[1 - index])
+        if known is not None:
+            return mul.input[1 - index], inv, known
         cast = parent(graph, mul, 1 - index, "Cast")
         unsqueeze = parent(graph, cast, 0, "Unsqueeze")
         if cast is None or attribute(cast, "to") != onnx.TensorProto.FLOAT or unsqueeze is None:
@@ -151,8 +182,21 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str] |
         if axes is None or axes.reshape(-1).tolist() not in wanted \
                 or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
-        return positions, inv
+        return positions, inv, None
     return None
+
+
+def _known_positions(graph: Graph, name: str) -> tuple[int, ...] | None:
+    """The position ids a float32 (1, length, 1) constant holds (``float(positions[:, :, None])`` folded at
+    export), where they are whole numbers from 0; None otherwise."""
+    value = graph.constant(name)
+    if value is None or not has_data(value) or value.dtype != torch.float32 or value.dim() != 3 \
+            or value.shape[0] != 1 or value.shape[2] != 1:
+        return None
+    ids = value.reshape(-1)
+    if not bool((ids >= 0).all()) or not torch.equal(ids, ids.round()):
+        return None
+    return tuple(int(v) for v in ids.tolist())
 
 
 @dataclass
@@ -186,16 +230,22 @@ def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tupl
     """cos and sin of (batch, 1, length, head size), one position id row per batch row, computed as
     ``Unsqueeze(Mul(Cos(Concat(Transpose(MatMul(inv_freq, positions)))), scale), 1)``."""
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
-    positions = emit.op("Expand", source.positions, sizes.pair(emit), hint="position_ids")
+    ids = source.positions if source.known is None else emit.const("_position_ids", [list(source.known)])
+    positions = emit.op("Expand", ids, sizes.pair(emit), hint="position_ids")
     columns = emit.op("Cast", emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), to=onnx.TensorProto.FLOAT)
     # NOTE: inv_freq as a (1, head size / 2, 1) constant of its own: the fuser reads MatMul's first input back
     # through Unsqueeze/Cast/Expand to an initializer, and takes the initializer itself where there is no node
-    rows = emit.const("_inv_freq_column", emit.graph.constant(source.inv_freq).reshape(1, -1, 1).clone())
+    rows = emit.const("_inv_freq_column", emit.graph.constant(source.inv_freq).float().reshape(1, -1, 1).clone())
     freqs = emit.op("Transpose", emit.op("MatMul", rows, columns), perm=[0, 2, 1], hint="freqs")
     angles = emit.op("Concat", freqs, freqs, axis=-1, hint="emb")
     scale = emit.const("_rotary_scale", torch.tensor(source.scale, dtype=torch.float32))
-    return tuple(emit.op("Unsqueeze", emit.op("Mul", emit.op(op, angles), scale), emit.const("_axis1", [1]),
-                         hint=op.lower()) for op in ("Cos", "Sin"))  # type: ignore[return-value]
+    out = []
+    for op in ("Cos", "Sin"):
+        value = emit.op("Mul", emit.op(op, angles), scale)
+        if source.cast is not None:   # ORT's fuser takes the Cast of a half-precision model's cos/sin
+            value = emit.op("Cast", value, to=source.cast)
+        out.append(emit.op("Unsqueeze", value, emit.const("_axis1", [1]), hint=op.lower()))
+    return out[0], out[1]
 
 
 def all_attend(emit: Emitter, kind: torch.dtype, dtype: int) -> str:

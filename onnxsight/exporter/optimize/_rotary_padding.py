@@ -7,7 +7,8 @@ query row can have every key masked, which the translation guards (torch's zeros
 ``MultiHeadAttention`` does not: an ``attention_bias`` row of ``-inf`` gives NaN, which the next layer spreads.
 
 This module checks that the translated mask is exactly "causal (after the past positions) and padding from that
-input" by running its subgraph with ONNX's reference evaluator at sample sizes and on several 0/1 masks, and
+input" by running its subgraph with ONNX's reference evaluator at sample sizes and on several 0/1 masks (with
+static sizes at the one size the graph has, on more masks: nothing else can vary), and
 writes it in the form ORT's ``FusionRotaryAttention`` takes for a 2-D padding mask (``Where(blocked, lowest, 1 -
 Cast(Expand(Unsqueeze(Unsqueeze(mask)))))``, passed on as ``attention_bias``) with a FINITE fill, the scores'
 dtype's lowest: a row with at least one key attended gives PyTorch's numbers exactly (the masked keys' weights
@@ -27,6 +28,7 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._rotary_dynamic import float_values
 from onnxsight.exporter.optimize._sized_mask import mask_subgraph, sizes_near_constants, subgraph_model
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
@@ -44,8 +46,8 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     if found is None:
         return None
     body, padding, sized = found
-    if graph.elem_type(mask) not in _FLOATS:
-        return None
+    if graph.elem_type(mask) not in (*_FLOATS, None):   # None: a form of an earlier pass (BERT's, a step of one
+        return None                                      # token at static sizes); _check sees its values' dtype
     shapes = {name: graph.symbolic_shape(name) for name in (padding, *sized)}
     if any(s is None or any(isinstance(d, str) and not d.isidentifier() for d in s) for s in shapes.values()):
         return None
@@ -57,7 +59,9 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     free = pad_shape[1] if isinstance(pad_shape[1], str) and \
         not any(pad_shape[1] in s for n, s in shapes.items() if n != padding) and pad_shape[1] != scores[-2] else None
     chosen = [s for s in symbols if s != free]
-    extra = sizes_near_constants(graph, body)
+    # NOTE: with no size to vary (static sizes) only the mask's values are; the constants are then the sizes
+    # fixed at export, not windows to sample around
+    extra = sizes_near_constants(graph, body) if chosen else []
     if extra is None:
         return None
     samples = [dict(zip(chosen, sizes)) for sizes in itertools.product(_SIZES, repeat=len(chosen))]
@@ -68,7 +72,7 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
         evaluator = ReferenceEvaluator(subgraph_model(graph, body, [padding, *sized], mask))
         fills = set()
         for sizes in samples:
-            fill = _check(graph, evaluator, padding, sized, sizes, free, scores[-2])
+            fill = _check(graph, evaluator, padding, sized, sizes, free, scores[-2], one_size=not chosen)
             if fill is None:
                 return None
             fills |= fill
@@ -78,9 +82,10 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
 
 
 def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], sizes: dict[str, int],
-           free: str | None, queries: int | str) -> set[float] | None:
+           free: str | None, queries: int | str, *, one_size: bool) -> set[float] | None:
     """The fills seen at ``sizes`` on each padding mask sampled (empty where nothing is masked); None where the
-    mask is not causal & padding there."""
+    mask is not causal & padding there. ``one_size``: the only size the mask is run at (static sizes), where
+    more masks are sampled."""
     feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
                             onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in sized}
     pad_type = onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(padding))
@@ -94,19 +99,15 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     length = sizes[queries] if isinstance(queries, str) else queries
     if length is None or keys < length:
         return None
-    rng = np.random.default_rng(keys * 31 + batch)
-    rows = np.arange(batch)[:, None]
-    cols = np.arange(keys)[None, :]
-    samples = [np.ones((batch, keys), bool), np.zeros((batch, keys), bool),
-               cols >= (rows % (keys + 1)),             # left padding, 0 to batch - 1 keys
-               cols < keys - (rows % (keys + 1)),       # right padding
-               rng.random((batch, keys)) < 0.3, rng.random((batch, keys)) < 0.7]
     causal = np.arange(keys)[None, :] <= np.arange(length)[:, None] + (keys - length)
     fills: set[float] = set()
-    for sample in samples:
-        value = np.asarray(evaluator.run(None, {padding: sample.astype(pad_type), **feeds})[0])  # type: ignore
-        if value.dtype.kind != "f" or value.ndim != 4 or value.shape[1] != 1 \
-                or value.shape[0] != batch or value.shape[2:] != (length, keys):
+    for sample in _masks(batch, keys, one_size=one_size):
+        run = evaluator.run(None, {padding: sample.astype(pad_type), **feeds})  # type: ignore[attr-defined]
+        found = float_values(np.asarray(run[0]))
+        if found is None:
+            return None
+        value, lowest = found
+        if value.ndim != 4 or value.shape[1] != 1 or value.shape[0] != batch or value.shape[2:] != (length, keys):
             return None
         keep = causal[None, :, :] & sample[:, None, :]
         value = value[:, 0]
@@ -115,10 +116,25 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
         blocked = value[~keep]
         if blocked.size:
             fill = float(blocked[0])
-            if not (blocked == fill).all() or not (fill == -math.inf or fill <= float(np.finfo(value.dtype).min)):
+            if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
                 return None
             fills.add(fill)
     return fills
+
+
+def _masks(batch: int, keys: int, *, one_size: bool) -> list[np.ndarray]:
+    """The (batch, keys) 0/1 masks the check runs: all ones, all zeros, left and right padding of a different
+    length per row, two random ones; at ``one_size`` also left and right padding shifted by 1, half and all the
+    keys per row, and random masks of densities 0.1 to 0.9 (ten in all)."""
+    rng = np.random.default_rng(keys * 31 + batch)
+    rows = np.arange(batch)[:, None]
+    cols = np.arange(keys)[None, :]
+    shifts = (0, 1, keys // 2, keys) if one_size else (0,)
+    densities = np.linspace(0.1, 0.9, 10) if one_size else (0.3, 0.7)
+    return [np.ones((batch, keys), bool), np.zeros((batch, keys), bool),
+            *(cols >= ((rows + shift) % (keys + 1)) for shift in shifts),         # left padding
+            *(cols < keys - ((rows + shift) % (keys + 1)) for shift in shifts),   # right padding
+            *(rng.random((batch, keys)) < density for density in densities)]
 
 
 def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], str, list[str]] | None:

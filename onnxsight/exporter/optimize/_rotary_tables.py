@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import torch
 
+from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._decoder import parent
@@ -23,13 +24,13 @@ from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
 
 
-def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
+def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
     """The value of ``name`` where it is computed from constants only (cos/sin of the positions known at
     export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
     from onnx.reference import ReferenceEvaluator
 
     nodes: dict[int, onnx.NodeProto] = {}
-    feeds: dict[str, np.ndarray] = {}
+    feeds: dict[str, torch.Tensor] = {}
     stack = [name]
     while stack:
         value = stack.pop()
@@ -39,7 +40,7 @@ def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
         if tensor is not None:
             if not has_data(tensor):
                 return None
-            feeds[value] = tensor.numpy()
+            feeds[value] = tensor
             continue
         node = graph.producer.get(value)
         if node is None or node.domain or len(nodes) > 16:
@@ -47,14 +48,18 @@ def _evaluate(graph: Graph, name: str) -> torch.Tensor | None:
         nodes[id(node)] = node
         stack.extend(node.input)
     order = sorted(nodes.values(), key=graph.nodes.index)
+    # NOTE: the constants as initializers (bfloat16 too, which numpy has not: onnx reads it as ml_dtypes')
     model = onnx.helper.make_model(onnx.helper.make_graph(
-        order, "evaluate", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in feeds],
-        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)]),
+        order, "evaluate", [], [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)],
+        initializer=[torch_to_tensor_proto(tensor, n) for n, tensor in feeds.items()]),
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
     try:
-        return torch.from_numpy(np.array(ReferenceEvaluator(model).run(None, feeds)[0], copy=True))
+        value = np.asarray(ReferenceEvaluator(model).run(None, {})[0])
     except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
         return None
+    if value.dtype.name == "bfloat16":   # exact: every bfloat16 is a float32
+        return torch.from_numpy(value.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(value, copy=True))
 
 
 def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], length: int,
@@ -67,7 +72,7 @@ def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProt
         pair = []
         for mul in (with_cos, with_sin):
             unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-            value = _evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+            value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
             if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
                     or not bool((value == value[:1]).all()):
                 return None
@@ -98,15 +103,13 @@ def gathered_tables(emit: Emitter, sizes: Sizes, tables: tuple[torch.Tensor, tor
     The Slice's end is a ``Shape(root)`` of its own, not the first layer's ``sizes``: ``FusionRotaryEmbeddings``
     removes the whole cos/sin path it matched (``self.add_nodes_to_remove(sin_path)``, ``Shape`` included)
     before ``FusionRotaryAttention`` looks for the first layer's Reshape shapes."""
-    from onnx import numpy_helper
-
     rows = emit.op("Unsqueeze", emit.op("Gather", emit.op("Shape", sizes.root), emit.const("_one", 1), axis=0),
                    emit.const("_axis0", [0]), hint="length")
     # NOTE: RotaryEmbedding wants one row of position ids per batch row
     positions = _per_batch_row(emit, sizes, batch, torch.arange(length)[None], "_position_ids")
     out = []
     for kind, table in zip(("cos", "sin"), tables):
-        cache = emit.op("Constant", hint=f"{kind}_cached", value=numpy_helper.from_array(table.numpy()))
+        cache = emit.op("Constant", hint=f"{kind}_cached", value=torch_to_tensor_proto(table, f"{kind}_cached"))
         sliced = emit.op("Slice", cache, emit.const("_axis0", [0]), rows, emit.const("_axis0", [0]))
         out.append(emit.op("Unsqueeze", emit.op("Gather", sliced, positions, axis=0), emit.const("_axis1", [1]),
                            hint=kind))

@@ -26,8 +26,7 @@ import math
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
-
+from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._emit import Emitter
@@ -253,7 +252,7 @@ def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], 
                                                                      for d in graph.symbolic_shape(n)])
          for n in inputs],
         [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.UNDEFINED, None)],
-        initializer=[numpy_helper.from_array(graph.constant(n).numpy(), n) for n in consts])
+        initializer=[torch_to_tensor_proto(graph.constant(n), n) for n in consts])   # bfloat16 too
     opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
     return onnx.helper.make_model(proto, opset_imports=opsets)
 
