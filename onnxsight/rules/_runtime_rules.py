@@ -184,6 +184,32 @@ BORDERLINE_DECISION = define(
         "and inputs away from the borderline (a real image rather than random weights) decide alike.",
     tags=("accuracy", "verification"))
 
+ROUNDING_AMPLIFIED = define(
+    "ACC014", "rounding-amplified", W,
+    "{value} ({target}) differs from {reference} beyond tolerance only because its inputs differ within "
+    "tolerance: on {reference}'s inputs ONNX Runtime gives {reference}'s value ({detail}); "
+    "{count} values downstream differ because of it",
+    "Nothing to fix in the export; graph outputs are still compared end to end. `verify(..., "
+    "reference=\"float64\")` measures how far rounding alone moves this value.",
+    what="Names an op whose result differs from PyTorch's in a propagated run while each of its inputs "
+         "matched within tolerance and the same ONNX nodes fed PyTorch's exact inputs give PyTorch's value "
+         "within tolerance: the op amplifies the rounding its inputs carry (a float32 `rsqrt` of a variance "
+         "computed from a half-precision model's hidden states, a division by a difference of close values).",
+    why="The inputs' differences are rounding (each input passed), and the op itself is translated right "
+        "(on PyTorch's inputs it matches), so calling it a root cause (ACC002) would fail a correct export, "
+        "typically every half-precision model with a float32 norm. Passing it silently would hide that the "
+        "value differs: it is listed with what it does on PyTorch's inputs, the values that differ "
+        "downstream follow from it, and every graph output must still match.",
+    example="""
+        result = onnxsight.verify(onnxsight.export(llama.half(), (input_ids,)))
+        # ACC014: rsqrt_1 (aten.rsqrt.default) differs from PyTorch beyond tolerance only because its
+        # inputs differ within tolerance: on PyTorch's inputs ONNX Runtime gives PyTorch's value ...
+    """,
+    how="Nothing to fix when the outputs match. When an output differs end to end (ACC001), the model is "
+        "sensitive to rounding at this op: `verify(..., reference=\"float64\")` tells whether ONNX Runtime's "
+        "error is within what rounding does to PyTorch's own result.",
+    tags=("accuracy", "verification"))
+
 # -- ZOO: nightly model-zoo job -----------------------------------------------------------------
 ZOO_MODEL_CRASHED = define(
     "ZOO001", "model-process-crashed", E,

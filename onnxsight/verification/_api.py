@@ -105,7 +105,7 @@ def verify(prog: Any, args: Sequence[Any] | None = None, kwargs: Mapping[str, An
                                         used, device=torch_device))
     fused = {} if onnx_model is None else replaced_nodes(prog, index, [r["value"] for r in out.rows
                                                                        if r["root_cause"]])
-    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline,
+    emit_diagnostics(out.rows, out.nodes, index.graph_outputs, ctx, borderline=out.borderline, amplified=out.amplified,
                      rounding=out.rounding, fused=fused)
     deployed = None if out.error else check_deployed(model, weights, feeds, out, used, session_options, tolerance,
                                                      ctx, fed=[p.value for p in plan.fed], memory_budget=memory_budget)

@@ -26,12 +26,13 @@ def _properties(row: Mapping[str, Any]) -> dict[str, Any]:
 def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any], outputs: Sequence[str],
                      ctx: DiagnosticContext, *, reference: str = "PyTorch",
                      borderline: Mapping[str, str] | None = None, rounding: Mapping[str, str] | None = None,
-                     fused: Mapping[str, Any] | None = None) -> None:
+                     fused: Mapping[str, Any] | None = None, amplified: Mapping[str, str] | None = None) -> None:
     """Emit the diagnostics for ``rows`` (topological order); ``nodes`` maps value -> FX node (or None);
     ``borderline``: value -> what each threshold decision that differs only by its inputs' rounding decided;
     ``rounding``: quantize value -> its elements one step apart (ACC012); ``fused``: value -> what the
-    optimised model's node making it replaced (a ``_fused.Replaced``)."""
-    borderline, rounding, fused = borderline or {}, rounding or {}, fused or {}
+    optimised model's node making it replaced (a ``_fused.Replaced``); ``amplified``: value -> how close its
+    ONNX nodes come on PyTorch's inputs, where they amplify their inputs' rounding (ACC014)."""
+    borderline, rounding, fused, amplified = borderline or {}, rounding or {}, fused or {}, amplified or {}
     counts: dict[str, int] = {}
     for row in rows:
         for root in filter(None, str(row.get("propagated_from") or "").split(", ")):
@@ -48,6 +49,10 @@ def emit_diagnostics(rows: Sequence[Mapping[str, Any]], nodes: Mapping[str, Any]
             ctx.emit(rules.BORDERLINE_DECISION, node=node, properties={**props, "value": row["value"]},
                      value=row["value"], target=row["target"], reference=reference,
                      detail=borderline[row["value"]], count=counts.get(row["value"], 0))
+        if row["value"] in amplified:
+            ctx.emit(rules.ROUNDING_AMPLIFIED, node=node, properties={**props, "value": row["value"]},
+                     value=row["value"], target=row["target"], reference=reference,
+                     detail=amplified[row["value"]], count=counts.get(row["value"], 0))
         if row["value"] in rounding and row["value"] not in noted:  # once: an FX view of it shares the value
             noted.add(row["value"])
             ctx.emit(rules.QUANTIZE_ROUNDING, node=node, properties={**props, "value": row["value"]},

@@ -60,6 +60,7 @@ class EngineOutput:
     error: str | None = None
     outputs: frozenset[str] = frozenset()  # graph outputs: compared end to end, never excused
     borderline: dict[str, str] = field(default_factory=dict)  # value -> what its borderline decision was
+    amplified: dict[str, str] = field(default_factory=dict)  # value -> how close it is on PyTorch's inputs
     rounding: dict[str, str] = field(default_factory=dict)  # quantize value -> its elements one step apart
     # graph output -> (PyTorch's value, the per-node run's value), for the deployed session's check
     output_values: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -322,10 +323,14 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         if pair.value in executor.env:
             executor.env[pair.value] = expected.astype(np.asarray(actual).dtype)
     elif verdict.root_cause and rejudge is not None:
-        detail = _borderline(pair, expected, actual, bounds, rejudge, expected_dtype, actual_dtype)
+        again = rejudge(pair)
+        detail = _borderline(pair, expected, actual, bounds, again, expected_dtype, actual_dtype)
         if detail is not None:
             out.borderline[pair.value] = detail
-    excused = set(out.borderline) | set(out.rounding)
+        elif decision(pair.node) is None and (close := _amplified(expected, again, bounds, expected_dtype,
+                                                                   actual_dtype)) is not None:
+            out.amplified[pair.value] = close
+    excused = set(out.borderline) | set(out.rounding) | set(out.amplified)
     root_cause = verdict.root_cause and pair.value not in excused
     # differs only because of borderline decisions (itself, or every root cause behind it)
     borderline = pair.value in excused or (
@@ -365,14 +370,27 @@ def _other_layout(pair: Pair, expected: np.ndarray, actual: np.ndarray, config: 
     return True
 
 
-def _borderline(pair: Pair, expected: np.ndarray, actual: np.ndarray, bounds: Any, rejudge: Any,
+def _amplified(expected: np.ndarray, again: np.ndarray | None, bounds: Any, expected_dtype: str,
+               actual_dtype: str) -> str | None:
+    """For a value that fails with every input matching: how close its ONNX nodes fed PyTorch's exact inputs
+    come, when that is within tolerance (the op amplifies its inputs' rounding; ACC014); else None (a root
+    cause: the op is wrong on PyTorch's own inputs too)."""
+    if again is None or np.shape(again) != np.shape(expected):
+        return None
+    metrics = compare(expected, again, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
+    if not metrics.passed:
+        return None
+    return f"max abs diff {metrics.max_abs_diff:.3g} within atol {bounds.atol:g} + rtol {bounds.rtol:g}"
+
+
+def _borderline(pair: Pair, expected: np.ndarray, actual: np.ndarray, bounds: Any, again: np.ndarray | None,
                expected_dtype: str, actual_dtype: str) -> str | None:
     """For a threshold decision (``_decisions``) that fails with every input matching: what it decided
-    differently, when its ONNX nodes fed PyTorch's exact inputs decide as PyTorch; else None (a root cause)."""
+    differently, when its ONNX nodes fed PyTorch's exact inputs (``again``) decide as PyTorch; else None (a
+    root cause)."""
     what = decision(pair.node)
     if what is None:
         return None
-    again = rejudge(pair)
     if again is None or not compare(expected, again, bounds, expected_dtype=expected_dtype,
                                     actual_dtype=actual_dtype).passed:
         return None

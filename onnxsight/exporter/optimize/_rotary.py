@@ -100,6 +100,7 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[tuple[str, str], i
         _shape_paths(emit, layer, sizes if layer.root == sizes.root else None)
         for rope in layer.ropes:
             _halves_from_shape(emit, rope)
+            _unshaped(graph, rope)
             for mul, value in ((rope.with_cos, cos), (rope.with_sin, sin)):
                 _read(graph, mul, value, (batch, 1, length, layer.shape[3]))
         graph.set_input(layer.add_mask, 1, masks[(_past_length(graph, layer.past), layer.padding)])
@@ -115,6 +116,16 @@ def llama_rotary_attention(graph: Graph, padding_inputs: dict[tuple[str, str], i
         if layer.residual.input[0] == layer.projection.output[0]:  # ORT reads the projection as the second input
             layer.residual.input[0], layer.residual.input[1] = layer.residual.input[1], layer.residual.input[0]
     return len(layers)
+
+
+def _unshaped(graph: Graph, rope: _Rope) -> None:
+    """Drop the declared shape of the rotary's sum (``q_embed``, ``k_embed``): ORT's rotary fusion gives its name to
+    ``RotaryEmbedding``'s (batch, length, hidden) output and keeps this (batch, heads, length, head size) shape, which
+    every session of the fused model then warns about ("Error merging shape info for output")."""
+    for reader in graph.readers.get(rope.with_cos.output[0], ()):
+        info = graph.infos.get(reader.output[0]) if reader.op_type == "Add" else None
+        if info is not None and reader.output[0] not in graph.pinned:
+            info.type.tensor_type.ClearField("shape")
 
 
 def _kind(layer: _Layer) -> tuple:
