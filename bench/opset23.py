@@ -1,9 +1,12 @@
-"""ONNX Runtime CPU latency of opset-23 graphs with and without the standard's own Attention and RMSNormalization.
+"""ONNX Runtime CPU latency of opset-23 graphs with and without the standard's Attention, RMSNormalization and
+RotaryEmbedding.
 
-From opset 23 onnxsight writes ``scaled_dot_product_attention`` as one ONNX ``Attention`` node and
-RMS norms (``F.rms_norm``, and LLaMA's written-out ``pow/mean/rsqrt/mul``) as ``RMSNormalization``.
+From opset 23 onnxsight writes ``scaled_dot_product_attention`` as one ONNX ``Attention`` node (K and V with their
+own heads where transformers repeated them, ``repeat_kv``), RMS norms (``F.rms_norm``, and LLaMA's written-out
+``pow/mean/rsqrt/mul``) as ``RMSNormalization`` and transformers' rotary embedding as ``RotaryEmbedding``.
 This measures whether ONNX Runtime runs those graphs faster than the same export with the decomposed forms
-(``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms), on BERT- and LLaMA-shaped models
+(``MatMul``/``Softmax`` attention, ``Pow``/``ReduceMean``/``Sqrt`` norms, ``Slice``/``Neg``/``Concat``/``Mul``
+rotaries), on BERT- and LLaMA-shaped models
 from ``transformers`` configs (``ort_fusion.build``: 4 layers, hidden 256, 4 heads, random weights;
 ``llama-gqa`` with 2 key/value heads), batch 1, at each of ``--seqs``; as exported and after ORT's transformer
 optimizer. Both variants of a model are exported in the same run at opset 23 and timed interleaved
@@ -12,7 +15,7 @@ each; the median over rounds and the spread).
 
 The variant without the direct ops is exported with ``custom_translations`` mapping
 ``scaled_dot_product_attention`` and ``rms_norm`` to their opset-22 translations (public: any user
-can do the same) and the optimize stage's RMS-norm pass turned off for that export.
+can do the same) and the optimize stage's RMS-norm and rotary-embedding passes turned off for that export.
 
 ``llama-gqa`` (grouped-query attention: 2 key/value heads for 4 query heads) gets more variants, timed in
 the same rounds: onnxsight's opset-23 export with transformers calling ``scaled_dot_product_attention`` with
@@ -50,6 +53,10 @@ GQA_VARIANTS = (("direct ops, enable_gqa", "onnxsight", OPSET, True),
                 ("torch.onnx", "torch.onnx", OPSET, False),
                 ("torch.onnx, enable_gqa", "torch.onnx", OPSET, True),
                 ("torch.onnx opset 18", "torch.onnx", 18, False))
+# rotary models: also timed with the rotary written out and repeat_kv kept (the RotaryEmbedding and grouped-query
+# passes off: the opset-23 graph as it was before them), to measure those two alone
+ROTARY_MODELS = ("llama", "llama-gqa")
+WRITTEN = "direct ops, rotary written out"
 # transformers (integrations/sdpa_attention.py, use_gqa_in_sdpa) passes enable_gqa=True with a mask only when
 # this is "1"; otherwise it repeats K and V to the query heads (repeat_kv) before sdpa
 FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
@@ -57,16 +64,27 @@ FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
 
 @contextlib.contextmanager
 def _decomposed() -> Iterator[dict]:
-    """custom_translations for the opset-22 forms, and the RMS-norm pass off, while inside."""
+    """custom_translations for the opset-22 forms, and the RMS-norm and rotary-embedding passes off, while inside."""
     import torch
     from onnxsight.exporter.ops import attention, norm
-    from onnxsight.exporter.optimize import _rmsnorm
+    from onnxsight.exporter.optimize import _rmsnorm, _rope23
 
     aten = torch.ops.aten
     table = {aten.scaled_dot_product_attention.default: attention.aten_scaled_dot_product_attention,
              aten.rms_norm.default: norm.aten_rms_norm}
-    with mock.patch.object(_rmsnorm, "rms_norms", lambda graph: 0):
+    with mock.patch.object(_rmsnorm, "rms_norms", lambda graph: 0), \
+            mock.patch.object(_rope23, "rotary_embeddings", lambda graph: 0):
         yield table
+
+
+@contextlib.contextmanager
+def _written_rotary() -> Iterator[None]:
+    """The RotaryEmbedding and grouped-query (repeat_kv dropped) passes off while inside."""
+    from onnxsight.exporter.optimize import _gqa23, _rope23
+
+    with mock.patch.object(_rope23, "rotary_embeddings", lambda graph: 0), \
+            mock.patch.object(_gqa23, "unrepeated_key_values", lambda graph: 0):
+        yield
 
 
 def _gqa(on: bool) -> Any:
@@ -85,6 +103,8 @@ def _export(model: Any, args: tuple, path: str, variant: str) -> Any:
             ort_fusion.export("torch.onnx", model, args, path, spec[2])
             return None
         table = stack.enter_context(_decomposed()) if variant == "decomposed" else None
+        if variant == WRITTEN:
+            stack.enter_context(_written_rotary())
         return onnxsight.export(model, args, path, opset_version=OPSET, custom_translations=table)
 
 
@@ -120,7 +140,8 @@ def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") ->
         for seq in seqs:
             torch.manual_seed(0)
             args = (torch.randint(0, 1000, (1, seq)),)
-            for variant in (*VARIANTS, *(v[0] for v in GQA_VARIANTS if name in GQA_MODELS)):
+            extra = (*((WRITTEN,) if name in ROTARY_MODELS else ()), *(v[0] for v in GQA_VARIANTS if name in GQA_MODELS))
+            for variant in (*VARIANTS, *extra):
                 gqa = variant.endswith("enable_gqa")
                 path = os.path.join(tmp, f"{name}-{seq}-{variant.replace(' ', '_').replace(',', '')}.onnx")
                 base = {"model": name, "seq": seq, "variant": variant, "feeds": [a.numpy() for a in args]}
@@ -152,7 +173,7 @@ def _direct_ops(path: str) -> str:
 
     graph = onnx.shape_inference.infer_shapes(onnx.load(path)).graph
     shapes = {v.name: v.type.tensor_type.shape.dim for v in (*graph.value_info, *graph.input)}
-    text = [f"{op} {n}" for op in ("Attention", "RMSNormalization")
+    text = [f"{op} {n}" for op in ("Attention", "RMSNormalization", "RotaryEmbedding")
             if (n := sum(node.op_type == op for node in graph.node))]
     heads = {shapes[node.input[1]][1].dim_value for node in graph.node
              if node.op_type == "Attention" and len(shapes.get(node.input[1], ())) == 4}
@@ -177,15 +198,17 @@ def table(variants: list[dict]) -> str:
 
 
 def gqa_table(variants: list[dict]) -> str:
-    """The grouped-query models' variants against onnxsight's default opset-23 export (direct ops)."""
+    """The grouped-query models' variants, and the rotary written out, against onnxsight's default opset-23 export
+    (direct ops)."""
     lines = ["| model | seq | graph | export | nodes | ms | / onnxsight direct ops |",
              "|---|---|---|---|---|---|---|"]
     by = {(v["model"], v["seq"], v["stage"], v["variant"]): v for v in variants}
     names = {"direct ops": "onnxsight 23", "decomposed": "onnxsight 23, decomposed",
              "direct ops, enable_gqa": "onnxsight 23, enable_gqa", "torch.onnx": "torch.onnx 23",
-             "torch.onnx, enable_gqa": "torch.onnx 23, enable_gqa", "torch.onnx opset 18": "torch.onnx 18"}
+             "torch.onnx, enable_gqa": "torch.onnx 23, enable_gqa", "torch.onnx opset 18": "torch.onnx 18",
+             WRITTEN: "onnxsight 23, rotary and repeat_kv written out"}
     for v in variants:
-        if v["model"] not in GQA_MODELS:
+        if v["model"] not in GQA_MODELS and v["variant"] != WRITTEN:
             continue
         base = by[(v["model"], v["seq"], v["stage"], "direct ops")]
         ms = f"{v['median_ms']:.2f} ±{v['spread'] * 50:.0f}%" if "median_ms" in v else v.get("error", "n/a")
@@ -205,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
         variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp, options.device)
         ort_latency.measure(variants, options.runs, options.iters, device=options.device)
     text = table(variants)
-    if any(v["model"] in GQA_MODELS for v in variants):
+    if any(v["model"] in GQA_MODELS or v["variant"] == WRITTEN for v in variants):
         text += "\n\n" + gqa_table(variants)
     print(text)
     for v in variants:
