@@ -152,6 +152,10 @@ class Rotary(nn.Module):
         if self.form == "heads_last":   # (B, S, H, D): cos/sin broadcast over axis 2, a layout the op does not take
             return q * cos.unsqueeze(2) + _rotate_half(q, False) * sin.unsqueeze(2)
         q = q.transpose(1, 2)
+        if self.form == "interleaved":   # GPT-J's rotate_every_two over pairs of neighbours, cos/sin repeated so
+            cos, sin = (t[..., : self.head_dim // 2].repeat_interleave(2, -1) for t in (cos, sin))
+            rotated = torch.stack((-q[..., 1::2], q[..., ::2]), dim=-1).flatten(-2)
+            return q * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
         if self.form == "partial":   # GPT-NeoX/Phi: the first half of the head rotated, the rest passed through
             half = self.head_dim // 2
             rot, rest = q[..., :half], q[..., half:]
@@ -164,12 +168,13 @@ def _rotate_half(x: torch.Tensor, wrong: bool) -> torch.Tensor:
     return torch.cat((x2, -x1) if wrong else (-x2, x1), dim=-1)
 
 
-@pytest.mark.parametrize("form, rotaries", [("equal", 1), ("partial", 1), ("unequal", 0), ("heads_last", 0),
-                                            ("wrong_half", 0)])
+@pytest.mark.parametrize("form, rotaries", [("equal", 1), ("partial", 1), ("unequal", 0), ("interleaved", 0),
+                                            ("heads_last", 0), ("wrong_half", 0)])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_only_a_rotary_the_op_computes_becomes_one(form: str, rotaries: int, dynamic: bool) -> None:
     """cat(f, f).cos() * scale has equal halves (the cache is cos(f) * scale); a partial rotary's rotated part is a
-    rotary of its own width; unequal halves, heads on axis 2, and -x1 in place of -x2 are something else."""
+    rotary of its own width; unequal halves, GPT-J's interleaved rotary, heads on axis 2, and -x1 in place of -x2 are
+    something else."""
     torch.manual_seed(0)
     model, x = Rotary(form).eval(), torch.randn(2, 7, 32)
     seq = torch.export.Dim("seq", min=2, max=64)

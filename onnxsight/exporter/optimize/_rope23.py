@@ -50,8 +50,9 @@ def rotary_embeddings(graph: Graph) -> int:
         if None in caches:
             continue
         at = next(i for i, node in enumerate(graph.nodes) if node is add)
-        if graph.symbolic_shape(cos)[0] != graph.symbolic_shape(x)[0]:
-            caches = [_to_batch(graph, c, x, batched, at) for c in caches]
+        batch = graph.symbolic_shape(x)[0]
+        caches = [c if graph.symbolic_shape(table)[0] == batch else _to_batch(graph, c, x, batched, at)
+                  for c, table in zip(caches, (cos, sin))]
         out = add.output[0]
         rotary = onnx.helper.make_node("RotaryEmbedding", [x, *caches], [out], name=graph.fresh(f"{out}_rotary"))
         rotary.metadata_props.extend(add.metadata_props)
