@@ -140,15 +140,20 @@ class Rotary(nn.Module):
         super().__init__()
         self.form, self.heads, self.head_dim = form, heads, dim // heads
         self.proj = nn.Linear(dim, dim, bias=False)
-        rotated = self.head_dim // 2 if form == "partial" else self.head_dim
-        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, rotated, 2).float() / rotated)))
+        self.rotated = self.head_dim // 2 if form == "partial" else self.head_dim
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.rotated, 2).float() / self.rotated)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         q = self.proj(x).view(b, s, self.heads, self.head_dim)
-        freqs = torch.arange(s, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
-        emb = torch.cat((freqs, 2 * freqs if self.form == "unequal" else freqs), dim=-1)[None]
+        inv_freq = self.inv_freq
+        if self.form.startswith("constant"):   # computed in forward, not a buffer: cos/sin fold to constant tables
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, self.rotated, 2).float() / self.rotated))
+        freqs = torch.arange(s, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, 2 * freqs if self.form.endswith("unequal") else freqs), dim=-1)[None]
         cos, sin = emb.cos() * 0.5, emb.sin() * 0.5   # attention_scaling of the rope types that have it
+        if self.form == "mixed":   # cos as the op takes it, sin not
+            sin = torch.cat((freqs, 2 * freqs), dim=-1)[None].sin()
         if self.form == "heads_last":   # (B, S, H, D): cos/sin broadcast over axis 2, a layout the op does not take
             return q * cos.unsqueeze(2) + _rotate_half(q, False) * sin.unsqueeze(2)
         q = q.transpose(1, 2)
@@ -168,18 +173,22 @@ def _rotate_half(x: torch.Tensor, wrong: bool) -> torch.Tensor:
     return torch.cat((x2, -x1) if wrong else (-x2, x1), dim=-1)
 
 
-@pytest.mark.parametrize("form, rotaries", [("equal", 1), ("partial", 1), ("unequal", 0), ("interleaved", 0),
+@pytest.mark.parametrize("form, rotaries", [("equal", 1), ("constant", 1), ("partial", 1), ("unequal", 0),
+                                            ("constant_unequal", 0), ("mixed", 0), ("interleaved", 0),
                                             ("heads_last", 0), ("wrong_half", 0)])
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_only_a_rotary_the_op_computes_becomes_one(form: str, rotaries: int, dynamic: bool) -> None:
-    """cat(f, f).cos() * scale has equal halves (the cache is cos(f) * scale); a partial rotary's rotated part is a
-    rotary of its own width; unequal halves, GPT-J's interleaved rotary, heads on axis 2, and -x1 in place of -x2 are
-    something else."""
+    """cat(f, f).cos() * scale has equal halves (the cache is cos(f) * scale; with static sizes and no buffer a
+    constant table, whose halves are compared); a partial rotary's rotated part is a
+    rotary of its own width; unequal halves (of sin alone too), GPT-J's interleaved rotary, heads on axis 2, and -x1
+    in place of -x2 are something else."""
     torch.manual_seed(0)
     model, x = Rotary(form).eval(), torch.randn(2, 7, 32)
     seq = torch.export.Dim("seq", min=2, max=64)
     program = onnxsight.export(model, (x,), opset_version=23, dynamic_shapes=({1: seq},) if dynamic else None)
     assert _ops(program)["RotaryEmbedding"] == rotaries, _ops(program)
+    if not rotaries:   # nothing made for a rotary that was not rewritten (cos's half-size cache of "mixed")
+        assert not [o for n in program.model_proto.graph.node for o in n.output if o.endswith("_half")]
     for length in ((7, 12) if dynamic else (7,)):
         x = torch.randn(2, length, 32)
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-5, atol=1e-5)

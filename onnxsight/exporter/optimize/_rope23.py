@@ -41,13 +41,18 @@ def rotary_embeddings(graph: Graph) -> int:
     done = 0
     halves: dict[str, str | None] = {}   # cos/sin value -> the value of its first half (shared by every layer)
     batched: dict[tuple[str, int | str], str] = {}
+    tables: dict[str, str] = {}   # a constant (batch, 1, seq, D) cos/sin -> the same as (batch, seq, D)
     for add in list(graph.nodes):
-        match = _match(graph, add)
+        match = _match(graph, add, tables)
         if match is None:
             continue
         x, (cos, sin), nodes = match
-        caches = [_half(graph, c, halves, 0) for c in (cos, sin)]
-        if None in caches:
+        made: list[onnx.NodeProto] = []
+        caches = [_half(graph, c, halves, made) for c in (cos, sin)]
+        if None in caches:   # cos's half made, sin's not: nothing of it stays
+            graph.remove(made)
+            for name in [n for n, half in halves.items() if half in {m.output[0] for m in made}]:
+                del halves[name]
             continue
         at = next(i for i, node in enumerate(graph.nodes) if node is add)
         batch = graph.symbolic_shape(x)[0]
@@ -68,7 +73,8 @@ def rotary_embeddings(graph: Graph) -> int:
     return done
 
 
-def _match(graph: Graph, add: onnx.NodeProto) -> tuple[str, tuple[str, str], list[onnx.NodeProto]] | None:
+def _match(graph: Graph, add: onnx.NodeProto,
+           tables: dict[str, str]) -> tuple[str, tuple[str, str], list[onnx.NodeProto]] | None:
     """(x, its cos and sin of shape (batch, seq, D), the pattern's nodes but the Add) where ``add`` ends one."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2:
         return None
@@ -87,10 +93,10 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[str, tuple[str, str], lis
             return None
         if any(graph.elem_type(v) != graph.elem_type(x) for v in (cos4, sin4)):
             return None
-        tables = [_over_heads(graph, v, shape) for v in (cos4, sin4)]
-        if None in tables:
+        found = [_over_heads(graph, v, shape, tables) for v in (cos4, sin4)]
+        if None in found:
             return None
-        return x, (tables[0], tables[1]), [plain, *inner]
+        return x, (found[0], found[1]), [plain, *inner]
     return None
 
 
@@ -131,25 +137,36 @@ def _slice(graph: Graph, node: onnx.NodeProto, rank: int, width: int) -> tuple[i
     return clamp(int(values[0].reshape(-1)[0])), clamp(int(values[1].reshape(-1)[0]))
 
 
-def _over_heads(graph: Graph, name: str, x: tuple) -> str | None:
-    """The (batch or 1, seq, D) value ``name`` broadcasts over x's heads axis (``Unsqueeze(c, 1)``), where its
-    seq and D are x's; None otherwise."""
+def _over_heads(graph: Graph, name: str, x: tuple, tables: dict[str, str]) -> str | None:
+    """The (batch or 1, seq, D) value ``name`` broadcasts over x's heads axis (``Unsqueeze(c, 1)``, or an exporter
+    constant of shape (batch or 1, 1, seq, D), then stored without that axis, once), where its seq and D are x's;
+    None otherwise."""
     unsqueeze = graph.producer.get(name)
-    if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or unsqueeze.domain or len(unsqueeze.input) != 2:
+    constant = graph.constant(name) if name not in graph.weights else None
+    if constant is not None and constant.dim() == 4 and constant.shape[1] == 1:
+        if name not in tables:
+            tables[name] = graph.fresh(f"{name}_table")
+            graph.initializers[tables[name]] = constant[:, 0]
+        table = tables[name]
+    elif unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" and not unsqueeze.domain \
+            and len(unsqueeze.input) == 2:
+        axes = graph.constant(unsqueeze.input[1])
+        if axes is None or axes.numel() != 1 or int(axes.reshape(-1)[0]) % 4 != 1:
+            return None
+        table = unsqueeze.input[0]
+    else:
         return None
-    axes = graph.constant(unsqueeze.input[1])
-    table = unsqueeze.input[0]
     shape = graph.symbolic_shape(table)
-    if axes is None or axes.numel() != 1 or int(axes.reshape(-1)[0]) % 4 != 1 or shape is None or len(shape) != 3:
-        return None
-    if shape[1:] != (x[2], x[3]) or shape[0] not in (1, x[0]):
+    if shape is None or len(shape) != 3 or shape[1:] != (x[2], x[3]) or shape[0] not in (1, x[0]):
         return None
     return table
 
 
-def _half(graph: Graph, name: str, halves: dict[str, str | None], depth: int) -> str | None:
+def _half(graph: Graph, name: str, halves: dict[str, str | None], made: list[onnx.NodeProto],
+          depth: int = 0) -> str | None:
     """A value holding ``name[..., :D/2]`` where ``name``'s two halves along its last axis are equal by construction
-    (made once, beside ``name``'s producer); None where that cannot be shown."""
+    (made once, beside ``name``'s producer; the nodes made are appended to ``made``); None where that cannot be
+    shown."""
     if name in halves:
         return halves[name]
     halves[name] = None
@@ -183,7 +200,7 @@ def _half(graph: Graph, name: str, halves: dict[str, str | None], depth: int) ->
         inputs = []
     if len(inputs) != 1:
         return None
-    half = _half(graph, producer.input[inputs[0]], halves, depth + 1)
+    half = _half(graph, producer.input[inputs[0]], halves, made, depth + 1)
     if half is None:
         return None
     node = onnx.NodeProto()
@@ -192,6 +209,7 @@ def _half(graph: Graph, name: str, halves: dict[str, str | None], depth: int) ->
     node.output[0] = halves[name] = graph.fresh(f"{name}_half")
     node.name = graph.fresh(f"{producer.name or name}_half")
     _insert_after(graph, producer, node)
+    made.append(node)
     return halves[name]
 
 
