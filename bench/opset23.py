@@ -17,6 +17,8 @@ The variant without the direct ops is exported with ``custom_translations`` mapp
 ``scaled_dot_product_attention`` and ``rms_norm`` to their opset-22 translations (public: any user
 can do the same) and the optimize stage's RMS-norm and rotary-embedding passes turned off for that export.
 
+The LLaMAs are also timed with the rotary embedding and ``repeat_kv`` written out (the RotaryEmbedding and
+grouped-query passes off: the opset-23 graph before them), and ``llama-gqa`` with ``repeat_kv`` alone kept.
 ``llama-gqa`` (grouped-query attention: 2 key/value heads for 4 query heads) gets more variants, timed in
 the same rounds: onnxsight's opset-23 export with transformers calling ``scaled_dot_product_attention`` with
 ``enable_gqa=True`` (``TRANSFORMERS_SDPA_FORCE_GQA=1``: under ``torch.export`` transformers always builds
@@ -57,6 +59,8 @@ GQA_VARIANTS = (("direct ops, enable_gqa", "onnxsight", OPSET, True),
 # passes off: the opset-23 graph as it was before them), to measure those two alone
 ROTARY_MODELS = ("llama", "llama-gqa")
 WRITTEN = "direct ops, rotary written out"
+# grouped-query models: also with the RotaryEmbedding pass on and repeat_kv kept (the grouped-query pass alone off)
+REPEATED = "direct ops, repeat_kv kept"
 # transformers (integrations/sdpa_attention.py, use_gqa_in_sdpa) passes enable_gqa=True with a mask only when
 # this is "1"; otherwise it repeats K and V to the query heads (repeat_kv) before sdpa
 FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"
@@ -78,12 +82,14 @@ def _decomposed() -> Iterator[dict]:
 
 
 @contextlib.contextmanager
-def _written_rotary() -> Iterator[None]:
-    """The RotaryEmbedding and grouped-query (repeat_kv dropped) passes off while inside."""
+def _passes_off(variant: str) -> Iterator[None]:
+    """The grouped-query pass (repeat_kv dropped) off while inside, and for ``WRITTEN`` the RotaryEmbedding pass."""
     from onnxsight.exporter.optimize import _gqa23, _rope23
 
-    with mock.patch.object(_rope23, "rotary_embeddings", lambda graph: 0), \
-            mock.patch.object(_gqa23, "unrepeated_key_values", lambda graph: 0):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(_gqa23, "unrepeated_key_values", lambda graph: 0))
+        if variant == WRITTEN:
+            stack.enter_context(mock.patch.object(_rope23, "rotary_embeddings", lambda graph: 0))
         yield
 
 
@@ -103,8 +109,8 @@ def _export(model: Any, args: tuple, path: str, variant: str) -> Any:
             ort_fusion.export("torch.onnx", model, args, path, spec[2])
             return None
         table = stack.enter_context(_decomposed()) if variant == "decomposed" else None
-        if variant == WRITTEN:
-            stack.enter_context(_written_rotary())
+        if variant in (WRITTEN, REPEATED):
+            stack.enter_context(_passes_off(variant))
         return onnxsight.export(model, args, path, opset_version=OPSET, custom_translations=table)
 
 
@@ -140,7 +146,8 @@ def prepare(names: list[str], seqs: list[int], tmp: str, device: str = "cpu") ->
         for seq in seqs:
             torch.manual_seed(0)
             args = (torch.randint(0, 1000, (1, seq)),)
-            extra = (*((WRITTEN,) if name in ROTARY_MODELS else ()), *(v[0] for v in GQA_VARIANTS if name in GQA_MODELS))
+            extra = (*((WRITTEN,) if name in ROTARY_MODELS else ()), *((REPEATED,) if name in GQA_MODELS else ()),
+                     *(v[0] for v in GQA_VARIANTS if name in GQA_MODELS))
             for variant in (*VARIANTS, *extra):
                 gqa = variant.endswith("enable_gqa")
                 path = os.path.join(tmp, f"{name}-{seq}-{variant.replace(' ', '_').replace(',', '')}.onnx")
@@ -206,7 +213,7 @@ def gqa_table(variants: list[dict]) -> str:
     names = {"direct ops": "onnxsight 23", "decomposed": "onnxsight 23, decomposed",
              "direct ops, enable_gqa": "onnxsight 23, enable_gqa", "torch.onnx": "torch.onnx 23",
              "torch.onnx, enable_gqa": "torch.onnx 23, enable_gqa", "torch.onnx opset 18": "torch.onnx 18",
-             WRITTEN: "onnxsight 23, rotary and repeat_kv written out"}
+             WRITTEN: "onnxsight 23, rotary and repeat_kv written out", REPEATED: "onnxsight 23, repeat_kv kept"}
     for v in variants:
         if v["model"] not in GQA_MODELS and v["variant"] != WRITTEN:
             continue
