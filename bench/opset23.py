@@ -29,6 +29,7 @@ whose ``Attention`` nodes take K and V with 2 heads; and ``torch.onnx.export(...
 ``onnxsight.verify`` (``onnx_model=`` the optimized model).
 
     python bench/opset23.py [--models bert,llama,llama-gqa] [--seqs 16,128] [--runs 5] [--iters 20] [--md out.md]
+    python bench/opset23.py --decode 512 [--runs 7] [--iters 20]   # llama-gqa, one step over 512 cached positions
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ def gqa_table(variants: list[dict]) -> str:
              "torch.onnx, enable_gqa": "torch.onnx 23, enable_gqa", "torch.onnx opset 18": "torch.onnx 18",
              WRITTEN: "onnxsight 23, rotary and repeat_kv written out", REPEATED: "onnxsight 23, repeat_kv kept"}
     for v in variants:
-        if v["model"] not in GQA_MODELS and v["variant"] != WRITTEN:
+        if v["model"] not in GQA_MODELS and v["variant"] != WRITTEN and "decode" not in v["model"]:
             continue
         base = by[(v["model"], v["seq"], v["stage"], "direct ops")]
         ms = f"{v['median_ms']:.2f} ±{v['spread'] * 50:.0f}%" if "median_ms" in v else v.get("error", "n/a")
@@ -225,17 +226,71 @@ def gqa_table(variants: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# --decode PAST: one decode step of llama-gqa over a KV cache of PAST positions (dynamic batch, tokens and past
+# length), where repeat_kv copies the whole cache per layer at every step
+DECODE_VARIANTS = ("direct ops", REPEATED, WRITTEN, "torch.onnx")
+
+
+def _decode_step(past: int, batch: int = 1, new: int = 1) -> tuple[Any, dict]:
+    """llama-gqa (``ort_fusion.build``'s config) with its cache on, and one new token per sequence over ``past``
+    cached positions."""
+    import torch
+    import transformers as tf
+
+    model, _ = ort_fusion.build("llama-gqa", 1)
+    model.config.use_cache = True
+    torch.manual_seed(1)
+    kv = model.config.num_key_value_heads
+    shape = (batch, kv, past, ort_fusion.HIDDEN // ort_fusion.HEADS)
+    cache = tf.DynamicCache([(torch.randn(shape), torch.randn(shape)) for _ in range(ort_fusion.LAYERS)])
+    return model, {"input_ids": torch.randint(0, 1000, (batch, new)), "cache": cache}
+
+
+def prepare_decode(past: int, tmp: str) -> list[dict]:
+    """Each of ``DECODE_VARIANTS`` exported (a fresh model and cache each: forward() appends to the cache), checked
+    against the eager step at batch 1 over ``past`` positions (the new hidden state's largest difference), with
+    that step's inputs as arrays."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    variants = []
+    _, step = _decode_step(past)
+    feeds = [step["input_ids"].numpy()] + [t.numpy() for layer in step["cache"].layers for t in (layer.keys, layer.values)]
+    for variant in DECODE_VARIANTS:
+        model, kwargs = _decode_step(16, batch=2, new=2)   # dynamic sizes: an example of 1 would be specialised
+        path = os.path.join(tmp, f"decode-{past}-{variant.replace(' ', '_').replace(',', '')}.onnx")
+        tool = "torch.onnx" if variant == "torch.onnx" else "onnxsight"
+        with _passes_off(variant) if variant in (WRITTEN, REPEATED) else contextlib.nullcontext():
+            ort_fusion.export(tool, model, (kwargs,), path, OPSET, ort_fusion.dynamic_shapes("llama-cache"))
+        with torch.no_grad():
+            expected = model(**_decode_step(past)[1])[0].numpy()
+        made = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        got = made.run(None, ort_latency.named_feeds(made, feeds))[0]
+        variants.append({"model": "llama-gqa decode", "seq": past, "stage": "exported", "variant": variant,
+                         "path": path, "feeds": feeds, "nodes": len(onnx.load(path).graph.node),
+                         "direct": _direct_ops(path), "check": f"max |diff| {float(np.abs(got - expected).max()):.1e}"})
+    return variants
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="bert,llama,llama-gqa")
     parser.add_argument("--seqs", default="16,128")
     ort_latency.timing_options(parser, iters=20)
+    parser.add_argument("--decode", type=int, help="time llama-gqa's decode step over this many cached positions "
+                                                   "instead (onnxsight's variants and torch.onnx, opset 23)")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp, options.device)
+        if options.decode:
+            variants = prepare_decode(options.decode, tmp)
+        else:
+            variants = prepare(options.models.split(","), [int(s) for s in options.seqs.split(",")], tmp,
+                               options.device)
         ort_latency.measure(variants, options.runs, options.iters, device=options.device)
-    text = table(variants)
-    if any(v["model"] in GQA_MODELS or v["variant"] == WRITTEN for v in variants):
+    text = gqa_table(variants) if options.decode else table(variants)
+    if not options.decode and any(v["model"] in GQA_MODELS or v["variant"] == WRITTEN for v in variants):
         text += "\n\n" + gqa_table(variants)
     print(text)
     for v in variants:

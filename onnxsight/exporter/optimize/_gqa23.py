@@ -31,7 +31,7 @@ def unrepeated_key_values(graph: Graph) -> int:
             continue
         query = graph.symbolic_shape(attention.input[0])
         repeats = [_repeat(graph, name) for name in attention.input[1:3]]
-        if query is None or len(query) != 4 or None in repeats or repeats[0][1] != repeats[1][1] \
+        if query is None or len(query) != 4 or None in repeats or repeats[0][1:3] != repeats[1][1:3] \
                 or query[1] != repeats[0][1] * repeats[0][2]:
             continue
         removed = 0
