@@ -179,14 +179,15 @@ def _rotate_half(x: torch.Tensor, wrong: bool) -> torch.Tensor:
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_only_a_rotary_the_op_computes_becomes_one(form: str, rotaries: int, dynamic: bool) -> None:
     """cat(f, f).cos() * scale has equal halves (the cache is cos(f) * scale; with static sizes and no buffer a
-    constant table, whose halves are compared); a partial rotary's rotated part is a
-    rotary of its own width; unequal halves (of sin alone too), GPT-J's interleaved rotary, heads on axis 2, and -x1
+    constant table, whose halves are compared); a partial rotary is one with rotary_embedding_dim; unequal halves (of sin alone too), GPT-J's interleaved rotary, heads on axis 2, and -x1
     in place of -x2 are something else."""
     torch.manual_seed(0)
     model, x = Rotary(form).eval(), torch.randn(2, 7, 32)
     seq = torch.export.Dim("seq", min=2, max=64)
     program = onnxsight.export(model, (x,), opset_version=23, dynamic_shapes=({1: seq},) if dynamic else None)
     assert _ops(program)["RotaryEmbedding"] == rotaries, _ops(program)
+    if form == "partial":   # rotary_embedding_dim: the rotated part and the rest are not sliced apart
+        assert _ops(program)["Slice"] == 0 and _ops(program)["Concat"] == 0, _ops(program)
     if not rotaries:   # nothing made for a rotary that was not rewritten (cos's half-size cache of "mixed")
         assert not [o for n in program.model_proto.graph.node for o in n.output if o.endswith("_half")]
     for length in ((7, 12) if dynamic else (7,)):
@@ -248,3 +249,20 @@ def test_repeat_kv_is_dropped_only_where_attention_groups_the_same(form: str, di
     for got, want in zip(program(*args), expected if isinstance(expected, tuple) else (expected,)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert onnxsight.verify(program, args).passed
+
+
+def test_phi_partial_rotary_is_one_rotary_embedding_with_its_dim() -> None:
+    """transformers' Phi rotates the first partial_rotary_factor of each head and passes the rest through."""
+    config = transformers.PhiConfig(vocab_size=128, hidden_size=64, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                    intermediate_size=128, max_position_embeddings=64, partial_rotary_factor=0.5)
+    torch.manual_seed(0)
+    model = transformers.PhiModel(config).eval()
+    model.config.use_cache = False
+    batch, seq = torch.export.Dim("batch", max=8), torch.export.Dim("seq", min=2, max=64)
+    program = onnxsight.export(model, (_ids(2, 9),), opset_version=23, dynamic_shapes=({0: batch, 1: seq},))
+    rotaries = [n for n in program.model_proto.graph.node if n.op_type == "RotaryEmbedding"]
+    assert len(rotaries) == 2 * LAYERS and _ops(program)["Neg"] == 0
+    assert {onnx.helper.get_attribute_value(a) for n in rotaries for a in n.attribute} == {8}   # half of head 16
+    for size in ((1, 5), (3, 20)):
+        result = onnxsight.verify(program, (_ids(*size),))
+        assert result.passed, (size, result.root_causes)

@@ -12,8 +12,8 @@ values exactly where cos and sin have equal halves. The pass checks that from th
 with itself, through elementwise ops and scalar factors, which it then computes over the half alone; or an exporter
 constant whose halves are equal) and does not rewrite anything else: the Slices split the last axis at D/2, the Neg
 is on the right half, cos/sin broadcast over the heads axis only, same dtype (float32 or float16: ONNX Runtime's
-CPU kernel has no bfloat16). A partial rotary (GPT-NeoX's, Phi's ``x[..., :rot]``) is a rotary of the sliced part,
-rewritten as such. ONNX Runtime wants the caches' batch to be x's: transformers' cos/sin have batch 1 (its
+CPU kernel has no bfloat16). A partial rotary (GPT-NeoX's, Phi's: ``x[..., :rot]`` rotated, concatenated with
+``x[..., rot:]``) is one RotaryEmbedding of x with ``rotary_embedding_dim=rot``. ONNX Runtime wants the caches' batch to be x's: transformers' cos/sin have batch 1 (its
 position ids), so they are expanded to x's batch where that differs (once per model).
 
 The Add's value (``q_embed``, ``k_embed``) keeps its name on the RotaryEmbedding; the values inside are listed as
@@ -69,8 +69,42 @@ def rotary_embeddings(graph: Graph) -> int:
         graph.producer[out] = rotary
         for name in rotary.input:
             graph.readers.setdefault(name, []).append(rotary)
-        done += len(nodes)
+        done += len(nodes) + _partial(graph, rotary)
     return done
+
+
+def _partial(graph: Graph, rotary: onnx.NodeProto) -> int:
+    """A partial rotary, ``cat(rotary(q[..., :rot]), q[..., rot:])`` (GPT-NeoX's, Phi's), as one RotaryEmbedding of q
+    with ``rotary_embedding_dim=rot`` (which rotates the first ``rot`` and passes the rest through). Returns the
+    nodes removed."""
+    rotated = _private(graph, rotary.input[0], "Slice")
+    concat = graph.readers.get(rotary.output[0], [])
+    concat = concat[0] if len(concat) == 1 and rotary.output[0] not in graph.pinned else None
+    if rotated is None or concat is None or concat.op_type != "Concat" or concat.domain \
+            or list(concat.input[:1]) != [rotary.output[0]] or len(concat.input) != 2:
+        return 0
+    passed = _private(graph, concat.input[1], "Slice")
+    q = rotated.input[0]
+    shape = graph.symbolic_shape(q)
+    if passed is None or passed.input[0] != q or shape is None or len(shape) != 4 or not isinstance(shape[3], int) \
+            or attribute(concat, "axis") % 4 != 3:
+        return 0
+    width = graph.symbolic_shape(rotary.input[0])[3]
+    if _slice(graph, rotated, 4, shape[3]) != (0, width) or _slice(graph, passed, 4, shape[3]) != (width, shape[3]):
+        return 0
+    out = concat.output[0]
+    whole = onnx.helper.make_node("RotaryEmbedding", [q, *rotary.input[1:]], [out], name=graph.fresh(f"{out}_rotary"),
+                                  rotary_embedding_dim=width)
+    whole.metadata_props.extend(concat.metadata_props)
+    for node in (rotated, rotary, passed):
+        graph.removed[node.output[0]] = PASS_NAME
+    at = next(i for i, node in enumerate(graph.nodes) if node is concat)
+    graph.remove([rotated, rotary, passed, concat])
+    graph.nodes.insert(at - 3, whole)   # the three come before the Concat
+    graph.producer[out] = whole
+    for name in whole.input:
+        graph.readers.setdefault(name, []).append(whole)
+    return 3
 
 
 def _match(graph: Graph, add: onnx.NodeProto,
