@@ -225,6 +225,7 @@ bench-ort-profile: setup
 bench-opset23: setup
 	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
 	$(PY) bench/opset23.py --models llama-gqa --seqs 512 --runs 7 --iters 5 --json docs/opset23-gqa-512.json
+	$(PY) bench/opset23.py --decode 512 --runs 7 --json docs/opset23-decode.json
 
 # Validate every SARIF file the tests write (tests/sarif_check.py keeps them in $(SARIF_DIR))
 # with Microsoft's SARIF Multitool and GitHub's ingestion rules; fails on any error.

@@ -147,8 +147,9 @@ def _key_value_heads(program: onnxsight.ONNXProgram) -> list[int]:
 def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies(force_gqa: bool, monkeypatch: Any) -> None:
     """Under torch.export transformers always builds LLaMA's causal mask, and with a mask its sdpa path repeats the
     2 key/value heads to the 4 query heads (repeat_kv) unless TRANSFORMERS_SDPA_FORCE_GQA=1 has it call sdpa with
-    enable_gqa=True: then each Attention node takes K and V with their 2 heads (what docs/optimization.md's
-    "Grouped-query attention" tells users to export with)."""
+    enable_gqa=True. Either way each Attention node takes K and V with their 2 heads: the optimize stage drops
+    repeat_kv before the standard's Attention (which groups the heads itself), and the rotary embeddings are the
+    standard's RotaryEmbedding."""
     transformers = pytest.importorskip("transformers")
     if force_gqa:
         monkeypatch.setenv("TRANSFORMERS_SDPA_FORCE_GQA", "1")
@@ -161,8 +162,8 @@ def test_llama_from_transformers_at_23_uses_the_direct_ops_and_verifies(force_gq
     seq = torch.export.Dim("seq", min=2, max=64)
     program = onnxsight.export(model, (ids,), opset_version=23, dynamic_shapes=({1: seq},))
     ops = _ops(program)
-    assert ops["Attention"] == 2 and ops["RMSNormalization"] == 5, ops
-    assert _key_value_heads(program) == [2 if force_gqa else 4] * 4
+    assert ops["Attention"] == 2 and ops["RMSNormalization"] == 5 and ops["RotaryEmbedding"] == 4, ops
+    assert _key_value_heads(program) == [2] * 4
     for length in (4, 9, 30):
         ids = torch.randint(0, 128, (1, length))
         result = onnxsight.verify(program, (ids,))

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _padding, _rmsnorm, _rotary, _shapes,
-                                         _simplify, _sized_mask)
+from onnxsight.exporter.optimize import (_attention, _batchnorm, _decoder, _fold, _gqa23, _padding, _rmsnorm, _rope23,
+                                         _rotary, _shapes, _simplify, _sized_mask)
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.translate._graph import TranslatedGraph
 
@@ -56,6 +56,8 @@ def _passes(opset: int, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], i
         ("common subexpressions", _shapes.common_subexpressions),
         ("constant attention masks", _attention.constant_masks),
         (_rmsnorm.PASS_NAME, lambda g: _rmsnorm.rms_norms(g) if opset >= 23 and not ort_fusion else 0),
+        (_rope23.PASS_NAME, lambda g: _rope23.rotary_embeddings(g) if opset >= 23 and not ort_fusion else 0),
+        (_gqa23.PASS_NAME, lambda g: _gqa23.unrepeated_key_values(g) if opset >= 23 and not ort_fusion else 0),
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
