@@ -1,6 +1,8 @@
-"""``bench/opset23.py``'s grouped-query variants time the graphs they name: the default export repeats K and V to
-the query heads (transformers' repeat_kv), the ``enable_gqa`` one gives ONNX's Attention K and V with their own
-2 heads, and both are checked against PyTorch (per node, after ORT's optimizer too) before they are timed."""
+"""``bench/opset23.py``'s grouped-query variants time the graphs they name: the default export gives ONNX's Attention
+K and V with their own 2 heads (transformers' repeat_kv dropped by the grouped-query pass), as the ``enable_gqa`` one
+does; ``repeat_kv kept`` (that pass off) repeats them to the query heads; the rotary and repeat_kv written out keep
+neither RotaryEmbedding nor the 2 heads; each is checked against PyTorch (per node, after ORT's optimizer too) before
+it is timed."""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ import opset23  # noqa: E402
 import ort_fusion  # noqa: E402
 
 
-@pytest.mark.parametrize("variant, heads", [("direct ops", 4), ("direct ops, enable_gqa", 2)])
-def test_grouped_query_variants_hold_the_attention_they_name(tmp_path, variant: str, heads: int) -> None:
+@pytest.mark.parametrize("variant, ops", [
+    ("direct ops", "RotaryEmbedding 8, K/V heads 2"), ("direct ops, enable_gqa", "RotaryEmbedding 8, K/V heads 2"),
+    (opset23.REPEATED, "RotaryEmbedding 8, K/V heads 4"), (opset23.WRITTEN, "K/V heads 4")])
+def test_grouped_query_variants_hold_the_attention_they_name(tmp_path, variant: str, ops: str) -> None:
     import torch
 
     model, _ = ort_fusion.build("llama-gqa")
@@ -27,7 +31,7 @@ def test_grouped_query_variants_hold_the_attention_they_name(tmp_path, variant: 
     path = str(tmp_path / "m.onnx")
     program = opset23._export(model, args, path, variant)
     assert opset23.FORCE_GQA not in os.environ   # set only while exporting
-    assert opset23._direct_ops(path) == f"Attention {ort_fusion.LAYERS}, RMSNormalization 9, K/V heads {heads}"
+    assert opset23._direct_ops(path) == f"Attention {ort_fusion.LAYERS}, RMSNormalization 9, {ops}"
     out = str(tmp_path / "opt.onnx")
     _, optimized = ort_fusion.optimize(path, ort_fusion.MODEL_TYPES["llama-gqa"], out)
     text = opset23.check(model, args, out, program, optimized.model, gqa=variant.endswith("enable_gqa"))

@@ -219,7 +219,7 @@ def test_onnx_attention_groups_key_value_heads_as_repeat_kv_does() -> None:
 
 class RepeatedKV(nn.Module):
     """sdpa over K/V repeated to the query heads, by repeat_kv (``interleave``) or by tiling the heads (``tile``:
-    head h reads key/value head h % 2, which ONNX Attention's grouping does not compute); ``shared``: the repeated
+    head h reads key/value head h % 2, which ONNX Attention's grouping does not compute); ``reused``: the repeated
     K is an output too."""
 
     def __init__(self, form: str) -> None:
@@ -234,10 +234,10 @@ class RepeatedKV(nn.Module):
             k = k[:, :, None].expand(b, h, 2, s, d).reshape(b, 2 * h, s, d)
             v = v[:, :, None].expand(b, h, 2, s, d).reshape(b, 2 * h, s, d)
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return (out, k) if self.form == "shared" else out
+        return (out, k) if self.form == "reused" else out
 
 
-@pytest.mark.parametrize("form, direct", [("interleave", True), ("shared", True), ("tile", False)])
+@pytest.mark.parametrize("form, direct", [("interleave", True), ("reused", True), ("tile", False)])
 def test_repeat_kv_is_dropped_only_where_attention_groups_the_same(form: str, direct: bool) -> None:
     generator = torch.Generator().manual_seed(0)
     args = (torch.randn(2, 4, 6, 8, generator=generator), torch.randn(2, 2, 6, 8, generator=generator),
