@@ -323,12 +323,13 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
         if pair.value in executor.env:
             executor.env[pair.value] = expected.astype(np.asarray(actual).dtype)
     elif verdict.root_cause and rejudge is not None:
-        again = rejudge(pair)
-        detail = _borderline(pair, expected, actual, bounds, again, expected_dtype, actual_dtype)
-        if detail is not None:
-            out.borderline[pair.value] = detail
-        elif decision(pair.node) is None and (close := _amplified(expected, again, bounds, expected_dtype,
-                                                                   actual_dtype)) is not None:
+        # its ONNX nodes once more, from PyTorch's exact inputs: where they give PyTorch's value there, the
+        # difference is its inputs' rounding, which a threshold decision flips (ACC011) or the op amplifies (ACC014)
+        close = _on_pytorch_inputs(expected, rejudge(pair), bounds, expected_dtype, actual_dtype)
+        what = decision(pair.node)
+        if close is not None and what is not None:
+            out.borderline[pair.value] = _decided(what, expected, actual)
+        elif close is not None:
             out.amplified[pair.value] = close
     excused = set(out.borderline) | set(out.rounding) | set(out.amplified)
     root_cause = verdict.root_cause and pair.value not in excused
@@ -370,12 +371,11 @@ def _other_layout(pair: Pair, expected: np.ndarray, actual: np.ndarray, config: 
     return True
 
 
-def _amplified(expected: np.ndarray, again: np.ndarray | None, bounds: Any, expected_dtype: str,
-               actual_dtype: str) -> str | None:
-    """For a value that fails with every input matching: how close its ONNX nodes fed PyTorch's exact inputs
-    come, when that is within tolerance (the op amplifies its inputs' rounding; ACC014); else None (a root
-    cause: the op is wrong on PyTorch's own inputs too)."""
-    if again is None or np.shape(again) != np.shape(expected):
+def _on_pytorch_inputs(expected: np.ndarray, again: np.ndarray | None, bounds: Any, expected_dtype: str,
+                       actual_dtype: str) -> str | None:
+    """How close ``again`` (a value's ONNX nodes fed PyTorch's exact inputs) comes to PyTorch's value, where that is
+    within tolerance; else None (a root cause: the op is wrong on PyTorch's own inputs too)."""
+    if again is None:
         return None
     metrics = compare(expected, again, bounds, expected_dtype=expected_dtype, actual_dtype=actual_dtype)
     if not metrics.passed:
@@ -383,17 +383,9 @@ def _amplified(expected: np.ndarray, again: np.ndarray | None, bounds: Any, expe
     return f"max abs diff {metrics.max_abs_diff:.3g} within atol {bounds.atol:g} + rtol {bounds.rtol:g}"
 
 
-def _borderline(pair: Pair, expected: np.ndarray, actual: np.ndarray, bounds: Any, again: np.ndarray | None,
-               expected_dtype: str, actual_dtype: str) -> str | None:
-    """For a threshold decision (``_decisions``) that fails with every input matching: what it decided
-    differently, when its ONNX nodes fed PyTorch's exact inputs (``again``) decide as PyTorch; else None (a
-    root cause)."""
-    what = decision(pair.node)
-    if what is None:
-        return None
-    if again is None or not compare(expected, again, bounds, expected_dtype=expected_dtype,
-                                    actual_dtype=actual_dtype).passed:
-        return None
+def _decided(what: str, expected: np.ndarray, actual: np.ndarray) -> str:
+    """What a threshold decision (``_decisions``: ``what``) that decides as PyTorch on PyTorch's inputs decided
+    differently from ONNX Runtime's own inputs."""
     if np.shape(actual) != np.shape(expected):
         return (f"it {what}; from ONNX Runtime's own inputs its result has {_count(actual)} where PyTorch's "
                 f"has {_count(expected)}")

@@ -66,9 +66,7 @@ def rotary_embeddings(graph: Graph) -> int:
         at = next(i for i, node in enumerate(graph.nodes) if node is add)
         graph.remove([*nodes, add])
         graph.nodes.insert(at - len(nodes), rotary)   # the pattern's nodes all come before the Add
-        graph.producer[out] = rotary
-        for name in rotary.input:
-            graph.readers.setdefault(name, []).append(rotary)
+        _index(graph, rotary)
         done += len(nodes) + _partial(graph, rotary)
     return done
 
@@ -101,9 +99,7 @@ def _partial(graph: Graph, rotary: onnx.NodeProto) -> int:
     at = next(i for i, node in enumerate(graph.nodes) if node is concat)
     graph.remove([rotated, rotary, passed, concat])
     graph.nodes.insert(at - 3, whole)   # the three come before the Concat
-    graph.producer[out] = whole
-    for name in whole.input:
-        graph.readers.setdefault(name, []).append(whole)
+    _index(graph, whole)
     return 3
 
 

@@ -26,6 +26,7 @@ import math
 import numpy as np
 import onnx
 import torch
+
 from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
