@@ -7,6 +7,7 @@ own code, i.e. not inside torch, onnxsight or the Python standard library.
 from __future__ import annotations
 
 import contextvars
+import functools
 import linecache
 import os
 import re
@@ -46,13 +47,25 @@ class Location:
         return out if any(t for _, t in out) else []
 
 
-def _library_roots() -> tuple[str, ...]:
+@functools.lru_cache(maxsize=1)
+def _fixed_roots() -> frozenset[str]:
+    """onnxsight's folder and the interpreter's: the same for the whole process.
+
+    NOTE: cached: ``sysconfig.get_paths()`` expands its install scheme anew on every call (about 0.4 ms), and the
+    translate stage asks for every node's source line, a third of a 16-block CNN's translation.
+    """
     roots = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # onnxsight/
     # "scripts": the console-script launchers (.venv/bin/onnxsight), which are nobody's source code.
+    paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib", "scripts"):
-        path = sysconfig.get_paths().get(key)
+        path = paths.get(key)
         if path:
             roots.add(os.path.abspath(path))
+    return frozenset(roots)
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = set(_fixed_roots())
     for name in ("torch", "torchvision", "transformers", "timm", "onnx", "onnxruntime", "pytest", "_pytest", "pluggy"):
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__file__", None):
