@@ -111,10 +111,14 @@ def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: 
 
 
 def dead_code(graph: Graph) -> int:
-    """Nodes none of whose outputs is read (after folding: the mask arithmetic nothing needs any more)."""
+    """Nodes none of whose outputs is read (after folding: the mask arithmetic nothing needs any more).
+
+    Each round looks again only at the nodes that made what the last round's nodes read (one walk over the
+    graph in all, not one per round: a chain of dead nodes no longer costs its length in full walks)."""
     total = 0
-    while True:
-        dead = [n for n in graph.nodes if all(not o or graph.uses(o) == 0 for o in n.output)]
+    candidates = graph.nodes
+    while candidates:
+        dead = [n for n in candidates if all(not o or graph.uses(o) == 0 for o in n.output)]
         if not dead:
             return total
         for node in dead:
@@ -123,6 +127,9 @@ def dead_code(graph: Graph) -> int:
                     graph.removed.setdefault(name, "dead code")
         graph.remove(dead)
         total += len(dead)
+        producers = {id(p): p for p in (graph.producer.get(name) for node in dead for name in node.input) if p is not None}
+        candidates = list(producers.values())
+    return total
 
 
 def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> None:
