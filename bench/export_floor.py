@@ -46,6 +46,7 @@ FLOOR = "torch.export"
 STAGES = ("arguments", "capture", "decompose", "translate", "optimize", "check")
 DESCRIPTION = {
     "cnn16": "16-block residual CNN, 33 batch norms, 1x3x64x64",
+    "cnn64": "64-block residual CNN, 129 batch norms, 1x3x64x64 (the optimize stage's scaling)",
     "transformer8": "8-block transformer encoder, width 256, 128 tokens",
     "llama4": "LLaMA causal LM (transformers), 4 layers, width 256, 64 tokens",
     "resnet50": "ResNet-50-shaped CNN, 1x3x224x224",
@@ -101,6 +102,7 @@ def _child(name: str, runs: int, opset: int, sides: list[str]) -> dict:
     times: dict[str, list[float]] = {side: [] for side in calls}
     stages: dict[str, list[dict[str, float]]] = {side: [] for side in calls if side.startswith("onnxsight")}
     attempts: list[dict] = []
+    nodes: dict[str, int] = {}
     errors: dict[str, str] = {}
     order = list(calls)
     for round_ in range(runs + 1):
@@ -120,13 +122,15 @@ def _child(name: str, runs: int, opset: int, sides: list[str]) -> dict:
                 if side == "onnxsight":
                     attempts = [{"strategy": a.strategy, "success": a.success, "seconds": round(a.seconds, 3),
                                  "rule": a.rule} for a in result.record.attempts]
+                    nodes = {"translated": result.record.facts.get("nodes_translated", 0),
+                             "optimized": result.record.facts.get("nodes", 0)}
                 continue
             times[side].append(seconds)
             if side in stages:
                 stages[side].append({s.name: s.seconds for s in result.record.stages})
             del result
     return {"model": name, "description": DESCRIPTION.get(name, name), "runs": runs, "opset": opset,
-            "seconds": times, "stages": stages, "attempts": attempts, "errors": errors}
+            "seconds": times, "stages": stages, "attempts": attempts, "nodes": nodes, "errors": errors}
 
 
 def _ratios(row: dict, side: str, against: str = FLOOR) -> list[float]:
@@ -155,7 +159,8 @@ def table(rows: list[dict]) -> str:
                      + _spread(_ratios(row, "onnxsight", "torch.onnx")) + " |")
     lines += ["", "onnxsight's stages (optimize on), median seconds of the rounds and, in parentheses, the median "
               "per round of the stage's seconds over that round's torch.export seconds:", "",
-              "| model | " + " | ".join(STAGES) + " | capture - torch.export |", "|---" * (len(STAGES) + 2) + "|"]
+              "| model | nodes translated -> optimized | " + " | ".join(STAGES) + " | capture - torch.export |",
+              "|---" * (len(STAGES) + 3) + "|"]
     for row in rows:
         per_round = row["stages"].get("onnxsight") or []
         floor = row["seconds"].get(FLOOR, [])
@@ -167,7 +172,9 @@ def table(rows: list[dict]) -> str:
             cells.append(f"{statistics.median(values):.3f} ({statistics.median(v / f for v, f in zip(values, floor)):.2f})")
         extra = [r.get("capture", 0.0) - f for r, f in zip(per_round, floor)]
         cells.append(f"{statistics.median(extra):+.3f}")
-        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+        nodes = row.get("nodes") or {}
+        lines.append(f"| {row['model']} | {nodes.get('translated', '?')} -> {nodes.get('optimized', '?')} | "
+                     + " | ".join(cells) + " |")
     attempts = [(row["model"], a) for row in rows for a in row.get("attempts", [])]
     if any(len([a for m, a in attempts if m == row["model"]]) > 1 for row in rows):
         lines += ["", "Capture attempts (the untimed round):", "", "| model | attempt | captured | s |",

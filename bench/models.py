@@ -157,6 +157,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "transformer12": lambda: (Transformer().eval(), (torch.randn(1, 128, 256),)),
     "resnet50": lambda: (ResNet50().eval(), (torch.randn(1, 3, 224, 224),)),
     "cnn16": lambda: (ConvNet().eval(), (torch.randn(1, 3, 64, 64),)),
+    "cnn64": lambda: (ConvNet(blocks=64).eval(), (torch.randn(1, 3, 64, 64),)),
     "transformer8": lambda: (Transformer(depth=8).eval(), (torch.randn(1, 128, 256),)),
     "llama4": _llama,
     "hiera": _hiera,
