@@ -82,11 +82,12 @@ def is_user_file(path: str) -> bool:
     """True for files that are neither onnxsight, torch, other ML libraries nor the stdlib."""
     if not path or path.startswith("<"):
         return False
-    return _is_user_path(os.path.abspath(path), _library_roots())
+    return _is_user_path(path if os.path.isabs(path) else os.path.abspath(path), _library_roots())
 
 
 @functools.lru_cache(maxsize=4096)
-def _is_user_path(absolute: str, roots: tuple[str, ...]) -> bool:
+def _is_user_path(path: str, roots: tuple[str, ...]) -> bool:
+    absolute = os.path.abspath(path)
     if absolute.startswith(_MODEL_DEFINITIONS):
         return True
     return not any(absolute == root or absolute.startswith(root + os.sep) for root in roots)
