@@ -158,8 +158,8 @@ def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> Non
 
     translated.value_names.update({key: holder(value) for key, value in translated.value_names.items()})
     existing = alive | set(graph.initializers)
-    removed = {name: why for name, why in graph.removed.items()
-               if name not in existing and name in set(translated.value_names.values())}
+    named = set(translated.value_names.values())   # once: a set per removed value was quadratic
+    removed = {name: why for name, why in graph.removed.items() if name not in existing and name in named}
     translated.optimized_away.update(removed)
     translated.derived.update({k: v for k, v in graph.derived.items() if k in graph.initializers})
     translated.computed.update({k: v for k, v in graph.computed.items() if k in graph.initializers})
