@@ -33,6 +33,7 @@ import gc
 import io
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,7 @@ MODELS = "cnn16,transformer8,llama4,resnet50,hiera"
 SIDES = ("torch.export", "onnxsight", "onnxsight optimize=False", "torch.onnx", "torch.onnx optimize=False")
 FLOOR = "torch.export"
 STAGES = ("arguments", "capture", "decompose", "translate", "optimize", "check")
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 DESCRIPTION = {
     "cnn16": "16-block residual CNN, 33 batch norms, 1x3x64x64",
     "cnn64": "64-block residual CNN, 129 batch norms, 1x3x64x64 (the optimize stage's scaling)",
@@ -115,7 +117,7 @@ def _child(name: str, runs: int, opset: int, sides: list[str]) -> dict:
             try:
                 result = calls[side]()
             except Exception as exc:  # noqa: BLE001 - a side that fails is reported, the others still run
-                errors[side] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc) else ''}"
+                errors[side] = _error(exc)
                 continue
             seconds = time.perf_counter() - start
             if round_ == 0:
@@ -131,6 +133,12 @@ def _child(name: str, runs: int, opset: int, sides: list[str]) -> dict:
             del result
     return {"model": name, "description": DESCRIPTION.get(name, name), "runs": runs, "opset": opset,
             "seconds": times, "stages": stages, "attempts": attempts, "nodes": nodes, "errors": errors}
+
+
+def _error(exc: BaseException) -> str:
+    """The exception's type and first line, without terminal colours."""
+    first = _COLOURS.sub("", (str(exc).strip().splitlines() or [""])[0])
+    return f"{type(exc).__name__}: {first[:200]}"
 
 
 def _ratios(row: dict, side: str, against: str = FLOOR) -> list[float]:
@@ -153,8 +161,8 @@ def table(rows: list[dict]) -> str:
         if FLOOR in row["errors"] or not row["seconds"].get(FLOOR):
             lines.append(f"| {row['model']} | {row['errors'].get(FLOOR, 'not run')} | | | | | |")
             continue
-        cells = [_spread(_ratios(row, side)) if side not in row["errors"] else row["errors"][side]
-                 for side in SIDES[1:]]
+        cells = [_spread(_ratios(row, side)) if side not in row["errors"] else
+                 "fails: " + row["errors"][side].split(":")[0] for side in SIDES[1:]]
         lines.append(f"| {row['model']} | {_spread(row['seconds'][FLOOR])} | " + " | ".join(cells) + " | "
                      + _spread(_ratios(row, "onnxsight", "torch.onnx")) + " |")
     lines += ["", "onnxsight's stages (optimize on), median seconds of the rounds and, in parentheses, the median "
