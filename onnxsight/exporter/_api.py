@@ -28,7 +28,8 @@ from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
                                                   convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
-from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
+from onnxsight.exporter.inputs._io_names import io_names
+from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter.inputs._torch_onnx_inputs import collected_shapes, keyword_dict
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
@@ -192,9 +193,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         record.exported_program = decomposed
     with record.stage("translate") as stage:
         analyze_program(decomposed, ctx, inputs=input_leaves(model, args, kwargs))
-        library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
+        library_inputs, structure_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, logits
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
-                                       output_names=output_names or library_outputs,
+                                       output_names=output_names, structure_names=structure_outputs,
                                        dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs,
                                                               spelled),
                                        module_functions=module_functions)

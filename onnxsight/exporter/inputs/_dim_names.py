@@ -32,7 +32,8 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
     on in the ONNX model, not after forward()'s argument the user renamed. ``spelled``: a Dim name ->
     the string the user wrote for it where that is no identifier (``batch_size`` -> ``batch size``).
     """
-    onnx_name = dict(zip(program.graph_signature.user_inputs, input_names or []))
+    onnx_name = {placeholder: name for placeholder, name in zip(program.graph_signature.user_inputs, input_names or [])
+                 if name}  # None: the input keeps its own name
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
@@ -40,6 +41,10 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
         name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or _debug_name(node)
         symbol = str(node.expr)
         if name and symbol not in names:
+            names[symbol] = _unique(name, taken)
+    for placeholder, axis, symbol in _replaced_axes(program):  # Dim("height") fixed to 8*_height: still "height"
+        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis))
+        if name and symbol not in names and name.isidentifier():
             names[symbol] = _unique(name, taken)
     for placeholder, axis, node in axes:
         names.setdefault(str(node.expr), _unique(f"{onnx_name.get(placeholder, placeholder)}_dim_{axis}", taken))
@@ -62,6 +67,23 @@ def _symbolic_axes(program: torch.export.ExportedProgram) -> Iterator[tuple[str,
             node = getattr(dim, "node", None)
             if node is not None and getattr(node.expr, "is_Symbol", False):
                 yield fx_node.name, axis, node
+
+
+def _replaced_axes(program: torch.export.ExportedProgram) -> Iterator[tuple[str, int, str]]:
+    """(placeholder name, axis, symbol) for every input axis whose own symbol torch replaced by an expression.
+
+    NOTE: a fix such as ``height = 8*_height`` (torch.export's, applied) makes the axis ``8*s56``
+    while shapes keep the axis's own symbol (``s100``, SymNode ``_expr``; ONNX shapes are written
+    from it), so the user's name goes on that symbol: the graph says ``height``, ``height//8``.
+    """
+    for fx_node in program.graph_module.graph.nodes:
+        if fx_node.op != "placeholder":
+            continue
+        for axis, dim in enumerate(getattr(fx_node.meta.get("val"), "shape", ())):
+            node = getattr(dim, "node", None)
+            own = getattr(node, "_expr", None)
+            if node is not None and getattr(own, "is_Symbol", False) and not getattr(node.expr, "is_Symbol", False):
+                yield fx_node.name, axis, str(own)
 
 
 def _debug_name(node: Any) -> str | None:
