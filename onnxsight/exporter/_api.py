@@ -28,6 +28,7 @@ from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
                                                   convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
+from onnxsight.exporter.inputs._cache_shapes import cache_shapes
 from onnxsight.exporter.inputs._io_names import io_names
 from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter.inputs._torch_onnx_inputs import collected_shapes, keyword_dict
@@ -124,6 +125,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        if captured is None and dynamic_shapes is not None and not ctx.errors:
+            dynamic_shapes = cache_shapes(ctx, model, args, kwargs, dynamic_shapes)  # grouped layouts (ARG027)
         if not any(d.code in ("ARG008", "ARG013") for d in ctx.diagnostics):  # f itself already refused
             refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         invalid = invalid_selection(module_functions)

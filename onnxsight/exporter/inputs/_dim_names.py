@@ -37,11 +37,13 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
-    for placeholder, axis, node in axes:  # names the user chose first, wherever the symbol appears first
-        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or _debug_name(node)
-        symbol = str(node.expr)
-        if name and symbol not in names:
-            names[symbol] = _unique(name, taken)
+    for own_only in (True, False):  # names the user chose, each symbol after its first named axis in input order
+        for placeholder, axis, node in axes:
+            name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or \
+                _debug_name(node, own_only=own_only)
+            symbol = str(node.expr)
+            if name and symbol not in names:
+                names[symbol] = _unique(name, taken)
     for placeholder, axis, symbol in _replaced_axes(program):  # Dim("height") fixed to 8*_height: still "height"
         name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis))
         if name and symbol not in names and name.isidentifier():
@@ -86,12 +88,16 @@ def _replaced_axes(program: torch.export.ExportedProgram) -> Iterator[tuple[str,
                 yield fx_node.name, axis, str(own)
 
 
-def _debug_name(node: Any) -> str | None:
-    """The ``Dim`` name torch recorded for this axis (nested inputs: ``L['inputs']['a'].size()[0]``)."""
+def _debug_name(node: Any, *, own_only: bool = False) -> str | None:
+    """The ``Dim`` name torch recorded for this axis (nested inputs: ``L['inputs']['a'].size()[0]``).
+
+    ``own_only``: the axis's own symbol only, not the one torch replaced it by (a ``Dim.DYNAMIC`` axis tied to a
+    named one would otherwise lend the name of whichever axis torch kept, not of the first named one).
+    """
     env = node.shape_env
     debug = getattr(env, "source_name_to_debug_name", None) or {}
     sources = getattr(env, "var_to_sources", None) or {}
-    for symbol in (getattr(node, "_expr", None), node.expr):
+    for symbol in (getattr(node, "_expr", None),) if own_only else (getattr(node, "_expr", None), node.expr):
         for source in sources.get(symbol, ()):
             name = debug.get(source.name)
             if name:
