@@ -171,6 +171,26 @@ def test_the_cache_grouped_per_part_exports_as_per_tensor() -> None:
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_dynamic_axes_keyed_by_the_graph_input_names_as_optimum_writes_them() -> None:
+    """torch.onnx's ``dynamic_axes`` keyed by the names the graph gives the cache's tensors and a tuple's tensor
+    (``past_key_values.0.decoder.key``, ``encoder_outputs_0``), without ``input_names``: was ARG016 (ignored)."""
+    axes: dict[str, Any] = {"decoder_input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+                            "attention_mask": {0: "batch_size", 1: "encoder_sequence_length"},
+                            "encoder_outputs_0": {0: "batch_size", 1: "encoder_sequence_length"}}
+    for layer in range(LAYERS):
+        for kind in ("key", "value"):
+            axes[f"past_key_values.{layer}.decoder.{kind}"] = {0: "batch_size", 2: "past_decoder_sequence_length"}
+            axes[f"past_key_values.{layer}.encoder.{kind}"] = {0: "batch_size", 2: "encoder_sequence_length_out"}
+    model = _model("bart")
+    program = onnxsight.export(model, (), kwargs=_step(2, 3, 5, 7), dynamic_axes=axes)
+    assert not [d for d in program.diagnostics if d.code == "ARG016"]
+    assert _dims(program, "past_key_values.0.decoder.key")[::2] == ["batch_size", "past_decoder_sequence_length"]
+    assert _dims(program, "encoder_outputs_0")[0] == "batch_size"
+    step = _step(3, 1, 0, 4, seed=4)
+    for want, got in zip(_eager(model, step), program(**step)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("cache, given", [
     ([[OWN] * 4, [CROSS] * 3], "[[dict, dict, dict, dict], [dict, dict, dict]]"),
     ([OWN] * 6, "[6 x dict]"),

@@ -81,6 +81,8 @@ def _short(exc: BaseException, limit: int = 600) -> str:
     """torch's first paragraph: the sentence that says what went wrong, without its debugging advice."""
     text = str(exc).strip() or type(exc).__name__
     text = text.split("\n\n")[0].strip()
+    # torch's pointer to its own docs ends some messages (a dynamic_shapes structure mismatch): not the problem
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("For more information about this error"))
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
