@@ -11,7 +11,11 @@ cache are given dims of their own:
   (as torch.onnx does with string names), and CAP007 says so;
 - the example has them different: tracing fails inside torch (``RuntimeError: Attempting to
   broadcast a dimension of length s26``, ``The size of tensor a (s26) must match ...``), naming torch's
-  symbols only. :func:`apart` finds the dims behind those symbols for CAP023.
+  symbols only. :func:`apart` finds the dims behind those symbols for CAP023;
+- torch.export ties them without a word (the axis it meets first has no name of its own, and
+  the named ones are unified through it): :func:`tied` finds them in the captured program for CAP024.
+
+In each case the line is the model's: a library's line (transformers' attention), called from the user's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from torch.utils import _pytree as pytree
 from onnxsight.diagnostics import Location, user_frame
 from onnxsight.exporter.capture._fixes import RequestedDim, bound_arguments
 from onnxsight.exporter.capture._torchlog import TorchLog, _is_model_code
+from onnxsight.exporter.inputs._dim_strings import spec_leaves
 from onnxsight.exporter.inputs._pytree_libs import active_containers
 
 _SOURCE_FIX = re.compile(r"^\s*(?P<source>L\[.+\]\.size\(\)\[\d+\])\s*=\s*(?P<rhs>.+?)\s*$")
@@ -56,8 +61,9 @@ def refine(message: str, dynamic_shapes: Any, model: torch.nn.Module | None = No
         hints: dict[int, Any] = {}
 
         def mark(hint: Any) -> int:
-            hints[_MARK - len(hints)] = hint
-            return _MARK - len(hints) + 1
+            key = _MARK - len(hints)
+            hints[key] = hint
+            return key
 
         marked = _map(dynamic_shapes, mark)
         refined = refine_dynamic_shapes_from_suggested_fixes("Suggested fixes:\n" + "\n".join(named), marked)
@@ -134,15 +140,10 @@ def _respec(spec: Any, value: Any, source: str, values: dict[str, Any], flat: di
 
 def _dims(spec: Any) -> Iterable[Any]:
     """Every named ``Dim`` in a spec, the roots of derived ones included."""
-    if isinstance(spec, Mapping):
-        for item in spec.values():
-            yield from _dims(item)
-    elif isinstance(spec, (list, tuple)):
-        for item in spec:
-            yield from _dims(item)
-    elif isinstance(spec, torch.export.Dim):
-        root = getattr(spec, "root", None)
-        yield root if root is not None else spec
+    for value in spec_leaves(spec):
+        if isinstance(value, torch.export.Dim):
+            root = getattr(value, "root", None)
+            yield root if root is not None else value
 
 
 def _dim(rhs: str, dims: dict[str, Any]) -> Any:

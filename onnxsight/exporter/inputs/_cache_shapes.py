@@ -62,6 +62,7 @@ def _normalised(ctx: DiagnosticContext, active: dict[type, Container], value: An
     if container is not None:
         return _cache_entry(ctx, container, value, spec, where)
     if isinstance(value, Mapping) and isinstance(spec, Mapping):
+        # ``where`` is what goes between dynamic_shapes[ and ]: "'b'][0" reads dynamic_shapes['b'][0]
         return {key: _normalised(ctx, active, value[key], item, f"{where}][{key!r}") if key in value else item
                 for key, item in spec.items()}
     if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and len(value) == len(spec):

@@ -17,9 +17,9 @@ import torch
 
 def dims_from_names(dynamic_shapes: Any) -> tuple[Any, dict[str, str]]:
     """(the spec with each string replaced by its ``Dim``, {Dim name: the user's string} where they differ)."""
-    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in _values(dynamic_shapes)):
+    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in spec_leaves(dynamic_shapes)):
         return dynamic_shapes, {}
-    dims: dict[str, Any] = {v.__name__: v for v in _values(dynamic_shapes) if _is_named_dim(v)}
+    dims: dict[str, Any] = {v.__name__: v for v in spec_leaves(dynamic_shapes) if _is_named_dim(v)}
     spelled: dict[str, str] = {}
     by_string: dict[str, Any] = {}
 
@@ -43,14 +43,14 @@ def dims_from_names(dynamic_shapes: Any) -> tuple[Any, dict[str, str]]:
     return convert(dynamic_shapes), spelled  # dict keys (argument names, axes) are never dim names
 
 
-def _values(spec: Any) -> Iterator[Any]:
+def spec_leaves(spec: Any) -> Iterator[Any]:
     """Every leaf value of a dynamic_shapes spec (dict keys are argument names or axes: not values)."""
     if isinstance(spec, Mapping):
         for value in spec.values():
-            yield from _values(value)
+            yield from spec_leaves(value)
     elif isinstance(spec, (list, tuple)):
         for value in spec:
-            yield from _values(value)
+            yield from spec_leaves(value)
     else:
         yield spec
 
