@@ -256,3 +256,15 @@ def test_every_encoder_decoder_exports_its_decode_step_in_every_layout(name: str
     program = onnxsight.export(model, (), kwargs=_step(2, 3, 5, 7), dynamic_shapes=_shapes(LAYOUTS[layout]))
     assert program.output_names[0] == "logits" and program.output_names[-1] == "encoder_last_hidden_state"
     _check_at_other_sizes(model, program)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("past", [0, 1])
+def test_the_decode_step_exports_from_an_empty_or_one_token_past(past: int) -> None:
+    """The first steps' example (a past of 0 or 1, which torch.export specialises): kept dynamic, CAP009 naming the
+    cache input."""
+    model = _model("bart")
+    program = onnxsight.export(model, (), kwargs=_step(2, 3, past, 7), dynamic_shapes=_shapes(LAYOUTS["per tensor"]))
+    notes = [d for d in program.diagnostics if d.code == "CAP009"]
+    assert notes and notes[0].fields["input"] == "past_key_values.0.decoder.key" and notes[0].fields["axis"] == 2
+    _check_at_other_sizes(model, program)
