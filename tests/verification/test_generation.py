@@ -144,6 +144,36 @@ def test_a_mask_ignored_is_found_on_the_padded_prompt(llama: Any) -> None:
     assert clean.passed
 
 
+def test_reports_show_the_steps_the_chart_and_the_divergence_at_its_line(llama: Any, tmp_path: Any) -> None:
+    import json
+
+    from onnxsight.reports import RunRecord, rerender
+    from tests.sarif_check import check_sarif_file
+
+    model, programs = llama
+    faulty = faults.new_keys_first(programs.decoder.model_proto, "present.1.key")
+    result = onnxsight.verify_generation(model, _prompt(), programs, steps=4, onnx_models={"decoder": faulty},
+                                         report=True, artifacts_dir=tmp_path)
+    markdown, html, sarif, record = result.report_paths
+    text = open(markdown, encoding="utf-8").read()
+    assert "## Generation" in text and "generation diverged at step 1" in text
+    table = text[text.index("| step | phase |"):].split("\n\n")[0].splitlines()
+    assert len(table) == 2 + 4 and table[3].startswith("| 1 | decode | 6 | ")
+    assert "| present.1.key | aten.cat.default | Concat |" in text and "modeling\\_llama.py:" in text
+    page = open(html, encoding="utf-8").read()
+    assert 'id="generation-chart"' in page and 'id="generation-table"' in page
+    log = check_sarif_file(sarif, "generation_divergence")
+    [found] = [r for r in log["runs"][0]["results"] if r["ruleId"] == "GEN001"]
+    location = found["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"].endswith("modeling_llama.py") and location["region"]["startLine"]
+    run = RunRecord.load(record)
+    assert run.kind == "generation" and run.status == "verification failed"
+    assert run.generation["first_divergence"]["step"] == 1 and run.generation["steps"][0]["divergence"] is None
+    assert json.loads(open(record, encoding="utf-8").read())["generation"]["steps_agreed"] == 1
+    again = rerender(record)
+    assert "## Generation" in open(again[0], encoding="utf-8").read()
+
+
 def test_a_file_without_its_program_diverges_without_a_node(llama: Any, tmp_path: Any) -> None:
     import onnx
 
