@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from onnxsight.pipeline._export import export
 from onnxsight.pipeline._generation import export_generation, verify_generation
+from onnxsight.pipeline._generation_record import build_generation_record
 from onnxsight.pipeline._run_record import build_run_record
 
-__all__ = ["build_run_record", "export", "export_generation", "verify_generation"]
+__all__ = ["build_generation_record", "build_run_record", "export", "export_generation", "verify_generation"]
