@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -91,6 +91,11 @@ test-mutation: setup
 # The whole development zoo.
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
+
+# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, GPT-2,
+# BART, Marian, T5, Whisper) exported as its step programs and verified for 16 steps of greedy decoding.
+test-generation: setup
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py
 
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup

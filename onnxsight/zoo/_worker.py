@@ -360,6 +360,10 @@ def _run_model(task: dict[str, Any]) -> ModelResult:
                          source=task.get("source", {}))
     stage = _Stages(result, task["model_dir"])
     clock = time.perf_counter()
+    if spec.generation_steps:
+        from onnxsight.zoo._generation import run_generation_model
+
+        return run_generation_model(result, spec, task, stage)
     try:
         with stage("build"):
             model, args, kwargs = _normalize(spec.build())
