@@ -262,22 +262,27 @@ class _Loop:
         except Exception as exc:  # noqa: BLE001 - the user's model: a refusal naming it, not a traceback
             raise refuse(rules.GENERATION_MODEL_CALL_FAILED, phase="prompt" if step == 0 else f"decode (step {step})",
                          model=type(self.torch.model).__name__, error=f"{type(exc).__name__}: {exc}"[:400]) from exc
-        chosen = logits[:, -1].argmax(-1)
+        chosen = logits[:, -1].argmax(-1).cpu()
         row: dict[str, Any] = {"step": step, "phase": "prompt" if step == 0 else "decode", "new_tokens": tokens.shape[1],
                                "past_length": past, "torch_tokens": [int(t) for t in chosen]}
-        replay = {name: _torch_feed(name, role, values, torch_past, present) for name, role in sig.roles.items()}
+
+        def keep() -> None:  # the first divergence's inputs, PyTorch's cache included, for its per-node run
+            if not self.replays:
+                replay = {name: _torch_feed(name, role, values, torch_past, present) for name, role in sig.roles.items()}
+                self.replays[step] = (which, replay, logits.cpu())
+
         feeds = {name: _ort_feed(name, role, values, self.ort.cache, present, self.states)
                  for name, role in sig.roles.items()}
         try:
             outputs = self.ort.run(which, feeds)
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's error is this step's divergence
             row.update(divergence="error", error=str(exc)[:400], tokens_agree=False)
-            self.replays.setdefault(step, (which, replay, logits))
+            keep()
             return row, chosen
         self.ort.keep_cache(outputs)
         row.update(self.judge(sig, logits, outputs, present))
         if row["divergence"] in ("logits", "cache", "tokens"):
-            self.replays.setdefault(step, (which, replay, logits))
+            keep()
         if row["divergence"] == "near-tie":
             self.note_near_tie(step, sig, logits, row)
         return row, chosen
@@ -336,9 +341,8 @@ def _allowed(bounds: Bounds, first: float, second: float) -> float:
 def _torch_feed(name: str, role: str, values: Mapping[str, Any], past: Mapping[str, Any],
                 present: Mapping[str, Any]) -> Any:
     """What PyTorch's side was fed for input ``name``: the step replayed with PyTorch's own cache."""
-    if role == "cache":
-        return past[name] if name in past else _empty_cache(name, present)
-    return values[role]
+    value = (past[name] if name in past else _empty_cache(name, present)) if role == "cache" else values[role]
+    return value.cpu() if hasattr(value, "cpu") else value  # the per-node run is on the CPU
 
 
 def _ort_feed(name: str, role: str, values: Mapping[str, Any], cache: Mapping[str, np.ndarray],

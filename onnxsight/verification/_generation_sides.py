@@ -19,7 +19,7 @@ import numpy as np
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._generation_io import PAST, PRESENT, past_of
-from onnxsight.verification._runners import OrtRunner, refuse
+from onnxsight.verification._runners import OrtRunner, full_float32, refuse
 
 # role -> the keyword the transformers model's forward() takes it by (encoder-decoders: decoder_*)
 _DECODER_ONLY = {"tokens": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
@@ -66,15 +66,27 @@ class TorchSide:
         self.cache_argument = cache_argument(model)
         self.cache: Any = None
 
+    @property
+    def device(self) -> Any:
+        """Where the model's weights are (the step's inputs are moved there; CUDA runs without TF32)."""
+        import torch
+
+        first = next(iter(self.model.parameters()), None)
+        return first.device if first is not None else torch.device("cpu")
+
     def encode(self, inputs: Mapping[str, Any]) -> Any:
         """The encoder's last hidden state for the prompt (encoder-decoders)."""
         import torch
 
         encoder = self.model.get_encoder()
         accepted = _parameters(encoder)
-        with torch.no_grad():
-            out = encoder(**{k: v for k, v in inputs.items() if k in accepted or not accepted})
+        kwargs = {k: self._placed(v) for k, v in inputs.items() if k in accepted or not accepted}
+        with torch.no_grad(), full_float32(str(self.device)):
+            out = encoder(**kwargs)
         return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+
+    def _placed(self, value: Any) -> Any:
+        return value.to(self.device) if hasattr(value, "to") and hasattr(value, "device") else value
 
     def new_cache(self) -> Any:
         from transformers import DynamicCache, EncoderDecoderCache
@@ -97,12 +109,12 @@ class TorchSide:
 
         if self.cache is None:
             self.cache = self.new_cache()
-        kwargs = {self.keywords[role]: value for role, value in values.items() if role in self.keywords}
+        kwargs = {self.keywords[role]: self._placed(value) for role, value in values.items() if role in self.keywords}
         if "encoder_outputs" in kwargs:
             kwargs["encoder_outputs"] = (kwargs["encoder_outputs"],)
         kwargs[self.cache_argument] = self.cache
         kwargs["use_cache"] = True
-        with torch.no_grad():
+        with torch.no_grad(), full_float32(str(self.device)):
             out = self.model(**kwargs)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if cache is not None:
