@@ -199,6 +199,11 @@ bench-ort: setup
 	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
 	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
 
+# Per-token latency of a greedy generation loop: eager PyTorch, onnxsight's step programs and torch.onnx's in
+# ONNX Runtime (docs/generation.md quotes docs/generation-latency.md).
+bench-generation: setup
+	$(PY) bench/generation.py --md docs/generation-latency.md --json docs/generation-latency.json
+
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.
 # Where the GPU machine lacks this project's torch: `bench/ort_latency.py --save DIR` here, then

@@ -32,19 +32,22 @@ def export_generation(model: Any, inputs: Any, *, opset_version: int | None = No
     from onnxsight.pipeline._export import export
 
     options = {"opset_version": opset_version, "optimize": optimize, "report": report, "artifacts_dir": artifacts_dir}
+    return GenerationPrograms(**{name: export(module, (), kwargs=kwargs, dynamic_shapes=shapes, **options)
+                                 for name, module, kwargs, shapes in step_examples(model, inputs)})
+
+
+def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
+    """``(program name, module, example kwargs, dynamic_shapes)`` of each step program ``export_generation``
+    exports, in the order a loop runs them (``bench/generation.py`` exports the same with torch.onnx)."""
     prompt = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
-    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        encoder_inputs = {k: v for k, v in prompt.items() if not k.startswith("decoder_") and v is not None}
-        encoder_kwargs, encoder_shapes = _encoder_example(encoder_inputs)
-        encoder = export(model.get_encoder(), (), kwargs=encoder_kwargs, dynamic_shapes=encoder_shapes, **options)
-        states = _encoder_states(model, encoder_kwargs)
-        first_kwargs, first_shapes = _decoder_example(model, states, encoder_kwargs, cache=False)
-        first = export(model, (), kwargs=first_kwargs, dynamic_shapes=first_shapes, **options)
-        kwargs, shapes = _decoder_example(model, states, encoder_kwargs, cache=True)
-        return GenerationPrograms(decoder=export(model, (), kwargs=kwargs, dynamic_shapes=shapes, **options),
-                                  encoder=encoder, first_step=first)
-    kwargs, shapes = _causal_example(model)
-    return GenerationPrograms(decoder=export(model, (), kwargs=kwargs, dynamic_shapes=shapes, **options))
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return [("decoder", model, *_causal_example(model))]
+    encoder_inputs = {k: v for k, v in prompt.items() if not k.startswith("decoder_") and v is not None}
+    encoder_kwargs, encoder_shapes = _encoder_example(encoder_inputs)
+    states = _encoder_states(model, encoder_kwargs)
+    return [("encoder", model.get_encoder(), encoder_kwargs, encoder_shapes),
+            ("first_step", model, *_decoder_example(model, states, encoder_kwargs, cache=False)),
+            ("decoder", model, *_decoder_example(model, states, encoder_kwargs, cache=True))]
 
 
 def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: int = DEFAULT_STEPS,
