@@ -204,6 +204,13 @@ bench-ort: setup
 bench-generation: setup
 	$(PY) bench/generation.py --md docs/generation-latency.md --json docs/generation-latency.json
 
+# The same on a GPU: eager PyTorch on CUDA, the loops on ONNX Runtime's CUDA execution provider (skips where none).
+.PHONY: bench-generation-cuda
+bench-generation-cuda: setup
+	@if $(PY) -c "import onnxruntime as o, torch, sys; sys.exit(not torch.cuda.is_available() or 'CUDAExecutionProvider' not in o.get_available_providers())"; then \
+	  $(PY) bench/generation.py --device cuda --md docs/generation-latency-cuda.md --json docs/generation-latency-cuda.json; \
+	else echo "bench-generation-cuda: skipped: no CUDA torch with onnxruntime's CUDAExecutionProvider here"; fi
+
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.
 # Where the GPU machine lacks this project's torch: `bench/ort_latency.py --save DIR` here, then

@@ -19,7 +19,11 @@ Runtime with its default graph optimisations. After one untimed loop per variant
 runs every variant's loop once, in turn; reported: the median over rounds with the spread (max - min) / median,
 and onnxsight / torch.onnx and onnxsight / eager as the median of the rounds' ratios with their range.
 
-    python bench/generation.py [--models llama-gqa,gpt2,t5] [--runs 7] [--prompt 16] [--new 32]
+``--device cuda`` runs eager PyTorch on the GPU and the sessions on ONNX Runtime's CUDA execution provider
+(each step's inputs and outputs through host memory, as a plain ``session.run`` loop does), synchronising
+before each clock reading; one thread stays the CPU side's setting.
+
+    python bench/generation.py [--models llama-gqa,gpt2,t5] [--runs 7] [--prompt 16] [--new 32] [--device cpu|cuda]
                                [--md docs/generation-latency.md] [--json docs/generation-latency.json]
 """
 
@@ -146,13 +150,17 @@ def _rename_like(path: str, reference: Any) -> None:
 
 
 # -- the loops ------------------------------------------------------------------------------------------------
-def session(path: str) -> Any:
+def session(path: str, device: str = "cpu") -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+    made = ort.InferenceSession(path, options, providers=providers)
+    if made.get_providers()[0] != providers[0]:
+        raise RuntimeError(f"ONNX Runtime could not use {providers[0]}: available {ort.get_available_providers()}")
+    return made
 
 
 def ort_loop(sessions: dict[str, Any], prompt: dict[str, Any], new: int) -> tuple[list[int], list[float]]:
@@ -209,6 +217,10 @@ def eager_loop(model: Any, prompt: dict[str, Any], new: int) -> tuple[list[int],
 
     from onnxsight.verification._generation_io import positions
 
+    device = next(model.parameters()).device
+    prompt = {k: v.to(device) for k, v in prompt.items()}
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
     argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     encoder_decoder = model.config.is_encoder_decoder
     times, tokens = [], []
@@ -217,7 +229,7 @@ def eager_loop(model: Any, prompt: dict[str, Any], new: int) -> tuple[list[int],
         if encoder_decoder:
             states = model.get_encoder()(**prompt).last_hidden_state
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-            ids = torch.zeros(1, 1, dtype=torch.long)
+            ids = torch.zeros(1, 1, dtype=torch.long, device=device)
         else:
             cache, ids, mask = DynamicCache(), prompt["input_ids"], prompt["attention_mask"]
         for _ in range(new):
@@ -230,9 +242,10 @@ def eager_loop(model: Any, prompt: dict[str, Any], new: int) -> tuple[list[int],
             cache = getattr(out, "cache", None) or out.past_key_values
             token = int(out.logits[0, -1].argmax())
             tokens.append(token)
-            ids = torch.tensor([[token]])
+            ids = torch.tensor([[token]], device=device)
             if not encoder_decoder:
-                mask = torch.cat([mask, torch.ones(1, 1, dtype=mask.dtype)], dim=-1)
+                mask = torch.cat([mask, torch.ones(1, 1, dtype=mask.dtype, device=device)], dim=-1)
+            sync()
             now = time.perf_counter()
             times.append(now - start)
             start = now
@@ -250,13 +263,14 @@ def measure(name: str, args: argparse.Namespace, folder: str) -> dict[str, Any]:
 
     model, prompt = build(name), prompt_of(args.prompt)
     exported = export_all(model, prompt, args.opset, folder)
-    loops: dict[str, Any] = {"eager": lambda: eager_loop(model, prompt, args.new)}
+    on_device = model if args.device == "cpu" else build(name).to(args.device)  # exported from the CPU copy
+    loops: dict[str, Any] = {"eager": lambda: eager_loop(on_device, prompt, args.new)}
     notes: dict[str, str] = {}
     for tool, paths in exported.items():
         if isinstance(paths, str):
             notes[tool] = paths
             continue
-        sessions = {program: session(path) for program, path in paths.items()}
+        sessions = {program: session(path, args.device) for program, path in paths.items()}
         loops[tool] = lambda sessions=sessions: ort_loop(sessions, prompt, args.new)
     torch.set_num_threads(1)
     reference, _ = loops["eager"]()  # the untimed warm-up, and each variant's tokens checked against eager's
@@ -271,6 +285,7 @@ def measure(name: str, args: argparse.Namespace, folder: str) -> dict[str, Any]:
             _, times = loop()
             rounds[tool].append((times[0], statistics.fmean(times[1:])))
     row: dict[str, Any] = {"model": name, "prompt": args.prompt, "new": args.new, "opset": args.opset,
+                           "device": args.device,
                            "notes": notes, "rounds": {t: r for t, r in rounds.items()}}
     for tool, values in rounds.items():
         row[tool] = {"per_token_ms": median_spread([1e3 * d for _, d in values]),
@@ -310,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt", type=int, default=16)
     parser.add_argument("--new", type=int, default=32)
     parser.add_argument("--opset", type=int, default=18)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--md")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -338,8 +354,14 @@ def _page(text: str, args: argparse.Namespace) -> str:
             f"per-token latency of a greedy loop of {args.new} tokens after a prompt of {args.prompt} (batch 1), "
             f"opset {args.opset}, one thread per side, median of {args.runs} interleaved rounds after a warm-up "
             f"(± the spread, (max - min) / median); the ratios are the medians of the rounds' ratios, with their "
-            f"range. torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, CPU. The models and the "
+            f"range. torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {_device(args.device)}. The models and the "
             f"method: the script's docstring, and [the generation guide](generation.md#latency).\n\n{text}\n")
+
+
+def _device(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() + " (CUDA)" if device == "cuda" else "CPU"
 
 
 if __name__ == "__main__":
