@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from onnxsight.verification import DEFAULT_STEPS, GenerationPrograms, GenerationResult
+if TYPE_CHECKING:  # verification loads ONNX Runtime and pandas: only when a generation is verified
+    from onnxsight.verification import GenerationPrograms, GenerationResult
+
+STEPS = 16  # as many as the issue's users verify; onnxsight.verification's run_generation has the same default
 
 # Example sizes of the export, all different so that torch.export ties no two dims by their value.
 _BATCH, _NEW, _PAST, _ENCODER = 2, 3, 5, 7
@@ -30,6 +33,7 @@ def export_generation(model: Any, inputs: Any, *, opset_version: int | None = No
     that varies during generation is dynamic. ``report=True`` writes each program's export report.
     """
     from onnxsight.pipeline._export import export
+    from onnxsight.verification import GenerationPrograms
 
     options = {"opset_version": opset_version, "optimize": optimize, "report": report, "artifacts_dir": artifacts_dir}
     return GenerationPrograms(**{name: export(module, (), kwargs=kwargs, dynamic_shapes=shapes, **options)
@@ -50,7 +54,7 @@ def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any
             ("decoder", model, *_decoder_example(model, states, encoder_kwargs, cache=True))]
 
 
-def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: int = DEFAULT_STEPS,
+def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: int = STEPS,
                       providers: Sequence[str] = ("CPUExecutionProvider",), tolerance: Any = None,
                       per_node: bool = True, onnx_models: Mapping[str, Any] | None = None,
                       decoder_start_token_id: int | None = None, provider_fallback: bool = False,
@@ -80,15 +84,17 @@ def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: i
     return result
 
 
+def _cache_argument(model: Any) -> str:
+    from onnxsight.verification import cache_argument
+
+    return cache_argument(model)
+
+
 def _forward_parameters(model: Any) -> set[str]:
     try:
         return set(inspect.signature(model.forward).parameters)
     except (TypeError, ValueError):
         return set()
-
-
-def _cache_argument(model: Any) -> str:
-    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
 def _cache_shapes(model: Any, call: Mapping[str, Any]) -> list[tuple[Any, ...]]:

@@ -22,7 +22,7 @@ from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
 from onnxsight.verification._generation_io import (ENCODER_STATES, StepSignature, cache_position, grown_mask,
                                                    past_of, positions, step_signature)
-from onnxsight.verification._generation_replay import compare_per_node
+from onnxsight.verification._generation_replay import compare_per_node, describe
 from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
 from onnxsight.verification._generation_sides import OrtSide, StepModel, TorchSide, step_model
 from onnxsight.verification._metrics import compare, to_numpy
@@ -33,9 +33,9 @@ DEFAULT_STEPS = 16
 
 
 def run_generation(model: Any, inputs: Any, programs: Any, *, steps: int = DEFAULT_STEPS,
-                      providers: Sequence[str] = ("CPUExecutionProvider",), tolerance: Tolerance | None = None,
-                      per_node: bool = True, onnx_models: Mapping[str, Any] | None = None,
-                      provider_fallback: bool = False, decoder_start_token_id: int | None = None) -> GenerationResult:
+                   providers: Sequence[str] = ("CPUExecutionProvider",), tolerance: Tolerance | None = None,
+                   per_node: bool = True, onnx_models: Mapping[str, Any] | None = None,
+                   provider_fallback: bool = False, decoder_start_token_id: int | None = None) -> GenerationResult:
     """Greedy decoding for ``steps`` steps in PyTorch (``model``, a transformers model with its LM head) and
     over ``programs`` in ONNX Runtime, compared step by step (see the module docstring).
 
@@ -76,14 +76,15 @@ def run_generation(model: Any, inputs: Any, programs: Any, *, steps: int = DEFAU
                                     "programs": {name: _describe(m) for name, m in models.items()}})
     first = result.first_divergence
     if first is not None:
-        replay = loop.replays.get(first["step"])
-        if replay is not None:
-            which, feeds, eager = replay
-            result.step_inputs = feeds
-            if per_node:
-                result.verification = compare_per_node(models[which], feeds, eager, first, result, ctx,
-                                               providers=ort.providers, tolerance=tolerance,
-                                               logits=signatures[which].logits if which in signatures else None)
+        which, feeds, eager = loop.replays[first["step"]]
+        result.step_inputs = feeds
+        if per_node:
+            result.verification = compare_per_node(models[which], feeds, eager, first, result, ctx,
+                                                   providers=ort.providers, tolerance=tolerance,
+                                                   logits=signatures[which].logits if which in signatures else None)
+        else:
+            ctx.emit(rules.GENERATION_DIVERGED, step=first["step"], phase=first["phase"], what=describe(first, result),
+                     cause="it was not compared per node (per_node=False)", properties={"step": first["step"]})
     result.diagnostics = list(ctx.diagnostics)
     result.info["seconds"] = time.perf_counter() - start
     return result

@@ -8,7 +8,8 @@ inputs after the model's arguments: ``input_ids`` (``decoder_input_ids``), ``att
 ``past_key_values.{layer}.key``/``.value`` (``past_key_values.{layer}.decoder.key`` and
 ``.encoder.key`` for an encoder-decoder's self- and cross-attention caches), returned as
 ``present.{...}``. The loop feeds each input by that role (``ROLES``); the one function
-:func:`cache_pairs` pairs every cache input with the output of the previous step that feeds it.
+:func:`past_of` says which cache input each output of a step feeds at the next step (an input no step
+returns keeps what it was fed last: the cross-attention cache the first step computed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ ENCODER_STATES = ("encoder_hidden_states", "encoder_outputs", "encoder_last_hidd
 # role -> the input names that play it (a name ending in ``_0``: a tuple argument flattened by the exporter)
 ROLES: dict[str, tuple[str, ...]] = {
     "tokens": TOKENS,
-    "attention_mask": ("attention_mask",),
+    "attention_mask": ("attention_mask", "encoder_attention_mask"),  # an encoder-decoder's: the encoder's mask
     "decoder_attention_mask": ("decoder_attention_mask",),
     "position_ids": ("position_ids", "decoder_position_ids"),
     "cache_position": ("cache_position",),
@@ -37,22 +38,6 @@ LOGITS = "logits"
 def past_of(output_name: str) -> str | None:
     """The cache input a step output feeds at the next step: ``present.X`` -> ``past_key_values.X``."""
     return PAST + output_name[len(PRESENT):] if output_name.startswith(PRESENT) else None
-
-
-def cache_pairs(input_names: Sequence[str], output_names: Sequence[str]) -> dict[str, str | None]:
-    """Each cache input (``past_key_values.X``) -> the output of the same step that feeds it next (``present.X``).
-
-    None where the step returns no such output: the input keeps the value it was last fed (an
-    encoder-decoder's cross-attention cache, computed once by the first step, as optimum's
-    ``decoder_with_past_model.onnx`` takes it without returning it).
-    """
-    fed = {past_of(name): name for name in output_names if past_of(name) is not None}
-    return {name: fed.get(name) for name in input_names if name.startswith(PAST)}
-
-
-def cache_outputs(output_names: Sequence[str]) -> list[str]:
-    """The step's cache outputs (``present.X``), in graph order."""
-    return [name for name in output_names if name.startswith(PRESENT)]
 
 
 def logits_output(output_names: Sequence[str]) -> str | None:
@@ -80,14 +65,10 @@ class StepSignature:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     roles: Mapping[str, str] = field(default_factory=dict)     # input name -> role
-    pairs: Mapping[str, str | None] = field(default_factory=dict)  # cache input -> present output
     logits: str = LOGITS
 
     def has(self, role: str) -> bool:
         return role in self.roles.values()
-
-    def named(self, role: str) -> str | None:
-        return next((name for name, r in self.roles.items() if r == role), None)
 
     @property
     def cache_inputs(self) -> list[str]:
@@ -114,8 +95,7 @@ def step_signature(which: str, input_names: Sequence[str], output_names: Sequenc
     logits = logits_output(output_names)
     if logits is None:
         raise refuse(rules.GENERATION_NO_LOGITS, program=which, outputs=", ".join(output_names) or "none")
-    return StepSignature(which, tuple(input_names), tuple(output_names), roles,
-                         cache_pairs(input_names, output_names), logits)
+    return StepSignature(which, tuple(input_names), tuple(output_names), roles, logits)
 
 
 def grown_mask(mask: Any, new: int) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -152,11 +151,9 @@ class GenerationResult:
         }
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int | None = 2) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        return text
+        from onnxsight.verification._result import dump_json
+
+        return dump_json(self.to_dict(), path, indent=indent)
 
     def __repr__(self) -> str:
         first = self.first_divergence

@@ -9,54 +9,42 @@ first real divergence compared per node). ``result.generation`` keeps the steps 
 from __future__ import annotations
 
 import os
-import time
-import traceback
 from typing import Any
 
-from onnxsight.zoo._result import ERROR, FAILED, OOM, PASSED, ModelResult
-from onnxsight.zoo._worker import _export_stages, _mark, _peak_mb, _Stages, op_counts
+from onnxsight.zoo._result import FAILED, PASSED, ModelResult
+from onnxsight.zoo._worker import _export_stages, _mark, _Stages, op_counts
 
 
 def run_generation_model(result: ModelResult, spec: Any, task: dict[str, Any], stage: _Stages) -> ModelResult:
-    """Export and verify ``spec``'s generation; never raises for the model's own failure."""
+    """Export and verify ``spec``'s generation into ``result``; the worker's own handler records an exception
+    (and the time and memory) as for any model."""
     import onnxsight
 
-    clock = time.perf_counter()
-    try:
-        with stage("build"):
-            model, prompt = _prompt(spec.build())
-        with stage("export"):
-            try:
-                programs = onnxsight.export_generation(model, prompt, opset_version=spec.opset or task.get("opset"))
-            except onnxsight.ExportError as exc:
-                result.status, result.error = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                result.diagnostics = [d.to_dict() for d in exc.diagnostics]
-                result.export_stages = _export_stages(getattr(exc, "record", None))
-                result.root_cause = _first_error(result.diagnostics)
-                return result
-        result.export_stages = _export_stages(programs.decoder.record)
-        result.diagnostics = [d.to_dict() for _, program in programs.items() for d in program.diagnostics]
-        with stage("save"):
-            _save(result, programs, task["model_dir"])
-        result.status = FAILED  # until every step is shown to agree
-        with stage("verify"):
-            options: dict[str, Any] = {"steps": spec.generation_steps, "providers": tuple(task["providers"]),
-                                       "per_node": bool(task.get("per_node", True))}
-            if spec.tolerance is not None:
-                options["tolerance"] = spec.tolerance
-            outcome = onnxsight.verify_generation(model, prompt, programs, **options)
-        _record(result, outcome)
-        _mark(task["model_dir"], "done")
-        result.stage = "done"
-    except MemoryError:
-        result.status, result.error = OOM, f"MemoryError in stage {result.stage}"
-    except Exception as exc:  # noqa: BLE001  (a model's own failure is a result, not a crash of the job)
-        result.status = ERROR if result.stage == "build" else FAILED
-        result.error = f"{type(exc).__name__}: {str(exc)[:2000]}"
-        result.stderr_tail = traceback.format_exc()[-4000:]
-    finally:
-        result.seconds = time.perf_counter() - clock
-        result.peak_mb = _peak_mb()
+    with stage("build"):
+        model, prompt = _prompt(spec.build())
+    with stage("export"):
+        try:
+            programs = onnxsight.export_generation(model, prompt, opset_version=spec.opset or task.get("opset"))
+        except onnxsight.ExportError as exc:
+            result.status, result.error = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            result.diagnostics = [d.to_dict() for d in exc.diagnostics]
+            result.export_stages = _export_stages(getattr(exc, "record", None))
+            result.root_cause = _first_error(result.diagnostics)
+            return result
+    result.export_stages = _export_stages(programs.decoder.record)
+    result.diagnostics = [d.to_dict() for _, program in programs.items() for d in program.diagnostics]
+    with stage("save"):
+        _save(result, programs, task["model_dir"])
+    result.status = FAILED  # until every step is shown to agree
+    with stage("verify"):
+        options: dict[str, Any] = {"steps": spec.generation_steps, "providers": tuple(task["providers"]),
+                                   "per_node": bool(task.get("per_node", True))}
+        if spec.tolerance is not None:
+            options["tolerance"] = spec.tolerance
+        outcome = onnxsight.verify_generation(model, prompt, programs, **options)
+    _record(result, outcome)
+    _mark(task["model_dir"], "done")
+    result.stage = "done"
     return result
 
 

@@ -241,29 +241,32 @@ def test_steps_must_be_positive(llama: Any) -> None:
         onnxsight.verify_generation(model, _prompt(), programs, steps=0)
 
 
-def test_an_input_the_loop_cannot_feed_is_named(llama: Any) -> None:
+def _renamed(model: Any, old: str, new: str) -> Any:
+    """A copy of ``model`` whose graph input or output ``old`` is called ``new``."""
     import onnx
 
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        node.input[:] = [new if i == old else i for i in node.input]
+        node.output[:] = [new if o == old else o for o in node.output]
+    for value in [*copy.graph.input, *copy.graph.output]:
+        if value.name == old:
+            value.name = new
+    return copy
+
+
+def test_an_input_the_loop_cannot_feed_is_named(llama: Any) -> None:
     model, programs = llama
-    renamed = onnx.ModelProto()
-    renamed.CopyFrom(programs.decoder.model_proto)
-    for node in renamed.graph.node:
-        node.input[:] = ["tokens" if i == "input_ids" else i for i in node.input]
-    renamed.graph.input[0].name = "tokens"
+    renamed = _renamed(programs.decoder.model_proto, "input_ids", "tokens")
     with pytest.raises(VerificationError, match="the decoder's input tokens has no role") as failure:
         onnxsight.verify_generation(model, _prompt(), renamed, steps=2)
     assert failure.value.rule == "GEN003"
 
 
 def test_a_cache_input_without_its_output_is_named(llama: Any) -> None:
-    import onnx
-
     model, programs = llama
-    renamed = onnx.ModelProto()
-    renamed.CopyFrom(programs.decoder.model_proto)
-    for node in renamed.graph.node:
-        node.output[:] = ["kv_0" if o == "present.0.value" else o for o in node.output]
-    next(o for o in renamed.graph.output if o.name == "present.0.value").name = "kv_0"
+    renamed = _renamed(programs.decoder.model_proto, "present.0.value", "kv_0")
     with pytest.raises(VerificationError, match="input past_key_values.0.value is returned by no step") as failure:
         onnxsight.verify_generation(model, _prompt(), renamed, steps=2)
     assert failure.value.rule == "GEN006"
