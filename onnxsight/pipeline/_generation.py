@@ -46,7 +46,9 @@ def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any
     prompt = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
     if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
         return [("decoder", model, *_causal_example(model))]
-    encoder_inputs = {k: v for k, v in prompt.items() if not k.startswith("decoder_") and v is not None}
+    accepted = _forward_parameters(model.get_encoder())  # a tokenizer's token_type_ids: not T5's
+    encoder_inputs = {k: v for k, v in prompt.items()
+                      if not k.startswith("decoder_") and v is not None and (k in accepted or not accepted)}
     encoder_kwargs, encoder_shapes = _encoder_example(encoder_inputs)
     states = _encoder_states(model, encoder_kwargs)
     return [("encoder", model.get_encoder(), encoder_kwargs, encoder_shapes),

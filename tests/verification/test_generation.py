@@ -119,6 +119,16 @@ def test_new_keys_before_the_old_ones_is_found_at_step_1(llama: Any) -> None:
     assert result.step_inputs["past_key_values.1.key"].shape[2] == 6  # PyTorch's cache after the prompt
 
 
+def test_without_the_per_node_run_the_divergence_is_still_reported(llama: Any) -> None:
+    model, programs = llama
+    faulty = faults.new_keys_first(programs.decoder.model_proto, "present.1.key")
+    result = onnxsight.verify_generation(model, _prompt(), programs, steps=3, onnx_models={"decoder": faulty},
+                                         per_node=False)
+    assert result.verification is None and result.root_causes.empty and not result.passed
+    assert "it was not compared per node (per_node=False)" in _diverged(result).message
+    assert result.step_inputs["past_key_values.1.key"].shape[2] == 6
+
+
 def test_a_position_off_by_one_is_found_at_the_rotary_embedding(llama: Any) -> None:
     model, programs = llama
     faulty = faults.shift_input(programs.decoder.model_proto, "position_ids", 1)
