@@ -20,6 +20,7 @@ from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
+from onnxsight.exporter.inputs._aliases import Aliased, check_writes, separate
 from onnxsight.exporter.inputs._dim_strings import dims_from_names
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
 from onnxsight.exporter.translate._downgrade import convert_opset
@@ -123,6 +124,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        aliased: list[Aliased] = []
+        if captured is None and not ctx.errors:
+            args, kwargs, aliased = separate(model, args, kwargs)  # (x, x): a copy for y (ARG021/ARG012)
         if not any(d.code in ("ARG008", "ARG013") for d in ctx.diagnostics):  # f itself already refused
             refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         invalid = invalid_selection(module_functions)
@@ -169,6 +173,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
         record.exported_program = exported
+        check_writes(ctx, exported, aliased)
+        if ctx.errors:
+            stage.status = "failed"
+            _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
         materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
     needed = choose_opset(exported, target, ctx, chosen=opset_chosen, default=DEFAULT_OPSET)  # float8: 19
     if needed is None:

@@ -118,20 +118,52 @@ TRANSLATION_FOR_UNKNOWN_OP = define(
 
 SAME_TENSOR_TWICE = define(
     "ARG012", "same-tensor-passed-twice", E,
-    "the same tensor is passed as {first} and as {second}; the exported graph would have one input for both",
+    "the same tensor is passed as {first} and as {second}, and the model writes to {written} in place ({op}); "
+    "in the exported graph they would be two inputs, which the write would no longer join",
     "Pass distinct tensors (e.g. y=x.clone()), or take the tensor once in forward().",
-    what="Checks that no tensor object is passed twice among the inputs of `forward()`.",
-    why="torch.export treats two arguments holding one tensor as one input: the ONNX model would "
-        "read one of them for both, and a caller passing two different tensors later gets results "
-        "computed from only one.",
+    what="Checks that no tensor object passed more than once among the inputs of `forward()` is written "
+         "to in place by the model (`x.add_(1)`, `x[0] = y`).",
+    why="The exported graph has an input for each argument (ARG021), so a caller can pass two different "
+        "tensors. In eager, a write through one name is seen through the other; between two graph "
+        "inputs it is not, and the graph would compute something else than the model, even at the "
+        "example.",
+    example="""
+        class Accumulate(torch.nn.Module):
+            def forward(self, total, step):
+                total.add_(step)            # ARG012: total and step are the same tensor
+                return total * step
+
+        onnxsight.export(Accumulate(), (t, t))
+    """,
+    how="""
+        ```python
+        onnxsight.export(Accumulate(), (t, t.clone()))
+        ```
+    """,
+    tags=("arguments", "io"))
+
+SAME_TENSOR_EXPORTED_APART = define(
+    "ARG021", "same-tensor-exported-as-separate-inputs", Level.NOTE,
+    "the same tensor is passed as {first} and as {others}; the graph has an input for each, so callers may "
+    "pass different tensors",
+    "Nothing to do; pass distinct example tensors to silence this note.",
+    what="Notes a tensor object passed more than once among the inputs of `forward()` (torch.onnx's "
+         "tests pass `(x, x)` for `forward(self, x, y)`), which the model does not write to in place.",
+    why="torch.export traces two arguments holding one tensor as one: its graph reads one of them for "
+        "both (`x + y` becomes `y + y`), which is wrong as soon as a caller passes two different "
+        "tensors. onnxsight captures with a copy in each later place, so the graph reads every input "
+        "where the model does; the note says that the example's tensors were the same object.",
     example="""
         class Add(torch.nn.Module):
             def forward(self, x, y):
                 return x + y
 
-        onnxsight.export(Add(), (t, t))   # ARG012: x and y are the same tensor
+        onnxsight.export(Add(), (t, t))   # ARG021: inputs x and y, computing x + y
     """,
     how="""
+        Nothing is needed. A model that writes to the shared tensor in place is refused (ARG012);
+        to silence the note, pass distinct tensors:
+
         ```python
         onnxsight.export(Add(), (t, t.clone()))
         ```

@@ -86,6 +86,12 @@ class TwoArgs(torch.nn.Module):
         return x * 2
 
 
+class Accumulate(torch.nn.Module):
+    def forward(self, total: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        total.add_(step)  # @ARG012
+        return total * step
+
+
 class CustomOp(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.onnxsight_fixture.scale(x)  # @OPS001
@@ -272,12 +278,13 @@ CASES: tuple[Case, ...] = (
     Case("ARG009", Sin, marker="export", options={"report": True, "artifacts_dir": HERE}),
     Case("ARG010", Sin, marker="export", options={"custom_translations": {"sin": _invalid_node}}),
     Case("ARG011", Sin, marker="export", options={"custom_translations": {"aten::sinn": _invalid_node}}),
-    Case("ARG012", TwoArgs, args=X4 * 2, marker="export"),
+    Case("ARG012", Accumulate, args=X4 * 2),
     Case("ARG013", Sin, marker="export", options={"f": io.BytesIO(), "external_data": True}),
     Case("ARG015", Sin, marker="export", options={"module_functions": "Sin"}),
     Case("ARG016", Sin, marker="export", options={"dynamic_axes": {"x": {0: "b"}, "seq_lengths": {0: "b"}}}),
     Case("ARG018", Sin, marker="export", options={"dynamo": False}),
     Case("ARG019", Sin, marker="export", options={"dynamo": True}),
+    Case("ARG021", TwoArgs, args=X4 * 2, marker="export"),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
