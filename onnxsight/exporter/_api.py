@@ -300,12 +300,12 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
     for value in graph.input:
         if value.name not in used:
             ctx.emit(rules.UNUSED_INPUT, input=value.name)
-    n_in, n_out = len(graph.input), len(graph.output)
-    if input_names is not None and len(input_names) != n_in:
-        ctx.emit(rules.NAMES_MISMATCH, kind="input", names=list(input_names), given=len(input_names), actual=n_in)
-    if output_names is not None and len(output_names) != n_out:
-        ctx.emit(rules.NAMES_MISMATCH, kind="output", names=list(output_names), given=len(output_names),
-                 actual=n_out)
+    for kind, names, values in (("input", input_names, graph.input), ("output", output_names, graph.output)):
+        if names is not None and len(names) > len(values):
+            ctx.emit(rules.NAMES_MISMATCH, kind=kind, names=list(names), given=len(names), actual=len(values))
+        elif names and len(names) < len(values):  # torch.onnx names the first ones, in order
+            ctx.emit(rules.NAMES_FOR_FIRST_VALUES, kind=kind, given=len(names), actual=len(values),
+                     rest=", ".join(v.name for v in values[len(names):]))
     out_spec = getattr(program.exported_program.call_spec, "out_spec", None)
     user_outputs = [s for s in program.exported_program.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
     paths = output_paths(out_spec, len(user_outputs))
@@ -317,7 +317,7 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
         elif isinstance(spec.arg, gs.TensorArgument):
             mapping.append(f"{path or 'output'} -> {next(onnx_names, '?')}")
     if _has_dict(out_spec):
-        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=out_spec.type.__name__, count=n_out,
+        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=out_spec.type.__name__, count=len(graph.output),
                  names=", ".join(mapping))
 
 

@@ -213,3 +213,28 @@ DYNAMIC_AXES_KEY_NAMES_NOTHING = define(
         ```
     """,
     tags=("arguments", "dynamic-shapes"))
+
+NAMES_FOR_FIRST_VALUES = define(
+    "ARG022", "names-for-the-first-values-only", Level.NOTE,
+    "{kind}_names gives {given} names for the {actual} {kind}s of the graph: the first {given} are named, "
+    "the others keep their names ({rest})",
+    "Give a name for each value to name them all.",
+    what="Notes `input_names`/`output_names` with fewer names than the graph has (flattened) inputs "
+         "or outputs.",
+    why="torch.onnx names the first values in order and leaves the others as they are; code written "
+        "for it (PyTorch's own tests give `output_names=[\"output_1\"]` for a model returning four "
+        "tensors) relies on that. The note lists the values that kept their own names, so that none "
+        "is read by a name it does not have.",
+    example="""
+        class Slices(torch.nn.Module):
+            def forward(self, x):
+                return x[1:], x[2:]
+
+        onnxsight.export(Slices(), (x,), output_names=["first"])   # ARG022: 'slice_1' keeps its name
+    """,
+    how="""
+        ```python
+        onnxsight.export(Slices(), (x,), output_names=["first", "second"])
+        ```
+    """,
+    tags=("arguments", "io"))

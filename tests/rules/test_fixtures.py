@@ -285,6 +285,7 @@ CASES: tuple[Case, ...] = (
     Case("ARG018", Sin, marker="export", options={"dynamo": False}),
     Case("ARG019", Sin, marker="export", options={"dynamo": True}),
     Case("ARG021", TwoArgs, args=X4 * 2, marker="export"),
+    Case("ARG022", TwoArgs, args=(torch.randn(4), torch.randn(4)), marker="export", options={"input_names": ["x"]}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
