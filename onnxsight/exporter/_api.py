@@ -21,7 +21,7 @@ from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
 from onnxsight.exporter.inputs._aliases import Aliased, check_writes, separate
-from onnxsight.exporter.inputs._dim_strings import dims_from_names
+from onnxsight.exporter.inputs._dim_strings import dims_from_names, split_by_size
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
 from onnxsight.exporter.translate._downgrade import convert_opset
 from onnxsight.exporter.translate._dtype_opsets import choose_opset
@@ -120,6 +120,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         else:
             args, kwargs = keyword_dict(model, args, kwargs)  # torch.onnx's (x, {"mask": m})
             dynamic_shapes = collected_shapes(ctx, dynamic_shapes, model, args, kwargs)
+        if captured is None:  # one name on axes of different sizes: a dim per size (ARG023)
+            dynamic_shapes = split_by_size(ctx, dynamic_shapes, model, args, kwargs)
         dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,

@@ -238,3 +238,32 @@ NAMES_FOR_FIRST_VALUES = define(
         ```
     """,
     tags=("arguments", "io"))
+
+DIM_NAME_ON_DIFFERENT_SIZES = define(
+    "ARG023", "dim-name-on-axes-of-different-sizes", Level.WARNING,
+    "dim name {name!r} is given to axes of different sizes in the example ({axes}); one dim has one size, "
+    "so each size is a dim of its own: {dims}",
+    "Give each independent axis a name of its own, or pass an example where the named axes agree.",
+    what="Warns about a dim name (a string in `dynamic_shapes`, or a `dynamic_axes` name) given to axes "
+         "whose sizes in the example differ.",
+    why="One name is one dim: the ONNX graph declares the axes equal, and torch.export requires them to "
+        "be. Axes of different sizes in the example cannot be; torch.onnx treats such names as labels "
+        "only (PyTorch's own test_api names the sequence axes of `cat((x, y), 1) + z` alike), so the "
+        "axes are kept apart, one dim per size, instead of refusing the export. The names show in the "
+        "graph's input shapes.",
+    example="""
+        class Concat(torch.nn.Module):
+            def forward(self, x, y):
+                return torch.cat((x, y), 1)
+
+        onnxsight.export(Concat(), (torch.randn(2, 3), torch.randn(2, 5)),
+                         dynamic_shapes=({1: "sequence"}, {1: "sequence"}))
+        # ARG023: 'sequence' (x axis 1), 'sequence_2' (y axis 1)
+    """,
+    how="""
+        ```python
+        onnxsight.export(Concat(), (torch.randn(2, 3), torch.randn(2, 5)),
+                         dynamic_shapes=({1: "x_len"}, {1: "y_len"}))
+        ```
+    """,
+    tags=("arguments", "dynamic-shapes"))

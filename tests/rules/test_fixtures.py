@@ -86,6 +86,11 @@ class TwoArgs(torch.nn.Module):
         return x * 2
 
 
+class Concat(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x, y), 1)
+
+
 class Accumulate(torch.nn.Module):
     def forward(self, total: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         total.add_(step)  # @ARG012
@@ -285,6 +290,8 @@ CASES: tuple[Case, ...] = (
     Case("ARG018", Sin, marker="export", options={"dynamo": False}),
     Case("ARG019", Sin, marker="export", options={"dynamo": True}),
     Case("ARG021", TwoArgs, args=X4 * 2, marker="export"),
+    Case("ARG023", Concat, args=(torch.randn(2, 3), torch.randn(2, 5)), marker="export",
+         options={"dynamic_shapes": ({1: "sequence"}, {1: "sequence"})}),
     Case("ARG022", TwoArgs, args=(torch.randn(4), torch.randn(4)), marker="export", options={"input_names": ["x"]}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
