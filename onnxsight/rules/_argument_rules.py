@@ -244,8 +244,8 @@ DIM_NAME_ON_DIFFERENT_SIZES = define(
     "dim name {name!r} is given to axes of different sizes in the example ({axes}); one dim has one size, "
     "so each size is a dim of its own: {dims}",
     "Give each independent axis a name of its own, or pass an example where the named axes agree.",
-    what="Warns about a dim name (a string in `dynamic_shapes`, or a `dynamic_axes` name) given to axes "
-         "whose sizes in the example differ.",
+    what="Warns about a dim name (a string in `dynamic_shapes`) given to axes whose sizes in the "
+         "example differ.",
     why="One name is one dim: the ONNX graph declares the axes equal, and torch.export requires them to "
         "be. Axes of different sizes in the example cannot be; torch.onnx treats such names as labels "
         "only (PyTorch's own test_api names the sequence axes of `cat((x, y), 1) + z` alike), so the "
