@@ -120,15 +120,18 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     seen: set[str] = set()
     input_set = {v.name for v in graph_inputs} | set(initializers)
     renames: dict[str, str] = {}
+    singles: dict[str, Value] = {}
     for value, node in zip(outputs, output_nodes):
         if isinstance(node.meta.get("val"), (torch.SymFloat, float)):
             # NOTE: a Python float the model returns is computed as a double (symbolic.py) and returned as
             # torch.tensor(x) holds it, in the default dtype (float32), as torch.onnx returns it. The output
             # takes the FX value's name (the verifier pairs them by it); the double gets a name of its own.
-            single = builder.cast(value, torch.get_default_dtype())
-            renames[value.name], renames[single.name] = builder.fresh(value.name), value.name
-            tr.value_names[node.name], value = single.name, single
-        elif value.name in seen or value.name in input_set:
+            if value.name not in singles:
+                singles[value.name] = builder.cast(value, torch.get_default_dtype())
+                renames[value.name], renames[singles[value.name].name] = builder.fresh(value.name), value.name
+            value = singles[value.name]
+            tr.value_names[node.name] = value.name
+        if value.name in seen or value.name in input_set:
             value = builder.op("Identity", value, shape=value.shape)
         seen.add(value.name)
         final.append(value)
