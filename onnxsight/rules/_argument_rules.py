@@ -241,7 +241,7 @@ NAMES_FOR_FIRST_VALUES = define(
 
 DIM_NAME_ON_DIFFERENT_SIZES = define(
     "ARG023", "dim-name-on-axes-of-different-sizes", Level.WARNING,
-    "dim name {name!r} is given to axes of different sizes in the example ({axes}); one dim has one size, "
+    "dim name '{name}' is given to axes of different sizes in the example ({axes}); one dim has one size, "
     "so each size is a dim of its own: {dims}",
     "Give each independent axis a name of its own, or pass an example where the named axes agree.",
     what="Warns about a dim name (a string in `dynamic_shapes`) given to axes whose sizes in the "
