@@ -29,6 +29,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from tests.exporter.ops.exporters import _cache_torchlib_registry, run_onnx
+from tests.exporter.rnn_matrix import Outcome  # (case, exporter, status: passed/export/runtime/mismatch, detail)
 
 RUN_TEST = {"rtol": 1e-3, "atol": 1e-7}   # run_test's defaults
 ASSERT_CLOSE: dict[str, float] = {}       # assert_onnx_program: torch.testing's defaults for the dtype
@@ -219,14 +220,6 @@ def export_torch_onnx(model: torch.nn.Module, args: tuple, options: dict[str, An
 
 EXPORTERS: dict[str, Callable[[torch.nn.Module, tuple, dict[str, Any]], Any]] = {
     "onnxsight": export_onnxsight, "torch.onnx": export_torch_onnx}
-
-
-@dataclass
-class Outcome:
-    case: str
-    exporter: str
-    status: str          # passed, export, runtime, mismatch
-    detail: str = ""
 
 
 def _leaves(tree: Any) -> list[torch.Tensor]:
