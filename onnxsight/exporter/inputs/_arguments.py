@@ -13,7 +13,6 @@ import os
 from typing import Any, Mapping
 
 import torch
-from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
