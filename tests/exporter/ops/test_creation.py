@@ -129,3 +129,12 @@ def test_multinomial_without_replacement_draws_heavy_categories_first() -> None:
     (actual,) = onnxsight.export(model, (weights,))(weights)
     first = (actual[:, 0] == 2).float().mean().item()
     assert abs(first - 0.75) < 0.04 and (actual[:, 0] != actual[:, 1]).all()
+
+
+def test_multinomial_is_noted_random_and_verified_downstream_with_pytorch_s_draw() -> None:
+    """OPS007 notes the random op; verification feeds PyTorch's draw to what reads it (no false mismatch)."""
+    weights = torch.tensor([[1.0, 10.0, 3.0, 1.0], [5.0, 0.0, 100.0, 1.0]])
+    program = onnxsight.export(Fn(lambda w: torch.multinomial(w, 3, replacement=True) * 2 + 1), (weights,),
+                               verify=True)
+    assert "OPS007" in {d.rule.code for d in program.diagnostics}
+    assert program.verification.passed
