@@ -120,7 +120,8 @@ def _torch_onnx(model: Any, module: Any, kwargs: dict[str, Any], path: str, opse
         return None
 
     shapes = {name: dims(value) for name, value in kwargs.items()}
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    quiet = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, (), kwargs=kwargs, dynamic_shapes=shapes, dynamo=True, opset_version=opset)
     program.save(path)
@@ -354,7 +355,8 @@ def _page(text: str, args: argparse.Namespace) -> str:
             f"per-token latency of a greedy loop of {args.new} tokens after a prompt of {args.prompt} (batch 1), "
             f"opset {args.opset}, one thread per side, median of {args.runs} interleaved rounds after a warm-up "
             f"(± the spread, (max - min) / median); the ratios are the medians of the rounds' ratios, with their "
-            f"range. torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {_device(args.device)}. The models and the "
+            f"range. torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {_device(args.device)}. "
+            f"The models and the "
             f"method: the script's docstring, and [the generation guide](generation.md#latency).\n\n{text}\n")
 
 

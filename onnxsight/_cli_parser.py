@@ -128,11 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_verify_generation(sub: Any, common: argparse.ArgumentParser, outputs: argparse.ArgumentParser) -> None:
     from onnxsight._cli_inputs import opset_number
 
-    p = sub.add_parser("verify-generation", parents=[common, outputs], formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = sub.add_parser("verify-generation", parents=[common, outputs],
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="verify a greedy generation: PyTorch against the exported step programs, step by step",
                        description="FUNCTION() returns (model, prompt): a transformers model with its LM head and the "
-                                   "prompt as its tokenizer returns it (input_ids, attention_mask; an encoder-decoder's "
-                                   "encoder inputs). Runs --steps steps of greedy decoding in PyTorch and over the "
+                                   "prompt as its tokenizer returns it (input_ids, attention_mask; an "
+                                   "encoder-decoder's encoder inputs). Runs --steps steps of greedy decoding in PyTorch and over the "
                                    "step programs in ONNX Runtime (exported first unless --decoder is given), each "
                                    "step fed the previous step's cache, and compares every step; the first step "
                                    "that diverges (not a near-tie) is compared per node, naming the value and line.",

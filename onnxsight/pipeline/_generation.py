@@ -196,7 +196,8 @@ def _decoder_example(model: Any, states: Any, encoder_kwargs: Mapping[str, Any],
         cross = DynamicCache([(tensors[i], tensors[i + 1]) for i in range(half, len(tensors), 2)])
         name = _cache_argument(model)
         kwargs[name] = EncoderDecoderCache(own, cross)
-        dynamic[name] = [{0: "batch", 2: "past"}] * half + [{0: "batch", 2: "encoder_sequence"} if text else {0: "batch"}] * half
+        cross = {0: "batch", 2: "encoder_sequence"} if text else {0: "batch"}  # Whisper's encoder length is fixed
+        dynamic[name] = [{0: "batch", 2: "past"}] * half + [cross] * half
     kwargs.update(_use_cache(model))
     return kwargs, dynamic
 

@@ -13,6 +13,7 @@ there, the exported program is checked against the eager model on the same input
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from typing import Any, Mapping, Sequence
 
@@ -20,8 +21,8 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
-from onnxsight.verification._generation_io import (ENCODER_STATES, StepSignature, cache_position, grown_mask,
-                                                   past_of, positions, step_signature)
+from onnxsight.verification._generation_io import (ENCODER_STATES, LOGITS, StepSignature, cache_position,
+                                                   grown_mask, past_of, positions, step_signature)
 from onnxsight.verification._generation_replay import compare_per_node, describe
 from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
 from onnxsight.verification._generation_sides import OrtSide, StepModel, TorchSide, step_model
@@ -79,9 +80,11 @@ def run_generation(model: Any, inputs: Any, programs: Any, *, steps: int = DEFAU
         which, feeds, eager = loop.replays[first["step"]]
         result.step_inputs = feeds
         if per_node:
+            logits = signatures[which].logits if which in signatures else None
             result.verification = compare_per_node(models[which], feeds, eager, first, result, ctx,
-                                                   providers=ort.providers, tolerance=tolerance,
-                                                   logits=signatures[which].logits if which in signatures else None)
+                                                   providers=ort.providers,
+                                                   tolerance=logits_tolerance(tolerance, logits or LOGITS),
+                                                   logits=logits)
         else:
             ctx.emit(rules.GENERATION_DIVERGED, step=first["step"], phase=first["phase"], what=describe(first, result),
                      cause="it was not compared per node (per_node=False)", properties={"step": first["step"]})
@@ -238,7 +241,8 @@ class _Loop:
             tokens, mask = chosen[:, None], grown_mask(mask, 1)
         return rows
 
-    def values(self, sig: StepSignature, prompt: Mapping[str, Any], tokens: Any, mask: Any, past: int) -> dict[str, Any]:
+    def values(self, sig: StepSignature, prompt: Mapping[str, Any], tokens: Any, mask: Any,
+               past: int) -> dict[str, Any]:
         """The step's inputs by role (PyTorch's side; the encoder's states are each side's own)."""
         new = tokens.shape[1]
         values: dict[str, Any] = {"tokens": tokens, "position_ids": positions(mask, new),
@@ -264,12 +268,14 @@ class _Loop:
             raise refuse(rules.GENERATION_MODEL_CALL_FAILED, phase="prompt" if step == 0 else f"decode (step {step})",
                          model=type(self.torch.model).__name__, error=f"{type(exc).__name__}: {exc}"[:400]) from exc
         chosen = logits[:, -1].argmax(-1).cpu()
-        row: dict[str, Any] = {"step": step, "phase": "prompt" if step == 0 else "decode", "new_tokens": tokens.shape[1],
+        row: dict[str, Any] = {"step": step, "phase": "prompt" if step == 0 else "decode",
+                               "new_tokens": tokens.shape[1],
                                "past_length": past, "torch_tokens": [int(t) for t in chosen]}
 
         def keep() -> None:  # the first divergence's inputs, PyTorch's cache included, for its per-node run
             if not self.replays:
-                replay = {name: _torch_feed(name, role, values, torch_past, present) for name, role in sig.roles.items()}
+                replay = {name: _torch_feed(name, role, values, torch_past, present)
+                          for name, role in sig.roles.items()}
                 self.replays[step] = (which, replay, logits.cpu())
 
         feeds = {name: _ort_feed(name, role, values, self.ort.cache, present, self.states)
@@ -293,7 +299,7 @@ class _Loop:
         """Compare the step's logits, cache and tokens; name the divergence, if any."""
         expected = to_numpy(logits)
         actual = outputs[sig.logits]
-        bounds = self.tolerance.for_value(sig.logits, logits.dtype)
+        bounds = logits_bounds(self.tolerance, sig.logits, logits.dtype)
         metrics = compare(expected, actual, bounds)
         worst, worst_diff, cache_passed = None, 0.0, True
         for name in (n for n in sig.outputs if n in present):
@@ -324,7 +330,7 @@ class _Loop:
 
     def note_near_tie(self, step: int, sig: StepSignature, logits: Any, row: Mapping[str, Any]) -> None:
         last = to_numpy(logits)[:, -1]
-        bounds = self.tolerance.for_value(sig.logits, logits.dtype)
+        bounds = logits_bounds(self.tolerance, sig.logits, logits.dtype)
         for r, (ours, theirs) in enumerate(zip(row["torch_tokens"], row["onnx_tokens"])):
             if ours != theirs:
                 gap = float(last[r, ours] - last[r, theirs])
@@ -332,6 +338,20 @@ class _Loop:
                               torch_logit=f"{last[r, ours]:.6g}", other_logit=f"{last[r, theirs]:.6g}",
                               gap=f"{gap:.3g}", allowed=f"{_allowed(bounds, last[r, ours], last[r, theirs]):.3g}",
                               properties={"step": step})
+
+
+def logits_bounds(tolerance: Tolerance, name: str, dtype: Any) -> Bounds:
+    """The logits' bounds: an override keyed ``logits`` applies whatever the graph calls that output."""
+    if name != LOGITS and any(fnmatch.fnmatchcase(LOGITS, pattern) for pattern in tolerance.overrides):
+        return tolerance.for_value(LOGITS, dtype)
+    return tolerance.for_value(name, dtype)
+
+
+def logits_tolerance(tolerance: Tolerance, name: str) -> Tolerance:
+    """``tolerance`` with a ``logits`` override under the graph's name too (for the per-node run)."""
+    found = next((bounds for pattern, bounds in tolerance.overrides.items() if fnmatch.fnmatchcase(LOGITS, pattern)),
+                 None)
+    return tolerance.with_overrides({name: found}) if found is not None and name != LOGITS else tolerance
 
 
 def _allowed(bounds: Bounds, first: float, second: float) -> float:

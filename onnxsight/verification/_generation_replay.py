@@ -74,7 +74,8 @@ def compare_per_node(model: StepModel, feeds: Mapping[str, Any], eager: Any, fir
         location = _line_of(row, stack)
         where = f", at {location}" if location is not None else ""
         detail = "its shape differs" if row.get("shape_mismatch") else f"max abs diff {row['max_abs_diff']:.3g}"
-        how = " in isolated mode (each node fed PyTorch's inputs)" if verification.info.get("mode") == "isolated" else ""
+        isolated = verification.info.get("mode") == "isolated"
+        how = " in isolated mode (each node fed PyTorch's inputs)" if isolated else ""
         cause = (f"the per-node comparison of that step{how}, fed PyTorch's cache, names {row['value']} "
                  f"({row['target']} -> {row['onnx_op']}) as the first value to diverge ({detail}){where}")
         ctx.emit(rules.GENERATION_DIVERGED, location=location, stack=stack,

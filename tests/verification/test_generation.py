@@ -231,6 +231,10 @@ def test_near_tie_is_said_so_and_the_loop_goes_on() -> None:
     assert "step 3: ONNX Runtime picks token 1 where PyTorch picks 2 (row 0)" in note.message
     far = np.array([[[0.0, 1.5, 1.0, -3.0]]], dtype=np.float32)
     assert loop.judge(sig, torch_logits, {"logits": far}, {})["divergence"] == "logits"
+    # an override keyed "logits" holds whatever the graph calls the output (here linear_14)
+    named = step_signature("decoder", ["input_ids"], ["linear_14"])
+    loose = _Loop(None, None, {}, {"decoder": named}, Tolerance(overrides={"logits": (1.0, 0.0)}), ctx, 1)
+    assert loose.judge(named, torch_logits, {"linear_14": far}, {})["divergence"] == "tokens"
 
 
 @pytest.mark.parametrize("programs, code", [

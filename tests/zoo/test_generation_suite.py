@@ -53,7 +53,8 @@ def _generation_result(name: str, agreed: int, status: str) -> ModelResult:
 def test_steps_agreed_on_the_dashboard_and_in_the_summaries() -> None:
     results = [_generation_result("gen_llama", 16, "passed"), _generation_result("gen_t5", 3, "failed")]
     html = render(results, run_id="r")
-    assert "<th title=\"generation steps that agree with PyTorch before the first divergence\">steps agreed</th>" in html
+    title = "generation steps that agree with PyTorch before the first divergence"
+    assert f'<th title="{title}">steps agreed</th>' in html
     cells = re.findall(r'<td class="num">(\d+/16)</td>', html)
     assert sorted(cells) == ["16/16", "3/16"]
     summary = markdown_summary(results, run_id="r")
