@@ -42,8 +42,8 @@ def call_of(program: Any, feeds: Mapping[str, Any]) -> tuple[tuple[Any, ...], di
 
 
 def compare_per_node(model: StepModel, feeds: Mapping[str, Any], eager: Any, first: Mapping[str, Any], result: Any,
-             ctx: DiagnosticContext, *, providers: Sequence[str], tolerance: Tolerance,
-             logits: str | None) -> Any:
+                     ctx: DiagnosticContext, *, providers: Sequence[str], tolerance: Tolerance,
+                     logits: str | None) -> Any:
     """Compare the diverging step per node; emit GEN001 (or GEN008) and return the VerificationResult."""
     from onnxsight.verification._api import verify
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.verification._checks import is_program
 from onnxsight.verification._generation_io import PAST, PRESENT, past_of
 from onnxsight.verification._runners import OrtRunner, full_float32, refuse
 
@@ -156,12 +157,12 @@ def step_model(which: str, given: Any, replacement: Any = None) -> StepModel:
     """A program, an ONNX file or an ``onnx.ModelProto`` as a :class:`StepModel`; GEN002 for anything else."""
     import onnx
 
-    program = given if _is_program(given) else None
+    program = given if is_program(given) else None
     if program is None and replacement is not None:
         raise refuse(rules.GENERATION_PROGRAM_INVALID, program=which, given=type(given).__name__,
                      detail="onnx_models replaces a program's own ONNX model: pass the ONNXProgram here")
     source = replacement if replacement is not None else given
-    if _is_program(source):
+    if is_program(source):
         return StepModel(which, source.model_proto, program)
     if isinstance(source, (str, os.PathLike)):
         if not os.path.isfile(source):
@@ -172,11 +173,6 @@ def step_model(which: str, given: Any, replacement: Any = None) -> StepModel:
         return StepModel(which, source, program, replaced=replacement is not None)
     raise refuse(rules.GENERATION_PROGRAM_INVALID, program=which, given=type(source).__name__,
                  detail="expected an onnxsight.ONNXProgram, an .onnx path or an onnx.ModelProto")
-
-
-def _is_program(value: Any) -> bool:
-    return all(inspect.getattr_static(value, name, None) is not None
-               for name in ("exported_program", "value_names", "model_proto"))
 
 
 class OrtSide:
