@@ -271,20 +271,17 @@ def _renamed(model: Any, old: str, new: str) -> Any:
     return copy
 
 
-def test_an_input_the_loop_cannot_feed_is_named(llama: Any) -> None:
+@pytest.mark.parametrize("old, new, code, message", [
+    ("input_ids", "tokens", "GEN003", "the decoder's input tokens has no role"),
+    ("present.0.value", "kv_0", "GEN006", "input past_key_values.0.value is returned by no step"),
+])
+def test_a_step_the_loop_cannot_feed_is_refused_naming_it(llama: Any, old: str, new: str, code: str,
+                                                          message: str) -> None:
     model, programs = llama
-    renamed = _renamed(programs.decoder.model_proto, "input_ids", "tokens")
-    with pytest.raises(VerificationError, match="the decoder's input tokens has no role") as failure:
+    renamed = _renamed(programs.decoder.model_proto, old, new)
+    with pytest.raises(VerificationError, match=message) as failure:
         onnxsight.verify_generation(model, _prompt(), renamed, steps=2)
-    assert failure.value.rule == "GEN003"
-
-
-def test_a_cache_input_without_its_output_is_named(llama: Any) -> None:
-    model, programs = llama
-    renamed = _renamed(programs.decoder.model_proto, "present.0.value", "kv_0")
-    with pytest.raises(VerificationError, match="input past_key_values.0.value is returned by no step") as failure:
-        onnxsight.verify_generation(model, _prompt(), renamed, steps=2)
-    assert failure.value.rule == "GEN006"
+    assert failure.value.rule == code
 
 
 def test_a_decoder_without_positions_warns_on_a_padded_prompt(llama: Any) -> None:
