@@ -79,6 +79,7 @@ class GenerationResult:
         self.verification = verification
         self.step_inputs: dict[str, Any] = dict(step_inputs or {})  # the diverging step's inputs, PyTorch's cache
         self.programs = programs
+        self.report_paths: list[str] = []  # verify_generation(report=True): markdown, HTML, SARIF, the run record
 
     @property
     def tokens(self) -> list[list[int]]:
