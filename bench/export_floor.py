@@ -177,7 +177,8 @@ def table(rows: list[dict]) -> str:
         cells = []
         for stage in STAGES:
             values = [r.get(stage, 0.0) for r in per_round]
-            cells.append(f"{statistics.median(values):.3f} ({statistics.median(v / f for v, f in zip(values, floor)):.2f})")
+            share = statistics.median(v / f for v, f in zip(values, floor))
+            cells.append(f"{statistics.median(values):.3f} ({share:.2f})")
         extra = [r.get("capture", 0.0) - f for r, f in zip(per_round, floor)]
         cells.append(f"{statistics.median(extra):+.3f}")
         nodes = row.get("nodes") or {}

@@ -29,9 +29,9 @@ class SizeOneGuard(Exception):
 
 @dataclass
 class Watch:
-    """The symbols torch created for the dims whose example size is 0 or 1 (``source`` -> torch's name)."""
+    """The dims whose example size is 0 or 1, and the symbols torch created for them."""
 
-    sources: dict[str, str]                  # torch's source name -> the dim's label (``batch``)
+    sources: dict[str, str]                  # torch's source name (``L['x'].size()[0]``) -> the dim's label
     symbols: dict[str, str]                  # sympy symbol (``s77``) -> the dim's label
 
     def created(self, symbol: str, source: str, value_range: str) -> None:

@@ -20,14 +20,13 @@ computes them again from the checkpoint's tensors, fake-mode exports included.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
-
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 PASS_NAME = "batch-norm folding"

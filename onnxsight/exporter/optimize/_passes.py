@@ -127,8 +127,8 @@ def dead_code(graph: Graph) -> int:
                     graph.removed.setdefault(name, "dead code")
         graph.remove(dead)
         total += len(dead)
-        producers = {id(p): p for p in (graph.producer.get(name) for node in dead for name in node.input) if p is not None}
-        candidates = list(producers.values())
+        made = (graph.producer.get(name) for node in dead for name in node.input)
+        candidates = list({id(p): p for p in made if p is not None}.values())
     return total
 
 
