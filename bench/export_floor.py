@@ -17,9 +17,10 @@ before each call. The ratios are taken per round (each side against the floor me
 reported as their median and range. Each model runs in its own process.
 
 ``hiera`` (transformers' Hiera image classifier, a small local config) is the capture-strategy case: called
-with one image and a dynamic batch, torch.export's size-oblivious capture specialises the batch, and the
-capture is made from the example grown to two images; its floor is the one torch.export call that captures it
-(``torch.export.export`` of the grown example, batch dynamic).
+with one image and a dynamic batch, which torch.export specialises (and its size-oblivious capture cannot keep
+dynamic: the pooler guards ``batch <= 1``), onnxsight captures the example grown to two images and checks the
+graph at the one image; its floor is the one torch.export call that captures it (``torch.export.export`` of the
+grown example, batch dynamic), without that check.
 
     python bench/export_floor.py [--models cnn16,transformer8,llama4,resnet50,hiera] [--runs 7] [--opset 18]
                                  [--sides ...] [--json docs/export-floor.json] [--md docs/export-floor.md]

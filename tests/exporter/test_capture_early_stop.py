@@ -82,6 +82,11 @@ def test_a_batch_one_example_is_captured_from_the_grown_example_first(monkeypatc
     for batch in (1, 3):
         xb = torch.randn(batch, 5, 8)
         torch.testing.assert_close(program(xb)[0], model(xb), rtol=1e-5, atol=1e-5)
+    # the program keeps the user's example, the one it was checked at, and verify() runs it by default
+    (example,), _ = program.exported_program.example_inputs
+    assert example is x
+    result = onnxsight.verify(program)
+    assert result.passed and result.outputs["shape"].iloc[0] in ((1, 8), [1, 8])
 
 
 class SqueezeOne(nn.Module):

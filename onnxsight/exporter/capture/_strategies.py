@@ -168,9 +168,9 @@ class _Session:
     # The plain capture's violation (a guard without a fix, or a fix that makes a dim static: its
     # {label: (value, fix)}), retried size-oblivious; reported when that retry does not capture the model.
     retried: tuple[_Try, BaseException, dict[str, Any] | None, Any] | None = None
-    # The grown example's capture tried first (_grown_first) and what its check at the example found: the
-    # size-oblivious capture that follows it reuses them where it would capture that grown example again.
-    first: tuple[_Try, str | None] | None = None
+    # The grown example's capture tried first (_grown_first): the size-oblivious capture that follows it reuses
+    # it (and its check at the example, in ``checked``) where it would capture that grown example again.
+    first: _Try | None = None
     checked: dict[int, str | None] = field(default_factory=dict)   # id(program) -> check_at_example's answer
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
@@ -192,7 +192,7 @@ class _Session:
             label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if mode == GROWN and shapes is dynamic_shapes and self.first is not None:
-                attempt = replace(self.first[0], seconds=0.0)   # that capture again: its outcome, not a second trace
+                attempt = replace(self.first, seconds=0.0)   # that capture again: its outcome, not a second trace
                 label += " (the first attempt's outcome)"
             else:
                 attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
@@ -255,8 +255,9 @@ class _Session:
         at the user's size-1 example, so the grown example first gives the same graph and the same guarantee
         (the dim dynamic, the graph right at size 1), and where size-oblivious capture fails (a size test in
         a kernel: Hiera's `AdaptiveAvgPool1d` guards `batch <= 1` at its last module) one trace instead of
-        two. It is what torch.export's documentation tells users to pass (sizes >= 2), and what optimum's
-        dummy inputs do (batch 2). What the size-oblivious capture still decides, it decides as before:
+        two. It is what torch.export's tutorial tells users to pass where a dim is to be dynamic (sizes other
+        than 0 and 1; its size-oblivious switch is experimental there), and what optimum's dummy inputs are
+        (batch 2). What the size-oblivious capture still decides, it decides as before:
         when the grown example fails (growing one dim and not another that the model ties to it: a cache's
         past and its mask; a model that runs only at batch 1) or computes something else at the example (a
         branch on the size), the size-oblivious capture runs next and finds the line a refusal names (and
@@ -267,7 +268,6 @@ class _Session:
         attempt = _run(self.model, args, kwargs, shapes, self.strict, False,
                        frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose)
         label, log = f"{self.strategy}, {GROWN}", attempt.log.log_lines()
-        problem = None
         if attempt.program is not None:
             problem = self.checked[id(attempt.program)] = audit.check_at_example(attempt.program, self.model,
                                                                                  self.args, self.kwargs)
@@ -281,7 +281,7 @@ class _Session:
             assert exc is not None
             self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
                                                 classify(exc).code, log=log))
-        self.first = (attempt, problem)
+        self.first = attempt
         return None
 
     def _retag(self, rule: rules.Rule) -> None:
@@ -383,6 +383,8 @@ class _Session:
             for dims in small.values():
                 audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
                                  "the example")
+            if mode == GROWN:  # the example it was checked at, the user's, is the one verify() runs by default
+                program.example_inputs = (tuple(self.args), dict(self.kwargs or {}))
         if self.applied:
             audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         self._tied(program, attempt.log)
