@@ -203,18 +203,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help=f"a subset of: {', '.join(SIDES)}")
     parser.add_argument("--json", help="write every round's seconds here")
     parser.add_argument("--md", help="write the tables here")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch's intra-op threads in each model's process (0: torch's default)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     sides = [s for s in options.sides.split(",") if s]
     if FLOOR not in sides:
         sides.insert(0, FLOOR)
     if options.child:
+        if options.threads:
+            import torch
+
+            torch.set_num_threads(options.threads)
         print(json.dumps(_child(options.child, options.runs, options.opset, sides)))
         return 0
     rows = []
     for name in options.models.split(","):
         proc = subprocess.run([sys.executable, __file__, "--child", name, "--runs", str(options.runs),
-                               "--opset", str(options.opset), "--sides", ",".join(sides)],
+                               "--opset", str(options.opset), "--sides", ",".join(sides),
+                               "--threads", str(options.threads)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
