@@ -101,14 +101,17 @@ def _forward_parameters(model: Any) -> set[str]:
 
 def _cache_shapes(model: Any, call: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Each cache tensor's (shape, dtype) as the model returns it for ``call``: heads and head sizes as
-    the model has them (grouped-query attention, GPT-2's, T5's)."""
+    the model has them (grouped-query attention, GPT-2's, T5's), every position kept (``step_cache``: a
+    sliding-window layer too, so that every layer's past has the example's length)."""
     import torch
 
-    from onnxsight.verification import named_cache
+    from onnxsight.verification import named_cache, step_cache
 
+    encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    given = step_cache(model, encoder_decoder=encoder_decoder)
     with torch.no_grad():
-        out = model(**call, use_cache=True)
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        out = model(**call, **{_cache_argument(model): given}, use_cache=True)
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None) or given
     return [(tuple(t.shape), t.dtype) for t in named_cache(cache).values()]
 
 

@@ -57,6 +57,32 @@ def named_cache(cache: Any) -> dict[str, Any]:
     return named
 
 
+def step_cache(model: Any, *, encoder_decoder: bool) -> Any:
+    """An empty cache in the layout the step programs are exported with: a layer per the model's config,
+    every attention layer keeping every position.
+
+    NOTE: generate() gives a sliding-window layer (Mistral, Gemma2's local layers) a cache that drops the
+    positions outside its window; the exported step keeps them and its mask leaves them out, as optimum's
+    and ONNX Runtime GenAI's decoders do (a fixed window would be specialised on the export's example). The
+    logits are the same; so that the cache is compared position by position, PyTorch's side (and the
+    export's example, ``export_generation``) keep every position too.
+    """
+    from transformers import DynamicCache, EncoderDecoderCache
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    def dynamic() -> Any:
+        config = getattr(model, "config", None)
+        try:
+            cache = DynamicCache(config=config) if config is not None else DynamicCache()
+        except (TypeError, AttributeError, ValueError):  # not a transformers config: layers made as used
+            return DynamicCache()
+        cache.layers = [DynamicLayer() if isinstance(layer, DynamicSlidingWindowLayer) else layer
+                        for layer in cache.layers]
+        return cache
+
+    return EncoderDecoderCache(dynamic(), dynamic()) if encoder_decoder else dynamic()
+
+
 class TorchSide:
     """The user's transformers model, driving its own cache (``DynamicCache``/``EncoderDecoderCache``)."""
 
@@ -90,15 +116,7 @@ class TorchSide:
         return value.to(self.device) if hasattr(value, "to") and hasattr(value, "device") else value
 
     def new_cache(self) -> Any:
-        from transformers import DynamicCache, EncoderDecoderCache
-
-        def dynamic() -> Any:
-            try:
-                return DynamicCache(config=self.model.config)
-            except TypeError:  # an older transformers: no config argument
-                return DynamicCache()
-
-        return EncoderDecoderCache(dynamic(), dynamic()) if self.encoder_decoder else dynamic()
+        return step_cache(self.model, encoder_decoder=self.encoder_decoder)
 
     def past(self) -> dict[str, Any]:
         """The cache the next step reads, by ONNX input name (``past_key_values.0.key``)."""
