@@ -45,7 +45,7 @@ def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any
     exports, in the order a loop runs them (``bench/generation.py`` exports the same with torch.onnx)."""
     prompt = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
     if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return [("decoder", model, *_causal_example(model))]
+        return [("decoder", model, *_causal_example(model, prompt))]
     accepted = _forward_parameters(model.get_encoder())  # a tokenizer's token_type_ids: not T5's
     encoder_inputs = {k: v for k, v in prompt.items()
                       if not k.startswith("decoder_") and v is not None and (k in accepted or not accepted)}
@@ -110,30 +110,50 @@ def _cache_shapes(model: Any, call: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
     given = step_cache(model, encoder_decoder=encoder_decoder)
     with torch.no_grad():
-        out = model(**call, **{_cache_argument(model): given}, use_cache=True)
+        out = model(**call, **{_cache_argument(model): given}, **_use_cache(model, always=True))
+    # a transformers ModelOutput names its cache; a user's forward() returning (logits, cache) filled ``given``
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None) or given
     return [(tuple(t.shape), t.dtype) for t in named_cache(cache).values()]
 
 
-def _use_cache(model: Any) -> dict[str, Any]:
-    """``use_cache=True`` where the model's config does not return its cache by default."""
-    return {} if getattr(getattr(model, "config", None), "use_cache", True) else {"use_cache": True}
+def _use_cache(model: Any, *, always: bool = False) -> dict[str, Any]:
+    """``use_cache=True`` where the model's config does not return its cache by default (``always``: wherever
+    forward() takes it); nothing for a forward() without that argument (a user's own decoder)."""
+    from onnxsight.verification import forward_takes
+
+    if not forward_takes(model, "use_cache"):
+        return {}
+    return {"use_cache": True} if always or not getattr(getattr(model, "config", None), "use_cache", True) else {}
 
 
-def _causal_example(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _vocab_size(model: Any, prompt: Mapping[str, Any]) -> int:
+    """The token ids the examples draw from: the config's vocabulary, else (a user's own decoder) up to the
+    prompt's largest id, which the model takes."""
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not size:
+        size = int(prompt["input_ids"].max()) + 1 if hasattr(prompt.get("input_ids"), "max") else 2
+    return max(int(size), 2)
+
+
+def _causal_example(model: Any, prompt: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A decoder-only model's step: new tokens over a past of ``_PAST`` positions, every length dynamic."""
     import torch
     from transformers import DynamicCache
 
     generator = torch.Generator().manual_seed(0)
-    vocab = int(getattr(model.config, "vocab_size", 2) or 2)
-    ids = torch.randint(1, max(vocab, 2), (_BATCH, _NEW), generator=generator)
-    shapes = _cache_shapes(model, {"input_ids": torch.randint(1, max(vocab, 2), (_BATCH, _PAST), generator=generator)})
+    vocab = _vocab_size(model, prompt)
+    positions = "position_ids" in _forward_parameters(model)
+    call = {"input_ids": torch.randint(1, vocab, (_BATCH, _PAST), generator=generator),
+            "attention_mask": torch.ones(_BATCH, _PAST, dtype=torch.long)}
+    if positions:
+        call["position_ids"] = torch.arange(_PAST).expand(_BATCH, _PAST).contiguous()
+    shapes = _cache_shapes(model, call)
+    ids = torch.randint(1, vocab, (_BATCH, _NEW), generator=generator)
     tensors = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
     cache = DynamicCache([(tensors[i], tensors[i + 1]) for i in range(0, len(tensors), 2)])
     kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones(_BATCH, _PAST + _NEW, dtype=torch.long)}
     dynamic: dict[str, Any] = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"}}
-    if "position_ids" in _forward_parameters(model):
+    if positions:
         kwargs["position_ids"] = torch.arange(_PAST, _PAST + _NEW).expand(_BATCH, _NEW).contiguous()
         dynamic["position_ids"] = {0: "batch", 1: "sequence"}
     name = _cache_argument(model)

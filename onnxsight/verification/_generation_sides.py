@@ -39,6 +39,15 @@ def cache_argument(model: Any) -> str:
     return "cache" if "cache" in parameters else "past_key_values"
 
 
+def forward_takes(module: Any, name: str) -> bool:
+    """Whether ``module.forward`` takes keyword ``name`` (by name, or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
 def named_cache(cache: Any) -> dict[str, Any]:
     """A transformers cache's tensors by the name the exporter gives them after ``present.``/``past_key_values.``
     (``0.key``, ``0.decoder.key``, ``0.encoder.value``): the exporter's own flattening, so both agree."""
@@ -132,7 +141,8 @@ class TorchSide:
         if "encoder_outputs" in kwargs:
             kwargs["encoder_outputs"] = (kwargs["encoder_outputs"],)
         kwargs[self.cache_argument] = self.cache
-        kwargs["use_cache"] = True
+        if forward_takes(self.model, "use_cache"):  # transformers' models; a user's own decoder may not take it
+            kwargs["use_cache"] = True
         with torch.no_grad(), full_float32(str(self.device)):
             out = self.model(**kwargs)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)

@@ -15,6 +15,8 @@ import torch
 import onnxsight
 from onnxsight import rules
 from onnxsight.zoo.suites import generation as suite
+from tests.verification import generation_faults as cache_faults
+from tests.verification import user_decoder as user_decoder_module
 
 transformers = pytest.importorskip("transformers")
 
@@ -50,3 +52,84 @@ def test_a_sliding_window_shorter_than_the_loop_agrees_with_generate() -> None:
 def test_decoders_agree_with_generate(name: str) -> None:
     model, prompt = getattr(suite, name)()
     _agrees_with_generate(model, prompt)
+
+
+def _greedy_without_cache(model: Any, prompt: dict[str, torch.Tensor], steps: int) -> list[list[int]]:
+    """The user's decoder run on the whole sequence at every step (no cache), positions as generate() counts."""
+    from transformers import DynamicCache
+
+    ids, mask = prompt["input_ids"], prompt["attention_mask"]
+    for _ in range(steps):
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+        with torch.no_grad():
+            logits, _ = model(ids, mask, positions, DynamicCache())
+        ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=-1)
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
+    return ids[:, prompt["input_ids"].shape[1]:].tolist()
+
+
+@pytest.fixture(scope="module")
+def user_decoder() -> tuple[Any, dict[str, torch.Tensor], onnxsight.GenerationPrograms]:
+    model, prompt = user_decoder_module.build()
+    return model, prompt, onnxsight.export_generation(model, prompt)
+
+
+def test_a_users_own_decoder_is_exported_and_verified(user_decoder: Any) -> None:
+    model, prompt, programs = user_decoder
+    assert programs.decoder.input_names[:3] == ["input_ids", "attention_mask", "position_ids"]
+    result = onnxsight.verify_generation(model, prompt, programs, steps=8)
+    assert result.passed, (result.steps, [str(d) for d in result.diagnostics])
+    assert result.tokens == result.onnx_tokens == _greedy_without_cache(model, prompt, 8)
+
+
+@pytest.mark.parametrize("fault, marker", [
+    (lambda proto: cache_faults.new_keys_first(proto, "present.1.key"), "CACHE UPDATE"),
+    (lambda proto: cache_faults.shift_input(proto, "position_ids", 1), "POSITIONS"),
+])
+def test_a_fault_in_a_users_own_decoder_is_named_at_the_users_line(user_decoder: Any, fault: Any,
+                                                                    marker: str) -> None:
+    model, prompt, programs = user_decoder
+    faulty = fault(programs.decoder.model_proto)
+    result = onnxsight.verify_generation(model, prompt, programs, steps=4, onnx_models={"decoder": faulty})
+    assert not result.passed and len(result.root_causes), [str(d) for d in result.diagnostics]
+    found = [d for d in result.diagnostics if d.rule is rules.GENERATION_DIVERGED]
+    assert len(found) == 1, [str(d) for d in result.diagnostics]
+    location = found[0].location
+    assert location.file == user_decoder_module.__file__ and location.line == user_decoder_module.line_of(marker)
+
+
+def _only(result: Any, rule: Any) -> Any:
+    found = [d for d in result.diagnostics if d.rule is rule]
+    assert len(found) == 1, [str(d) for d in result.diagnostics]
+    assert not [d for d in result.diagnostics if d.rule is rules.GENERATION_DIVERGED], "said once, as GEN012"
+    return found[0]
+
+
+def test_a_step_outside_the_dims_the_export_narrowed_says_so() -> None:
+    """The decoder branches on past > new tokens; torch.export narrows the past to at least 3 (CAP007), and the
+    prompt step (an empty past) runs in ONNX Runtime on the branch the example took."""
+    model, prompt = user_decoder_module.build(user_decoder_module.LongPastDecoder)
+    result = onnxsight.verify_generation(model, prompt, steps=3)
+    assert result.first_divergence == {"step": 0, "kind": "logits", "phase": "prompt"}
+    message = _only(result, rules.GENERATION_STEP_OUTSIDE_EXPORT).message
+    assert "past_key_values.0.key has shape [2, 4, 0, 8]" in message and "past in [3, inf]" in message
+    assert "step 0 of the generation (prompt)" in message and "the logits differ by" in message
+
+
+def test_a_guard_of_the_export_that_fails_at_a_step_says_so() -> None:
+    """Exported with a mask longer than its past and new tokens, the step reads the mask's last columns; the loop's
+    masks are never longer, and the program's guard fails on them: said so, not a raw AssertionError."""
+    from transformers import DynamicCache
+
+    model, prompt = user_decoder_module.build(user_decoder_module.PaddedMaskDecoder)
+    past = [torch.randn(2, 4, 5, 8) for _ in range(4)]
+    kwargs = {"input_ids": torch.randint(1, 64, (2, 3)), "attention_mask": torch.ones(2, 10, dtype=torch.long),
+              "position_ids": torch.arange(5, 8).expand(2, 3).contiguous(),
+              "past_key_values": DynamicCache([(past[0], past[1]), (past[2], past[3])])}
+    dims = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"},
+            "position_ids": {0: "batch", 1: "sequence"}, "past_key_values": [{0: "batch", 2: "past"}] * 4}
+    program = onnxsight.export(model, (), kwargs=kwargs, dynamic_shapes=dims)
+    result = onnxsight.verify_generation(model, prompt, program, steps=3)
+    assert result.first_divergence["step"] == 0 and not result.passed
+    message = _only(result, rules.GENERATION_STEP_OUTSIDE_EXPORT).message
+    assert "Guard failed" in message and "attention_mask" in message
