@@ -21,8 +21,9 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
+from onnxsight.exporter import past_name, present_name
 from onnxsight.verification._generation_io import (ENCODER_STATES, LOGITS, StepSignature, cache_position,
-                                                   grown_mask, past_of, positions, step_signature)
+                                                   grown_mask, positions, step_signature)
 from onnxsight.verification._generation_replay import compare_per_node, describe
 from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
 from onnxsight.verification._generation_sides import OrtSide, StepModel, TorchSide, step_model
@@ -121,7 +122,7 @@ def _check_options(steps: Any, tolerance: Any, providers: Any) -> None:
 
 def _check_cache(signatures: Mapping[str, StepSignature], encoder_decoder: bool) -> None:
     """GEN006 for a cache input no step returns; GEN005 for a cross-attention cache without a first step."""
-    returned = {past_of(name) for sig in signatures.values() for name in sig.outputs} - {None}
+    returned = {past_name(name) for sig in signatures.values() for name in sig.outputs} - {None}
     decoder = signatures["decoder"]
     if encoder_decoder and decoder.cross_inputs and "first_step" not in signatures:
         raise refuse(rules.GENERATION_FIRST_STEP_NEEDED, inputs=", ".join(decoder.cross_inputs[:2]) + (
@@ -129,9 +130,9 @@ def _check_cache(signatures: Mapping[str, StepSignature], encoder_decoder: bool)
     for which, sig in signatures.items():
         for name in sig.cache_inputs:
             if name not in returned:
-                outputs = [n for n in sig.outputs if n.startswith("present.")]
+                outputs = [n for n in sig.outputs if past_name(n) is not None]
                 raise refuse(rules.GENERATION_CACHE_UNPAIRED, program=which, input=name,
-                             output="present." + name[len("past_key_values."):], outputs=", ".join(outputs) or "none")
+                             output=present_name(name), outputs=", ".join(outputs) or "none")
 
 
 def _prompt(model: Any, inputs: Any, encoder_decoder: bool, start_id: int | None,
@@ -380,10 +381,10 @@ def _empty_cache(name: str, present: Mapping[str, Any]) -> Any:
     """The empty cache of the first step: PyTorch's returned cache of the same name with no positions."""
     import torch
 
-    tensor = present.get("present." + name[len("past_key_values."):])
+    tensor = present.get(present_name(name))
     if tensor is None:
         raise refuse(rules.GENERATION_CACHE_UNPAIRED, program="decoder", input=name,
-                     output="present." + name[len("past_key_values."):],
+                     output=present_name(name),
                      outputs=", ".join(present) or "none (PyTorch's model returned no cache)")
     shape = list(tensor.shape)
     shape[-2] = 0

@@ -19,7 +19,8 @@ import numpy as np
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._checks import is_program
-from onnxsight.verification._generation_io import PAST, PRESENT, past_of
+from onnxsight.exporter import past_name
+from onnxsight.verification._generation_io import PRESENT
 from onnxsight.verification._runners import OrtRunner, full_float32, refuse
 
 # role -> the keyword the transformers model's forward() takes it by (encoder-decoders: decoder_*)
@@ -129,7 +130,7 @@ class TorchSide:
 
     def past(self) -> dict[str, Any]:
         """The cache the next step reads, by ONNX input name (``past_key_values.0.key``)."""
-        return {PAST + name: tensor for name, tensor in named_cache(self.cache).items()}
+        return {past_name(name): tensor for name, tensor in _presents(self.cache).items()}
 
     def step(self, values: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         """One call of the model with ``values`` by role; (logits, the cache it returns by output name)."""
@@ -149,7 +150,12 @@ class TorchSide:
         if cache is not None:
             self.cache = cache
         logits = out.logits if hasattr(out, "logits") else out[0]
-        return logits, {PRESENT + name: tensor for name, tensor in named_cache(self.cache).items()}
+        return logits, _presents(self.cache)
+
+
+def _presents(cache: Any) -> dict[str, Any]:
+    """A transformers cache's tensors by the output names of a step that returns it (``present.0.key``)."""
+    return {PRESENT + name: tensor for name, tensor in named_cache(cache).items()}
 
 
 def _parameters(module: Any) -> set[str]:
@@ -224,10 +230,10 @@ class OrtSide:
 
     def keep_cache(self, outputs: Mapping[str, np.ndarray]) -> None:
         """Remember what the next step's cache inputs are fed: each ``present.X`` output becomes
-        ``past_key_values.X`` (:func:`~onnxsight.verification._generation_io.past_of`); an input no step
-        returns keeps its value (the cross-attention cache the first step computed)."""
+        ``past_key_values.X`` (the exporter's ``past_name``); an input no step returns keeps its value (the
+        cross-attention cache the first step computed)."""
         for name, value in outputs.items():
-            past = past_of(name)
+            past = past_name(name)
             if past is not None:
                 self.cache[past] = value
 
