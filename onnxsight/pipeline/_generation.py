@@ -70,12 +70,13 @@ def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: i
     padding included, as the tokenizer returns it. At the first step that really diverges (not a near-tie
     in PyTorch's own logits) that step is compared per node, fed PyTorch's cache: ``result.root_causes``
     name the value and the user's line. ``report=True`` writes the markdown, HTML and SARIF reports and
-    the run record into ``artifacts_dir`` (``result.report_paths``).
+    the run record into ``artifacts_dir`` (``result.report_paths``), and with ``programs=None`` each exported
+    program's export report: a failed export raises its ``ExportError`` with them (``.report_paths``).
     """
     from onnxsight.verification import run_generation
 
-    if programs is None:
-        programs = export_generation(model, inputs)
+    if programs is None:  # report=True: each program's export report too, written when its export fails
+        programs = export_generation(model, inputs, report=report, artifacts_dir=artifacts_dir)
     result = run_generation(model, inputs, programs, steps=steps, providers=providers, tolerance=tolerance,
                             per_node=per_node, onnx_models=onnx_models, provider_fallback=provider_fallback,
                             decoder_start_token_id=decoder_start_token_id)
@@ -200,7 +201,8 @@ def _decoder_example(model: Any, states: Any, encoder_kwargs: Mapping[str, Any],
 
     generator = torch.Generator().manual_seed(0)
     vocab = int(getattr(model.config, "vocab_size", 4) or 4)
-    text = "attention_mask" in encoder_kwargs
+    # token ids (a text encoder's length varies, with or without a mask); Whisper's features have a fixed length
+    text = any(not value.is_floating_point() for value in encoder_kwargs.values())
     encoder_dims = {0: "batch", 1: "encoder_sequence"} if text else {0: "batch"}
     kwargs: dict[str, Any] = {"decoder_input_ids": torch.randint(3, vocab, (_BATCH, _NEW), generator=generator),
                               "encoder_outputs": (states,)}
@@ -211,7 +213,8 @@ def _decoder_example(model: Any, states: Any, encoder_kwargs: Mapping[str, Any],
         dynamic["attention_mask"] = encoder_dims
     if cache:
         call = {"decoder_input_ids": torch.randint(3, vocab, (_BATCH, _PAST), generator=generator),
-                "encoder_outputs": (states,), **({"attention_mask": kwargs["attention_mask"]} if text else {})}
+                "encoder_outputs": (states,),
+                **({"attention_mask": kwargs["attention_mask"]} if "attention_mask" in kwargs else {})}
         shapes = _cache_shapes(model, call)
         tensors = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
         half = len(tensors) // 2  # the self-attention cache's tensors, then the cross-attention cache's

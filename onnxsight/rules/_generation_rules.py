@@ -167,12 +167,18 @@ GENERATION_MODEL_CALL_FAILED = define(
     "GEN011", "generation-model-call-failed", E,
     "PyTorch's {phase} step of {model} failed: {error}",
     "Pass a transformers model with a language-model head that takes a cache (use_cache=True).",
-    what="Refuses a model the PyTorch side of the loop cannot call as a transformers generative model.",
+    what="Refuses a model the PyTorch side of the loop cannot call as a generative model; at a later step "
+         "(the loop past the model's positions), ends the loop there, the steps that ran kept in the result.",
     why="The PyTorch loop drives the model with its own cache object, as generate() does.",
     example="""
         onnxsight.verify_generation(my_module, inputs, prog)   # GEN011: forward() got an unexpected keyword
+        onnxsight.verify_generation(gpt2, inputs, steps=2000)  # a 6-token prompt; GEN011: PyTorch's decode
+        # (step 1019) step of GPT2LMHeadModel failed: IndexError: index out of range in self (this step's
+        # tokens reach position 1024, past the model's config.n_positions = 1024: ask for fewer steps ...)
     """,
-    how="Pass the transformers model (`...ForCausalLM`, `...ForConditionalGeneration`).",
+    how="Pass a transformers model (`...ForCausalLM`, `...ForConditionalGeneration`) or a module whose "
+        "forward() takes `input_ids`, `attention_mask`, `position_ids` and `past_key_values` (a "
+        "`DynamicCache`); ask for no more steps than the model has positions for.",
     tags=("generation", "usage"))
 
 GENERATION_STEP_OUTSIDE_EXPORT = define(

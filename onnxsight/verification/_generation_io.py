@@ -114,3 +114,47 @@ def cache_position(past: int, new: int) -> Any:
     import torch
 
     return torch.arange(past, past + new, dtype=torch.long)
+
+
+def read_prompt(model: Any, inputs: Any, encoder_decoder: bool, start_id: int | None,
+                encoder: Any) -> dict[str, Any]:
+    """The prompt: the decoder's first tokens and mask, an encoder-decoder's encoder inputs (``encoder``: the
+    encoder's StepModel, whose inputs the prompt must hold)."""
+    import torch
+
+    from onnxsight.verification._inputs import _from_numpy
+
+    given = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
+    given = {k: _from_numpy(v) for k, v in given.items() if v is not None}
+    if not encoder_decoder:
+        ids = given.get("input_ids")
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="prompt", input="input_ids (a [batch, length] tensor)",
+                         known="input_ids, attention_mask")
+        mask = given.get("attention_mask", torch.ones_like(ids))
+        return {"tokens": ids, "mask": mask.to(torch.long), "length": ids.shape[1], "encoder": {}}
+    encoder_inputs = {k: v for k, v in given.items() if not k.startswith("decoder_")}
+    batch = next(iter(encoder_inputs.values())).shape[0]
+    tokens = given.get("decoder_input_ids")
+    if tokens is None:
+        start = start_id if start_id is not None else start_token(model)
+        if start is None:
+            raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="prompt", input="decoder_input_ids",
+                         known="decoder_input_ids, or decoder_start_token_id= (the model's config has none)")
+        tokens = torch.full((batch, 1), int(start), dtype=torch.long)
+    names = set(encoder.input_names) if encoder is not None else set(encoder_inputs)
+    missing = sorted(names - set(encoder_inputs))
+    if missing:
+        raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="encoder", input=missing[0],
+                     known=", ".join(sorted(encoder_inputs)) + " (the prompt's inputs)")
+    return {"tokens": tokens, "mask": torch.ones_like(tokens), "length": tokens.shape[1],
+            "encoder": encoder_inputs, "encoder_mask": encoder_inputs.get("attention_mask")}
+
+
+def start_token(model: Any) -> int | None:
+    """The decoder's start token from the model's generation config or config; None when neither has one."""
+    for config in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        value = getattr(config, "decoder_start_token_id", None)
+        if value is not None:
+            return int(value)
+    return None

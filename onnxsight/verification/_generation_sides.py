@@ -21,7 +21,10 @@ from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.verification._checks import is_program
 from onnxsight.exporter import past_name
 from onnxsight.verification._generation_io import PRESENT
-from onnxsight.verification._runners import OrtRunner, full_float32, refuse
+from onnxsight.verification._chunks import OrtFailure
+from onnxsight.verification._engine import report_ort_error
+from onnxsight.verification._graph import GraphIndex
+from onnxsight.verification._runners import OrtRunner, VerificationError, full_float32, refuse
 
 # role -> the keyword the transformers model's forward() takes it by (encoder-decoders: decoder_*)
 _DECODER_ONLY = {"tokens": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
@@ -153,6 +156,19 @@ class TorchSide:
         return logits, _presents(self.cache)
 
 
+def call_failure(model: Any, exc: Exception, positions: int) -> str:
+    """PyTorch's error for a step that failed, with the model's position limit where the step went past it
+    (GPT-2's learned positions: an IndexError at the step whose tokens pass ``n_positions``)."""
+    text = f"{type(exc).__name__}: {exc}"[:400]
+    config = getattr(model, "config", None)
+    for attribute in ("n_positions", "max_target_positions", "max_position_embeddings"):
+        limit = getattr(config, attribute, None)
+        if isinstance(limit, int) and positions > limit:
+            return (f"{text} (this step's tokens reach position {positions - 1}, past the model's "
+                    f"config.{attribute} = {limit}: ask for fewer steps or a shorter prompt)")
+    return text
+
+
 def _presents(cache: Any) -> dict[str, Any]:
     """A transformers cache's tensors by the output names of a step that returns it (``present.0.key``)."""
     return {PRESENT + name: tensor for name, tensor in named_cache(cache).items()}
@@ -215,10 +231,18 @@ class OrtSide:
     def __init__(self, models: Sequence[StepModel], providers: Sequence[str], ctx: DiagnosticContext, *,
                  fallback: bool = False) -> None:
         self.runners: dict[str, OrtRunner] = {}
+        self.error: str | None = None   # a session ONNX Runtime could not create (ORT001 says why)
         for model in models:
             runner = OrtRunner(providers, ctx=ctx, fallback=fallback)
             runner.activate()
-            runner.load(model.model)
+            try:
+                runner.load(model.model)
+            except VerificationError:  # a provider that is not there: a bad call
+                raise
+            except Exception as exc:  # noqa: BLE001 - ORT001, and DTY002 at the line of an op without a kernel
+                error = report_ort_error(OrtFailure("session", exc), runner, ctx, GraphIndex.build(model.model))
+                self.error = f"ONNX Runtime could not load the {model.which}: {error}"
+                break
             self.runners[model.which] = runner
         self.providers = list(next(iter(self.runners.values())).providers) if self.runners else list(providers)
         self.cache: dict[str, np.ndarray] = {}   # cache input name -> what the next step is fed

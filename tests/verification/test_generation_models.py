@@ -7,6 +7,8 @@ sliding window alone.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import pytest
@@ -48,10 +50,23 @@ def test_a_sliding_window_shorter_than_the_loop_agrees_with_generate() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["gemma2", "falcon", "phi3", "opt", "gpt_neox", "bloom"])
+@pytest.mark.parametrize("name", ["gemma2", "phi3", "opt", "gpt_neox", "bloom"])
 def test_decoders_agree_with_generate(name: str) -> None:
     model, prompt = getattr(suite, name)()
     _agrees_with_generate(model, prompt)
+
+
+@pytest.mark.slow
+def test_falcons_alibi_in_bfloat16_exports_and_says_onnx_runtime_has_no_kernel_for_it() -> None:
+    """Falcon rounds its ALiBi bias to bfloat16 (slopes.bfloat16() * positions) in a float32 model: the export
+    folds the constant part (it failed with INT001), and ONNX Runtime's CPU provider has no bfloat16 Mul for the
+    rest: the result names the op and dtype (it was a raw ONNX Runtime exception)."""
+    model, prompt = suite.falcon()
+    result = onnxsight.verify_generation(model, prompt, steps=4)
+    assert not result.passed and result.steps.empty
+    assert "ONNX Runtime could not load the decoder" in result.info["error"]
+    (kernel,) = [d for d in result.diagnostics if d.code == "DTY002"]
+    assert kernel.message.startswith("Mul (opset") and "bfloat16" in kernel.message
 
 
 def _greedy_without_cache(model: Any, prompt: dict[str, torch.Tensor], steps: int) -> list[list[int]]:
@@ -133,3 +148,57 @@ def test_a_guard_of_the_export_that_fails_at_a_step_says_so() -> None:
     assert result.first_divergence["step"] == 0 and not result.passed
     message = _only(result, rules.GENERATION_STEP_OUTSIDE_EXPORT).message
     assert "Guard failed" in message and "attention_mask" in message
+
+
+@pytest.mark.slow
+def test_an_encoder_decoder_prompt_without_a_mask() -> None:
+    """A prompt of token ids alone (batch 1, no attention_mask): the encoder's length stays dynamic in the decoder
+    steps (it was static 7, the export's example, and ONNX Runtime refused the prompt's 6)."""
+    model, prompt = suite.t5()
+    prompt = {"input_ids": prompt["input_ids"][1:]}
+    programs = onnxsight.export_generation(model, prompt)
+    for program in (programs.first_step, programs.decoder):
+        states = [i for i in program.model_proto.graph.input if i.name.startswith("encoder_")]
+        assert states and states[0].type.tensor_type.shape.dim[1].dim_param, states
+    result = onnxsight.verify_generation(model, prompt, programs, steps=STEPS)
+    assert result.passed, (result.steps, [str(d) for d in result.diagnostics])
+
+
+def test_a_dtype_onnx_runtime_cannot_run_gives_a_result_naming_the_op_and_line() -> None:
+    """bfloat16 on the CPU: ONNX Runtime has no kernel for the step's first bfloat16 op. The result says so
+    (ORT001, DTY002 at the user's line), where a raw ONNX Runtime exception escaped."""
+    model, prompt = user_decoder_module.build()
+    model = model.to(torch.bfloat16)
+    result = onnxsight.verify_generation(model, prompt, steps=4)
+    assert not result.passed and result.steps.empty and "Could not find an implementation" in result.info["error"]
+    codes = {d.code for d in result.diagnostics}
+    assert {"ORT001", "DTY002"} <= codes, [str(d) for d in result.diagnostics]
+    kernel = next(d for d in result.diagnostics if d.code == "DTY002")
+    assert "bfloat16" in kernel.message and kernel.location.file == user_decoder_module.__file__
+
+
+def test_an_export_that_fails_writes_its_report_and_names_the_rule_at_the_users_line(tmp_path: Any) -> None:
+    model, prompt = user_decoder_module.build(user_decoder_module.DataBranchDecoder)
+    with pytest.raises(onnxsight.ExportError) as caught:
+        onnxsight.verify_generation(model, prompt, steps=4, report=True, artifacts_dir=tmp_path)
+    error = caught.value
+    assert "CAP002" in str(error)
+    assert error.report_paths and all(os.path.isfile(p) for p in error.report_paths)
+    sarif = json.loads(next(open(p).read() for p in error.report_paths if p.endswith(".sarif")))
+    found = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "CAP002"]
+    location = found[0]["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"].endswith("user_decoder.py")
+    assert location["region"]["startLine"] == user_decoder_module.line_of("DATA BRANCH")
+
+
+@pytest.mark.slow
+def test_a_loop_past_the_models_positions_keeps_the_steps_that_ran() -> None:
+    """GPT-2's 64 learned positions: the prompt's 6 tokens and 64 steps need 70. PyTorch's step 59 fails; the 59
+    steps that ran are the result, and GEN011 says why the loop ended (where the whole result was lost)."""
+    model, prompt = suite.gpt2()
+    result = onnxsight.verify_generation(model, prompt, steps=64)
+    assert len(result.steps) == 59 and result.steps["tokens_agree"].all() and result.steps_agreed == 59
+    assert not result.passed and result.first_divergence is None
+    assert "config.n_positions = 64" in result.info["error"]
+    (stopped,) = [d for d in result.diagnostics if d.rule is rules.GENERATION_MODEL_CALL_FAILED]
+    assert "decode (step 59)" in stopped.message and "position 64" in stopped.message

@@ -26,7 +26,8 @@ class Attention(nn.Module):
 
 
 class TinyDecoder(nn.Module):
-    def __init__(self, vocab: int = 64, hidden: int = 32, heads: int = 4, layers: int = 2, positions: int = 128) -> None:
+    def __init__(self, vocab: int = 64, hidden: int = 32, heads: int = 4, layers: int = 2,
+                 positions: int = 128) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
         self.pos = nn.Embedding(positions, hidden)
@@ -65,6 +66,17 @@ class PaddedMaskDecoder(TinyDecoder):
             attention_mask = attention_mask[:, -length:]
             position_ids = position_ids + 1
         return super().forward(input_ids, attention_mask, position_ids, past_key_values)
+
+
+class DataBranchDecoder(TinyDecoder):
+    """Branches in Python on its logits' values: torch.export cannot capture it (CAP002 at this line)."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                past_key_values: Any) -> tuple[torch.Tensor, Any]:
+        logits, cache = super().forward(input_ids, attention_mask, position_ids, past_key_values)
+        if logits.sum() > 0:  # DATA BRANCH
+            logits = logits + 1
+        return logits, cache
 
 
 def build(cls: type[TinyDecoder] = TinyDecoder) -> tuple[TinyDecoder, dict[str, torch.Tensor]]:
