@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, module_path, node_location
 from onnxsight.verification._generation_sides import StepModel
+from onnxsight.verification._inputs import sizes_outside_ranges
 from onnxsight.verification._metrics import compare, to_numpy
 from onnxsight.verification._runners import VerificationError
 from onnxsight.verification._tolerance import Tolerance
@@ -56,14 +57,15 @@ def compare_per_node(model: StepModel, feeds: Mapping[str, Any], eager: Any, fir
         return None
     try:
         args, kwargs = call_of(model.program, feeds)
-        verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
-                              onnx_model=model.model if model.replaced else None)
-        if verification.info.get("error"):
-            # NOTE: ONNX Runtime failed running the step (a node fed a wrongly shaped value): in isolated
-            # mode each node is fed PyTorch's inputs, so the failing reader runs and the value that is
-            # wrong is compared.
+        with sizes_outside_ranges():  # ONNX Runtime ran the step: a range the export narrowed is said after
             verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
-                                  onnx_model=model.model if model.replaced else None, mode="isolated")
+                                  onnx_model=model.model if model.replaced else None)
+            if verification.info.get("error"):
+                # NOTE: ONNX Runtime failed running the step (a node fed a wrongly shaped value): in isolated
+                # mode each node is fed PyTorch's inputs, so the failing reader runs and the value that is
+                # wrong is compared.
+                verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
+                                      onnx_model=model.model if model.replaced else None, mode="isolated")
     except VerificationError as exc:
         if exc.rule == rules.VERIFY_INPUT_SHAPE.code:  # a size outside a dim the export narrowed
             _outside_export(ctx, step, phase, what, model.which, _message(exc))
@@ -184,7 +186,9 @@ def _capture_or_drift(model: StepModel, feeds: Mapping[str, Any], eager: Any, st
             leaves = [leaf for leaf in pytree.tree_leaves(program.exported_program.module()(*args, **kwargs))
                       if isinstance(leaf, torch.Tensor)]
     except Exception as exc:  # noqa: BLE001 - a guard of torch.export that fails on this step's sizes
-        _outside_export(ctx, step, phase, what, model.which, f"{type(exc).__name__}: {exc}"[:400])
+        guard = isinstance(exc, AssertionError) and str(exc).startswith("Guard failed")
+        detail = str(exc) if guard else f"{type(exc).__name__}: {exc}"
+        _outside_export(ctx, step, phase, what, model.which, detail[:400])
         return
     captured = leaves[program.output_names.index(name)]
     metrics = compare(to_numpy(eager), to_numpy(captured), tolerance.for_value(name, captured.dtype))
