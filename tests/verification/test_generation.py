@@ -151,6 +151,8 @@ def test_a_fault_at_a_prompt_shorter_than_the_exports_narrowed_mask_is_found_at_
     assert result.first_divergence["step"] == 0
     assert os.path.basename(_diverged(result).location.file) == "modeling_llama.py" and len(_root(result))
     assert onnxsight.verify_generation(model, short, programs, steps=3).passed
+    one = {"input_ids": torch.tensor([[5]]), "attention_mask": torch.ones(1, 1, dtype=torch.long)}
+    assert onnxsight.verify_generation(model, one, programs, steps=3).passed
 
 
 def test_a_mask_ignored_is_found_on_the_padded_prompt(llama: Any) -> None:

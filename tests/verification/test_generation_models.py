@@ -57,6 +57,13 @@ def test_decoders_agree_with_generate(name: str) -> None:
 
 
 @pytest.mark.slow
+def test_a_float16_model_on_the_cpu_agrees_within_float16s_tolerance() -> None:
+    model, prompt = suite.llama()
+    result = _agrees_with_generate(model.half(), prompt)
+    assert 0 < result.steps["max_logit_diff"].max() < 1e-2
+
+
+@pytest.mark.slow
 def test_falcons_alibi_in_bfloat16_exports_and_says_onnx_runtime_has_no_kernel_for_it() -> None:
     """Falcon rounds its ALiBi bias to bfloat16 (slopes.bfloat16() * positions) in a float32 model: the export
     folds the constant part (it failed with INT001), and ONNX Runtime's CPU provider has no bfloat16 Mul for the
