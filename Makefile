@@ -155,6 +155,16 @@ bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
 
+# Export time against its floor, torch.export.export alone: onnxsight (per stage, optimize on and off) and torch.onnx
+# (optimize on and off) on a 16-block CNN, an 8-block transformer, a 4-layer LLaMA, a ResNet-50-shaped CNN and Hiera
+# (batch-1 example, dynamic batch: the capture-strategy case), interleaved per model (docs/performance.md); then
+# the optimize stage's scaling: the CNN at 16 and 64 blocks.
+.PHONY: bench-export-floor
+bench-export-floor: setup
+	$(PY) bench/export_floor.py --runs 7 --json docs/export-floor.json --md docs/export-floor.md
+	$(PY) bench/export_floor.py --runs 7 --models cnn16,cnn64 --sides torch.export,onnxsight \
+	  --json docs/export-floor-scaling.json
+
 # Quantized models: export time next to torch.onnx, ONNX Runtime latency of the int8 model against its float
 # model (bench/quantized.py; docs/quantization.md quotes it).
 .PHONY: bench-quant

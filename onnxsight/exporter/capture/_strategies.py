@@ -27,6 +27,7 @@ from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter.capture._torchlog import TorchLog, recording
 from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_sequences
 from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
+from onnxsight.exporter.capture._early_stop import Watch
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
@@ -95,12 +96,13 @@ class _Try:
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
-         oblivious: bool, watched: frozenset[str], echo: bool = False) -> _Try:
-    """One torch.export call with torch's logging recorded instead of printed (and printed too: ``echo``)."""
+         oblivious: bool, watched: frozenset[str], echo: bool = False, stop: Watch | None = None) -> _Try:
+    """One torch.export call with torch's logging recorded instead of printed (and printed too: ``echo``);
+    ``stop``: stopped at a guard that rules out size 2 for one of those dims (``_early_stop``)."""
     from torch.fx.experimental import _config as shapes_config
 
     start = time.perf_counter()
-    with recording(watched, echo=echo) as log, warnings.catch_warnings(record=True) as caught, \
+    with recording(watched, echo=echo, stop=stop) as log, warnings.catch_warnings(record=True) as caught, \
             shapes_config.patch(backed_size_oblivious=oblivious):
         # Every warning is recorded whatever the process's filters say ("ignore" would hide torch's from
         # the report, "error" would turn one into a capture failure); the user's own are re-issued after.
@@ -172,8 +174,12 @@ class _Session:
         for _ in range(MAX_FIX_ROUNDS + 1):
             args, kwargs = audit.grown(self.args, self.kwargs, self.dims) if mode == GROWN else (self.args,
                                                                                                 self.kwargs)
+            # NOTE: only the first size-oblivious capture stops early: its violation on a size-0/1 dim means the
+            # grown example next whatever the violation says; a retry's (self.retried) is judged in full.
+            stop = Watch({s: d.label for d in self.dims if d.size <= 1 for s in d.sources}, {}) \
+                if mode == OBLIVIOUS and self.retried is None else None
             attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
-                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose)
+                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose, stop=stop)
             label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:
@@ -181,6 +187,16 @@ class _Session:
                 return self._accept(attempt, shapes, mode)
             exc = attempt.error
             assert exc is not None
+            stopped = attempt.log.stopped
+            if stopped is not None and any(error is stopped for error in _chain(exc)):
+                self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(stopped).__name__, str(stopped),
+                                                    rules.DYNAMIC_SHAPE_VIOLATION.code, log=attempt.log.log_lines()))
+                self.error = stopped
+                if stopped.value is not None:   # a size fixed: refused at this line if the grown example fails too
+                    self.deferred = (attempt, {stopped.dim: (stopped.value, f"{stopped.dim} = {stopped.value}")},
+                                     shapes)
+                mode = GROWN   # as its violation would have: _fix's fallback for a size-0/1 dim
+                continue
             rule = classify(exc)
             self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
                                                 rule.code, log=attempt.log.log_lines()))
