@@ -188,9 +188,10 @@ GENERATION_STEP_OUTSIDE_EXPORT = define(
     "took: {what}",
     "Export the step with example inputs like this step's (its past length, its prompt's length), or write "
     "the branch on these sizes as tensor code (torch.where, torch.cond).",
-    what="Reports a diverging step whose inputs the exported program refuses: a size outside a dim's range "
-         "that the export narrowed (CAP007), or a guard of torch.export that fails (two sizes in another "
-         "relation than in the export's example).",
+    what="Reports a diverging step whose inputs the exported program does not take, where no node of the ONNX "
+         "graph differs from that program: a size outside a dim's range that the export narrowed (CAP007), a guard of "
+         "torch.export that fails (two sizes in another relation than in the export's example), or a static "
+         "axis of another size.",
     why="The ONNX model has no guards: it runs any size, computing what the model computed for the "
         "export's example. Where the model's Python code branches on the sizes, that is another model, "
         "and no single node of the ONNX graph is wrong.",
@@ -200,8 +201,9 @@ GENERATION_STEP_OUTSIDE_EXPORT = define(
                 if past_key_values.get_seq_length() > input_ids.shape[1]:   # taken at the export's example
                     ...
         onnxsight.verify_generation(Decoder(), prompt, steps=8)
-        # GEN012: step 0 of the generation (prompt) is outside what the exported decoder accepts (input
-        # past_key_values.0.key has shape [2, 4, 0, 8]; ... past in [3, inf]) ...: the logits differ by 3.22
+        # GEN012: step 0 of the generation (prompt) is outside what the exported decoder accepts (Guard failed:
+        # past_key_values['0.key'].size()[2] >= 3); ONNX Runtime checks none of torch.export's guards and
+        # runs it on the branches the export's example took: the logits differ by 3.22
     """,
     how="Read the export's CAP007 warning: it names the dim that was narrowed and the line that narrowed it. "
         "Make that branch tensor code, or export with examples that take the branch this step takes.",

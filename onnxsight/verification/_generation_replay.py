@@ -67,7 +67,7 @@ def compare_per_node(model: StepModel, feeds: Mapping[str, Any], eager: Any, fir
                 verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
                                       onnx_model=model.model if model.replaced else None, mode="isolated")
     except VerificationError as exc:
-        if exc.rule == rules.VERIFY_INPUT_SHAPE.code:  # a size outside a dim the export narrowed
+        if exc.rule == rules.VERIFY_INPUT_SHAPE.code:  # a static axis of another size: the export's example
             _outside_export(ctx, step, phase, what, model.which, _message(exc))
         else:
             _unavailable(ctx, step, phase, what, model.which, f"{type(exc).__name__}: {exc}"[:400])

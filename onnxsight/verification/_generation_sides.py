@@ -18,11 +18,11 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
-from onnxsight.verification._checks import is_program
 from onnxsight.exporter import past_name
-from onnxsight.verification._generation_io import PRESENT
+from onnxsight.verification._checks import is_program
 from onnxsight.verification._chunks import OrtFailure
 from onnxsight.verification._engine import report_ort_error
+from onnxsight.verification._generation_io import PRESENT
 from onnxsight.verification._graph import GraphIndex
 from onnxsight.verification._runners import OrtRunner, VerificationError, full_float32, refuse
 
@@ -97,7 +97,8 @@ def step_cache(model: Any, *, encoder_decoder: bool) -> Any:
 
 
 class TorchSide:
-    """The user's transformers model, driving its own cache (``DynamicCache``/``EncoderDecoderCache``)."""
+    """The user's model (a transformers model, or a decoder of the user's over a ``DynamicCache``), driving its
+    own cache (``DynamicCache``/``EncoderDecoderCache``, in ``step_cache``'s layout)."""
 
     def __init__(self, model: Any, *, encoder_decoder: bool) -> None:
         self.model = model
