@@ -107,6 +107,7 @@ def test_a_decoder_that_cannot_be_run_exits_2(exported: tuple[Path, Path, tuple[
     assert code == cli.EXIT_EXPORT and "VER014" in err
 
 
+@pytest.mark.slow
 def test_an_export_that_fails_writes_the_reports_and_the_sarif_and_exits_2(tmp_path: Path) -> None:
     model = tmp_path / "failing.py"
     model.write_text("from tests.verification import user_decoder\n\n"
@@ -121,6 +122,7 @@ def test_an_export_that_fails_writes_the_reports_and_the_sarif_and_exits_2(tmp_p
     assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("user_decoder.py")
 
 
+@pytest.mark.slow
 def test_a_step_onnx_runtime_cannot_load_exits_2_naming_the_op(tmp_path: Path) -> None:
     model = tmp_path / "bf16.py"
     model.write_text("import torch\nfrom tests.verification import user_decoder\n\ndef build():\n"

@@ -140,6 +140,7 @@ def test_a_position_off_by_one_is_found_at_the_rotary_embedding(llama: Any) -> N
     assert os.path.basename(location.file) == "modeling_llama.py" and "position_ids" in location.code
 
 
+@pytest.mark.slow
 def test_a_fault_at_a_prompt_shorter_than_the_exports_narrowed_mask_is_found_at_its_node(llama: Any) -> None:
     """The export narrows the mask to at least 4 positions (CAP007, torch.export's guess); ONNX Runtime runs a
     2-token prompt all the same, and the per-node comparison still names the fault's node (it said GEN009/GEN012,

@@ -2,7 +2,7 @@
 windows (Mistral, Gemma2), ALiBi (Falcon), a prompt without a mask, loops longer than the model's positions,
 a dtype ONNX Runtime has no CPU kernels for. Each model is built from a small local config with random weights
 (``onnxsight.zoo.suites.generation``). Slow (an export each): `make test-generation`; `make test` runs the
-sliding window alone.
+sliding window and a user's own decoder verified, its faults named at the user's lines.
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ def _only(result: Any, rule: Any) -> Any:
     return found[0]
 
 
+@pytest.mark.slow
 def test_a_step_outside_the_dims_the_export_narrowed_says_so() -> None:
     """The decoder branches on past > new tokens; torch.export narrows the past to at least 3 (CAP007), and the
     prompt step (an empty past) runs in ONNX Runtime on the branch the example took. Every value agrees with the
@@ -139,6 +140,7 @@ def test_a_step_outside_the_dims_the_export_narrowed_says_so() -> None:
     assert "step 0 of the generation (prompt)" in message and "the logits differ by" in message
 
 
+@pytest.mark.slow
 def test_a_guard_of_the_export_that_fails_at_a_step_says_so() -> None:
     """Exported with a mask longer than its past and new tokens, the step reads the mask's last columns; the loop's
     masks are never longer, and the program's guard fails on them: said so, not a raw AssertionError."""
@@ -172,6 +174,7 @@ def test_an_encoder_decoder_prompt_without_a_mask() -> None:
     assert result.passed, (result.steps, [str(d) for d in result.diagnostics])
 
 
+@pytest.mark.slow
 def test_a_dtype_onnx_runtime_cannot_run_gives_a_result_naming_the_op_and_line() -> None:
     """bfloat16 on the CPU: ONNX Runtime has no kernel for the step's first bfloat16 op. The result says so
     (ORT001, DTY002 at the user's line), where a raw ONNX Runtime exception escaped."""
@@ -185,6 +188,7 @@ def test_a_dtype_onnx_runtime_cannot_run_gives_a_result_naming_the_op_and_line()
     assert "bfloat16" in kernel.message and kernel.location.file == user_decoder_module.__file__
 
 
+@pytest.mark.slow
 def test_an_export_that_fails_writes_its_report_and_names_the_rule_at_the_users_line(tmp_path: Any) -> None:
     model, prompt = user_decoder_module.build(user_decoder_module.DataBranchDecoder)
     with pytest.raises(onnxsight.ExportError) as caught:
