@@ -70,7 +70,10 @@ def _error_text(traceback_text: str) -> str:
     lines = traceback_text.rstrip().splitlines()
     header = max((i for i, line in enumerate(lines) if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b",
                                                                line)), default=len(lines) - 1)
-    return " | ".join(line.strip() for line in lines[header:] if line.strip())[:500]
+    text = " | ".join(line.strip() for line in lines[header:] if line.strip())
+    if "## Exception summary" in text:  # torch.onnx's error: its summary names the cause
+        text = text.split(" | ", 1)[0] + " | " + text.split("## Exception summary", 1)[1].lstrip(" |")
+    return text[:500]
 
 
 def _capture_strategy(program: Any) -> str | None:
@@ -92,28 +95,40 @@ class TorchOnnxView:
     def model(self) -> Any:
         import onnx_ir
 
-        return onnx_ir.from_proto(self._program.model_proto)
+        model = onnx_ir.from_proto(self._program.model_proto)
+        # NOTE: test_api compares dim names with assertIs: torch.onnx's are the caller's own str objects,
+        # onnx_ir's are read from the proto; interned, equal names are the same object, as there.
+        for value in (*model.graph.inputs, *model.graph.outputs):
+            if value.shape is not None:
+                value.shape = onnx_ir.Shape([sys.intern(d.value) if isinstance(getattr(d, "value", None), str)
+                                             else d for d in value.shape])
+        return model
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._program, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._program(*args, **kwargs)
+        """As torch.onnx's program answers: a complex output as its real pairs (the ONNX output itself)."""
+        import torch
+
+        return tuple(torch.view_as_real(o) if o.is_complex() else o for o in self._program(*args, **kwargs))
 
 
 def _onnxsight(view: bool) -> Any:
     import onnxsight
 
-    def export(model: Any, args: Any = (), **options: Any) -> Any:
-        program = onnxsight.export(model, args, **options)
+    def export(model: Any, args: Any = (), f: Any = None, **options: Any) -> Any:
+        program = onnxsight.export(model, args, f, **options)
         return TorchOnnxView(program) if view else program
     return export
 
 
 def _torch_onnx(original: Any) -> Any:
-    def export(model: Any, args: Any = (), **options: Any) -> Any:
-        options.pop("dynamo", None)
-        return original(model, args, dynamo=True, **options)
+    def export(model: Any, args: Any = (), f: Any = None, **options: Any) -> Any:
+        options.setdefault("dynamo", True)
+        if options.get("fallback") is False:
+            options.pop("fallback")  # the older test files' fallback=False: torch.onnx 2.13 has no such argument
+        return original(model, args, f, **options)
     return export
 
 
@@ -126,7 +141,7 @@ def _load(pytorch: Path, file: str, exporter: str) -> list[unittest.TestCase]:
     original = torch.onnx.export
     view = file != "ort"
     export = _onnxsight(view) if exporter == "onnxsight" else _torch_onnx(original)
-    upstream_shims.install(export, route=exporter == "onnxsight" or file == "ort", force_dynamo=file == "ort")
+    upstream_shims.install(export, route=True, force_dynamo=file == "ort")
     folder = pytorch / "test" / "onnx" / Path(FILES[file]).parent
     for path in (str(pytorch / "test" / "onnx"), str(folder)):
         if path not in sys.path:
@@ -277,6 +292,7 @@ def main() -> None:
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
     parser.add_argument("--slice", default="1/1", help="K/N: the K-th of N equal parts of each file's cases")
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
+    parser.add_argument("--only", default="", help="comma-separated test names: only these cases")
     parser.add_argument("--out", default=None, help="write every outcome, the totals and the differences as JSON")
     parser.add_argument("--append", action="store_true", help="merge into the outcomes already in --out")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -295,7 +311,8 @@ def main() -> None:
         outcomes = [Outcome(**o) for o in json.loads(Path(options.out).read_text(encoding="utf-8"))["outcomes"]]
     part, parts = (int(n) for n in options.slice.split("/"))
     for file in options.files.split(","):
-        ids = [c for c in _list(pytorch, file) if options.filter in c]
+        only = set(filter(None, options.only.split(",")))
+        ids = [c for c in _list(pytorch, file) if options.filter in c and (not only or c.split(".")[-1] in only)]
         ids = ids[(part - 1) * len(ids) // parts: part * len(ids) // parts]
         for exporter in options.exporters.split(","):
             outcomes = [o for o in outcomes if not (o.file == file and o.exporter == exporter and o.case in ids)]

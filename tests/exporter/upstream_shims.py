@@ -13,7 +13,6 @@ checks) and exports with the exporter under test instead. The decorators behave 
 
 from __future__ import annotations
 
-import copy
 import functools
 import io
 import os
@@ -116,13 +115,13 @@ def run_model_test(test: Any, model: Any, input_args: Any, input_kwargs: Any = N
         args, kwargs = verification._prepare_input_for_pytorch(input_args, input_kwargs)
         if not kwargs and args and isinstance(args[-1], dict):
             args = (*args, {})  # upstream: a trailing dict is an argument, not the keyword arguments
-        reference = copy.deepcopy(model)
+        reference = verification._try_clone_model(model)  # upstream's: the model itself where it cannot be copied
         STATE["phase"], STATE["exports"] = "export", STATE["exports"] + 1
         program = EXPORT(model, args, kwargs=kwargs, opset_version=test.opset_version, input_names=input_names,
                          output_names=output_names, dynamic_axes=dynamic_axes, training=training)
         for inputs in [(input_args, input_kwargs)] + [(a, None) for a in additional_test_inputs or ()]:
             pt_args, pt_kwargs = verification._prepare_input_for_pytorch(*inputs)
-            expected = copy.deepcopy(reference)(*pt_args, **pt_kwargs)
+            expected = verification._try_clone_model(reference)(*pt_args, **pt_kwargs)
             run_args, run_kwargs = verification._prepare_input_for_pytorch(*inputs)
             STATE["phase"] = "run"
             actual = [o.detach().numpy() if isinstance(o, torch.Tensor) else np.asarray(o)
@@ -203,9 +202,10 @@ def install(export: Callable[..., Any], *, route: bool, force_dynamo: bool) -> N
             for legacy in ("dynamo", "fallback", "example_outputs", "use_external_data_format"):
                 options.pop(legacy, None)
         STATE["phase"], STATE["exports"] = "export", STATE["exports"] + 1
-        program = export(model, args if isinstance(args, tuple) else (args,), **options)
+        path = f if isinstance(f, (str, os.PathLike)) else None  # a path: the exporter saves it as it does
+        program = export(model, args if isinstance(args, tuple) else (args,), path, **options)
         STATE["phase"] = "test"
-        if f is not None:
+        if f is not None and path is None:
             write_model(program, f)
         return program
 

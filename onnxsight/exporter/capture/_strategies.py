@@ -56,9 +56,15 @@ def classify(exc: BaseException) -> rules.Rule:
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
 
-    for error in _chain(exc):
-        if isinstance(error, PackedSequenceRefused):
-            return rules.PACKED_SEQUENCE_REFUSED
+    chain = list(_chain(exc))
+    if any(isinstance(error, PackedSequenceRefused) for error in chain):
+        return rules.PACKED_SEQUENCE_REFUSED
+    # NOTE: strict capture wraps a guard on a data-dependent value (an unbacked symbol from a tensor's
+    # contents) in a UserError(CONSTRAINT_VIOLATION); it names no dim the user asked dynamic.
+    if any(isinstance(error, (GuardOnDataDependentSymNode, DataDependentOutputException,
+                              DynamicOutputShapeException)) for error in chain):
+        return rules.DATA_DEPENDENT_CONTROL_FLOW
+    for error in chain:
         if isinstance(error, UserError):
             kind = error.error_type
             if kind in (UserErrorType.CONSTRAINT_VIOLATION, UserErrorType.DYNAMIC_DIM):
@@ -69,9 +75,6 @@ def classify(exc: BaseException) -> rules.Rule:
                 return rules.BAD_DYNAMIC_SHAPES
         elif isinstance(error, ConstraintViolationError):
             return rules.DYNAMIC_SHAPE_VIOLATION
-        elif isinstance(error, (GuardOnDataDependentSymNode, DataDependentOutputException,
-                                DynamicOutputShapeException)):
-            return rules.DATA_DEPENDENT_CONTROL_FLOW
         elif isinstance(error, (Unsupported, UncapturedHigherOrderOpError)):
             return rules.UNSUPPORTED_PYTHON_CONSTRUCT
     return rules.ALL_CAPTURE_FAILED
