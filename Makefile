@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -92,6 +92,11 @@ test-mutation: setup
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
 
+# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, GPT-2,
+# BART, Marian, T5, Whisper) exported as its step programs and verified for 16 steps of greedy decoding.
+test-generation: setup
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py
+
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo/test_opsets.py
@@ -146,6 +151,16 @@ test-all: setup browser-deps
 bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
+
+# Export time against its floor, torch.export.export alone: onnxsight (per stage, optimize on and off) and torch.onnx
+# (optimize on and off) on a 16-block CNN, an 8-block transformer, a 4-layer LLaMA, a ResNet-50-shaped CNN and Hiera
+# (batch-1 example, dynamic batch: the capture-strategy case), interleaved per model (docs/performance.md); then
+# the optimize stage's scaling: the CNN at 16 and 64 blocks.
+.PHONY: bench-export-floor
+bench-export-floor: setup
+	$(PY) bench/export_floor.py --runs 7 --json docs/export-floor.json --md docs/export-floor.md
+	$(PY) bench/export_floor.py --runs 7 --models cnn16,cnn64 --sides torch.export,onnxsight \
+	  --json docs/export-floor-scaling.json
 
 # Quantized models: export time next to torch.onnx, ONNX Runtime latency of the int8 model against its float
 # model (bench/quantized.py; docs/quantization.md quotes it).
@@ -205,6 +220,18 @@ bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
 	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
 	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
+
+# Per-token latency of a greedy generation loop: eager PyTorch, onnxsight's step programs and torch.onnx's in
+# ONNX Runtime (docs/generation.md quotes docs/generation-latency.md).
+bench-generation: setup
+	$(PY) bench/generation.py --md docs/generation-latency.md --json docs/generation-latency.json
+
+# The same on a GPU: eager PyTorch on CUDA, the loops on ONNX Runtime's CUDA execution provider (skips where none).
+.PHONY: bench-generation-cuda
+bench-generation-cuda: setup
+	@if $(PY) -c "import onnxruntime as o, torch, sys; sys.exit(not torch.cuda.is_available() or 'CUDAExecutionProvider' not in o.get_available_providers())"; then \
+	  $(PY) bench/generation.py --device cuda --md docs/generation-latency-cuda.md --json docs/generation-latency-cuda.json; \
+	else echo "bench-generation-cuda: skipped: no CUDA torch with onnxruntime's CUDAExecutionProvider here"; fi
 
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.

@@ -52,11 +52,14 @@ class TranslatedGraph:
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
                       ctx: DiagnosticContext, *, input_names: Sequence[str | None] | None = None,
                       output_names: Sequence[str | None] | None = None,
+                      structure_names: Sequence[str | None] | None = None,
                       dim_names: dict[str, str] | None = None,
                       module_functions: bool | Iterable[type] = False) -> TranslatedGraph | None:
     """Translate the whole program; None when any node failed (diagnostics emitted).
 
     ``module_functions``: True, or nn.Module classes, to make module calls ONNX functions (_functions.py).
+    ``structure_names``: output names from the model's output structure (``logits``), used where the user
+    gave no ``output_names``; one that another value of the graph already has keeps the FX name.
     """
     gm = program.graph_module
     if find_unsupported(gm, registry, opset, ctx):
@@ -119,18 +122,34 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     final: list[Value] = []
     seen: set[str] = set()
     input_set = {v.name for v in graph_inputs} | set(initializers)
-    for value in outputs:
+    renames: dict[str, str] = {}
+    singles: dict[str, Value] = {}
+    for value, node in zip(outputs, output_nodes):
+        if isinstance(node.meta.get("val"), (torch.SymFloat, float)):
+            # NOTE: a Python float the model returns is computed as a double (symbolic.py) and returned as
+            # torch.tensor(x) holds it, in the default dtype (float32), as torch.onnx returns it. The output
+            # takes the FX value's name (the verifier pairs them by it); the double gets a name of its own.
+            if value.name not in singles:
+                singles[value.name] = builder.cast(value, torch.get_default_dtype())
+                renames[value.name], renames[singles[value.name].name] = builder.fresh(value.name), value.name
+            value = singles[value.name]
+            tr.value_names[node.name] = value.name
         if value.name in seen or value.name in input_set:
             value = builder.op("Identity", value, shape=value.shape)
         seen.add(value.name)
         final.append(value)
-    renames: dict[str, str] = {}
     if input_names:  # a None keeps the value's own name
         for value, new in zip(graph_inputs, input_names):
             renames[value.name] = new or value.name
     if output_names:
         for value, new in zip(final, output_names):
             renames[value.name] = new or value.name
+    elif structure_names:
+        taken = {v.name for v in graph_inputs} | set(initializers) | {o for n in builder.nodes for o in n.output}
+        for value, new in zip(final, structure_names):
+            if new and (new == value.name or new not in taken):
+                renames[value.name] = new
+                taken.add(new)
     if renames:
         _rename_io(builder.nodes, renames)
         for vlist in (graph_inputs, final):
