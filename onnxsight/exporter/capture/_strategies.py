@@ -20,6 +20,7 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter.capture import _audit as audit
+from onnxsight.exporter.capture import _refused as refused
 from onnxsight.exporter.capture._fixes import RequestedDim, derive_range_fixes, parse_fixes, render, requested_dims
 from onnxsight.exporter.capture._tied import apart, model_line, refine, tied
 from onnxsight.exporter.capture._patches import applied as applied_patches
@@ -62,8 +63,11 @@ def classify(exc: BaseException) -> rules.Rule:
         return rules.PACKED_SEQUENCE_REFUSED
     # NOTE: strict capture wraps a guard on a data-dependent value (an unbacked symbol from a tensor's
     # contents) in a UserError(CONSTRAINT_VIOLATION); it names no dim the user asked dynamic.
-    if any(isinstance(error, (GuardOnDataDependentSymNode, DataDependentOutputException,
-                              DynamicOutputShapeException)) for error in chain):
+    guard = next((error for error in chain if isinstance(error, GuardOnDataDependentSymNode)), None)
+    if guard is not None and refused.needs_integer(guard):
+        return rules.DATA_DEPENDENT_INTEGER
+    if guard is not None or any(isinstance(error, (DataDependentOutputException, DynamicOutputShapeException))
+                                for error in chain):
         return rules.DATA_DEPENDENT_CONTROL_FLOW
     for error in chain:
         if isinstance(error, UserError):
@@ -78,7 +82,14 @@ def classify(exc: BaseException) -> rules.Rule:
             return rules.DYNAMIC_SHAPE_VIOLATION
         elif isinstance(error, (Unsupported, UncapturedHigherOrderOpError)):
             return rules.UNSUPPORTED_PYTHON_CONSTRUCT
+    if subject(exc) is not None:
+        return rules.UINT8_MASK if refused.uint8_mask(exc) is not None else rules.OUTPUT_TYPE_NOT_FLATTENABLE
     return rules.ALL_CAPTURE_FAILED
+
+
+def subject(exc: BaseException) -> str | None:
+    """What a plain RuntimeError from torch stopped at, read from its frames (CAP019, CAP020); else None."""
+    return refused.uint8_mask(exc) or refused.unflattenable_output(exc)
 
 
 def _short(exc: BaseException, limit: int = 600) -> str:
@@ -427,5 +438,5 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
     location = user_frame(frames)
     ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
              error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
-             dims="the dynamic dims", cause=audit.cause(location))
+             dims="the dynamic dims", cause=audit.cause(location), subject=subject(exc) or "")
     return None
