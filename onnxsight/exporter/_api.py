@@ -325,6 +325,8 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
     for path, spec in zip(paths, user_outputs):
         if isinstance(spec.arg, gs.ConstantArgument) and spec.arg.value is None:
             ctx.emit(rules.NONE_OUTPUT_DROPPED, path=path or "output")
+        elif isinstance(spec.arg, gs.ConstantArgument):   # a number the model returned, fixed at trace time
+            ctx.emit(rules.PYTHON_OUTPUT_DROPPED, path=path or "output", value=repr(spec.arg.value))
         elif isinstance(spec.arg, gs.TensorArgument):
             mapping.append(f"{path or 'output'} -> {next(onnx_names, '?')}")
     if _has_dict(out_spec):

@@ -155,3 +155,15 @@ def test_set_on_an_input_is_dec003_and_a_rename_exports() -> None:
 
     assert _refused(swap, torch.ones(2, 3), torch.randn(4, 6)) == ["DEC003"]
     _exports(lambda x, y: y, torch.ones(2, 3), torch.randn(4, 6))
+
+
+def test_a_python_value_beside_tensors_is_left_out_with_val011() -> None:
+    """upstream's test_tuple_primitive_input and test_arithmetic_prim_bool: the int/bool output is named."""
+    class TupleInput(torch.nn.Module):
+        def forward(self, a: tuple[int, torch.Tensor], b: torch.Tensor) -> tuple[int, torch.Tensor]:
+            return a[0], a[1] + b
+
+    program = onnxsight.export(TupleInput(), ((3, torch.randn(4, 3)), torch.randn(4, 3)))
+    [dropped] = [d for d in program.diagnostics if d.code == "VAL011"]
+    assert dropped.message.startswith("output [0] is a Python value (3)")
+    assert len(program.model_proto.graph.output) == 1

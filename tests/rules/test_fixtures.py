@@ -128,6 +128,11 @@ class RecordOutput(torch.nn.Module):
         return Record(y=x + 1)
 
 
+class WithFlag(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        return x * 2, x.shape[0] > 2
+
+
 class SwapStorage(torch.nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         x.set_(y)  # @DEC003
@@ -333,6 +338,7 @@ CASES: tuple[Case, ...] = (
     Case("CAP018", LinspaceSteps, args=(torch.tensor(5),)),
     Case("CAP019", ByteMask),
     Case("CAP020", RecordOutput, marker="export"),
+    Case("VAL011", WithFlag, marker="export"),
     Case("DEC003", SwapStorage, args=(torch.ones(2, 3), torch.randn(4, 6))),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
