@@ -151,6 +151,11 @@ DATA_DEPENDENT_CONTROL_FLOW = define(
         ```
 
         or compute both sides and select with `torch.where`.
+
+        When the line shown first is a library's, called from yours, the branch is the library's: a
+        `torch.distributions` distribution checking its arguments (`if not torch._is_all_true(valid):`) is
+        one; construct it with `validate_args=False` (`Normal(loc, scale, validate_args=False).sample()`
+        exports as `RandomNormalLike`).
     """,
     tags=("capture", "control-flow"))
 

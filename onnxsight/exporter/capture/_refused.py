@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import torch
 import torch.utils._pytree as pytree
 
-from onnxsight.diagnostics import traceback_frames, user_frame
+from onnxsight.diagnostics import Location, is_user_file, traceback_frames
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 # The kernels' parameter names for a mask: _refs.where's ``pred``, meta_index_Tensor's ``indices``...
@@ -44,8 +44,33 @@ def needs_integer(error: BaseException) -> bool:
         return False
     if not getattr(cond, "is_Relational", False) and not getattr(cond, "is_Boolean", False):
         return True
-    location = user_frame(traceback_frames(error))
-    return location is not None and location.code is not None and _branches(location.code) is False
+    line = caller(error)
+    return line is not None and line.code is not None and _branches(line.code) is False
+
+
+def caller(error: BaseException) -> Location | None:
+    """The innermost line of Python that is not torch's machinery (its ops, tracing, symbolic shapes):
+    the user's line, or a library's (``torch.distributions`` validating its arguments) that the user called."""
+    for frame in reversed(traceback_frames(error)):
+        if not _machinery(frame.file):
+            return frame
+    return None
+
+
+def library_origin(error: BaseException) -> Location | None:
+    """``caller`` where it is a library's line, not the user's (shown before the user's line: ``audit.cause``)."""
+    line = caller(error)
+    return line if line is not None and not is_user_file(line.file) else None
+
+
+def _machinery(path: str) -> bool:
+    if not path.startswith(_TORCH_DIR):
+        return False
+    top = path[len(_TORCH_DIR):].split(os.sep, 1)[0]
+    return top.startswith("_") or top in _MACHINERY
+
+
+_MACHINERY = {"fx", "utils", "export", "overrides.py", "functional.py"}
 
 
 _BRANCHING = {"if", "elif", "while", "assert", "and", "or", "not"}
