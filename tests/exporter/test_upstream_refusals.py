@@ -181,3 +181,18 @@ def test_a_distribution_validating_its_arguments_is_cap002_at_the_library_line()
                                (loc, scale))
     draws = program(loc, scale)[0]
     assert draws.shape == (4000, 1, 2) and abs(draws[..., 1].mean().item() - 2.0) < 0.5
+
+
+def test_a_size_one_example_the_op_needs_is_cap008() -> None:
+    """upstream's test_dynamic_repeat_interleave: repeats of size 1 (one count for every element) marked dynamic;
+    torch's own check fails size-oblivious and at the grown example: the size 1 is the cause (CAP008), not
+    torch's RuntimeError (CAP006)."""
+    class Repeat(torch.nn.Module):
+        def forward(self, x: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
+            return torch.repeat_interleave(x, repeats, dim=1)
+
+    with pytest.raises(onnxsight.ExportError) as info:
+        onnxsight.export(Repeat(), (torch.tensor([[1, 2, 4], [3, 4, 7]]), torch.tensor([2])),
+                         dynamic_shapes={"x": {1: "w"}, "repeats": {0: "r"}})
+    [found] = [d for d in info.value.diagnostics if d.level.name == "ERROR"]
+    assert found.code == "CAP008" and found.message.startswith("input `repeats` axis 0 (r)")

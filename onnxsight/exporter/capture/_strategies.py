@@ -189,6 +189,7 @@ class _Session:
     # The plain capture's violation (a guard without a fix, or a fix that makes a dim static: its
     # {label: (value, fix)}), retried size-oblivious; reported when that retry does not capture the model.
     retried: tuple[_Try, BaseException, dict[str, Any] | None, Any] | None = None
+    sized_failed: bool = False           # the size-oblivious capture failed other than by a violation
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
         """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
@@ -228,6 +229,14 @@ class _Session:
                 return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
                 mode = GROWN  # size-oblivious capture hit something else: capture a grown example
+                self.sized_failed = True
+                continue
+            if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == GROWN and self.sized_failed:
+                # NOTE: torch's own check on sizes failed at both (repeat_interleave: repeats of size 1 or of the
+                # input's): the model computes with the example's size 0/1. A plain capture says so as a
+                # violation (CAP008), where the grown example's error would be CAP006 with torch's words.
+                self.sized_failed = False
+                mode = PLAIN
                 continue
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and self.deferred is not None:
                 self._refuse(*self.deferred)  # the grown example failed too: the size-1 specialisation is why
