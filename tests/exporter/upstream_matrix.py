@@ -276,6 +276,14 @@ def write(path: str, outcomes: list[Outcome], pytorch: Path) -> None:
     import onnxsight
 
     outcomes.sort(key=lambda o: (list(FILES).index(o.file), o.case, o.exporter))
+    # the machine's paths out of the committed record: upstream's files as test/onnx/..., this repository's
+    # as tests/..., installed packages from site-packages/
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    prefixes = [(str(pytorch.resolve()) + os.sep, ""), (str(Path(__file__).resolve().parents[2]) + os.sep, ""),
+                (site + os.sep, "site-packages/")]
+    for outcome in outcomes:
+        for prefix, short in prefixes:
+            outcome.detail = outcome.detail.replace(prefix, short)
     record = {"how": "nice -n 10 .venv-vision/bin/python -m tests.exporter.upstream_matrix --pytorch PATH "
                      "--out docs/upstream-matrix.json (make upstream-matrix PYTORCH=PATH)",
               "upstream": {f: FILES[f] for f in FILES}, "ort_class": ORT_CLASS, "torch": torch.__version__,
