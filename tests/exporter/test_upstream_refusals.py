@@ -17,15 +17,8 @@ import torch
 import torch.utils._pytree as pytree
 
 import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule as _Fn
 
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def _refused(fn: Callable[..., Any], *args: Any) -> list[str]:

@@ -8,17 +8,10 @@ import pytest
 import torch
 
 import onnxsight
+from tests.exporter.ops.eager_check import FunctionModule as _Fn
 
 aten = torch.ops.aten
 
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
 
 
 def _assert_exact(fn: Callable[..., Any], *args: torch.Tensor) -> list[str]:
