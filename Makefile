@@ -92,10 +92,13 @@ test-mutation: setup
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
 
-# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, GPT-2,
-# BART, Marian, T5, Whisper) exported as its step programs and verified for 16 steps of greedy decoding.
+# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, Mistral and
+# Gemma2 with sliding windows, Phi-3, OPT, GPT-NeoX, Bloom, GPT-2, BART, mBART, Marian, Pegasus, T5, Whisper)
+# exported as its step programs and verified for 16 steps of greedy decoding; the set-ups of
+# tests/verification/test_generation_models.py (Falcon, no mask, past the positions, ...).
 test-generation: setup
-	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py \
+	  tests/verification/test_generation_models.py tests/verification/test_generation.py tests/test_cli_generation.py
 
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup

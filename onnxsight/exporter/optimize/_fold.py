@@ -30,12 +30,25 @@ _MAX_FOLDED = 1 << 16
 def tensor_of(proto: onnx.TensorProto) -> torch.Tensor | None:
     """The torch tensor of a TensorProto; None for dtypes numpy cannot carry into torch (float8, 4-bit)."""
     try:
-        array = numpy_helper.to_array(proto)
-        if proto.data_type == onnx.TensorProto.BFLOAT16:   # every bfloat16 is a float32: exact both ways
-            return torch.from_numpy(np.asarray(array, dtype=np.float32).copy()).to(torch.bfloat16)
-        return torch.from_numpy(np.array(array, copy=True))
+        return _from_numpy(numpy_helper.to_array(proto))
     except (TypeError, ValueError, RuntimeError):
         return None
+
+
+def _from_numpy(array: np.ndarray) -> torch.Tensor:
+    """A copy of ``array`` as a torch tensor, ml_dtypes' bfloat16 included (onnx's arrays of that dtype)."""
+    if array.dtype.name == "bfloat16":   # every bfloat16 is a float32: exact both ways
+        return torch.from_numpy(np.asarray(array, dtype=np.float32).copy()).to(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True))
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor`` as numpy for onnx's reference evaluator: a bfloat16 as ml_dtypes' bfloat16, bit for bit."""
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
 
 
 def constants_to_initializers(graph: Graph) -> int:
@@ -75,13 +88,16 @@ def fold_constants(graph: Graph, opset: int) -> int:
         largest = max((t.numel() for t in inputs if t is not None), default=0)
         try:
             evaluator, names = _evaluator(node, opset, evaluators)
-            feeds = {names[n]: t.numpy() for n, t in zip(node.input, inputs) if n}
+            feeds = {names[n]: _to_numpy(t) for n, t in zip(node.input, inputs) if n}
             result = np.asarray(evaluator.run(None, feeds)[0])
         except Exception:  # noqa: BLE001 - a node the reference cannot run stays as it is
             continue
         if result.size > max(_MAX_FOLDED, largest) or result.dtype == object:
             continue
-        graph.initializers[node.output[0]] = torch.from_numpy(np.array(result, copy=True))
+        try:
+            graph.initializers[node.output[0]] = _from_numpy(result)
+        except TypeError:  # a dtype torch has no numpy form for (float8): the node stays
+            continue
         graph.remove([node])
         folded += 1
     return folded
