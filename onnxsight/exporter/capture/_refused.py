@@ -57,9 +57,17 @@ def caller(error: BaseException) -> Location | None:
     return None
 
 
-def library_origin(error: BaseException) -> Location | None:
-    """``caller`` where it is a library's line, not the user's (shown before the user's line: ``audit.cause``)."""
-    line = caller(error)
+def library_origin(exc: BaseException) -> Location | None:
+    """The library's line that guarded on data for the user's line (torch.distributions validating its
+    arguments), shown before the user's (``audit.cause``); None when the guard's line is the user's."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen and not isinstance(error, GuardOnDataDependentSymNode):
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    line = caller(error) if isinstance(error, GuardOnDataDependentSymNode) else None
     return line if line is not None and not is_user_file(line.file) else None
 
 

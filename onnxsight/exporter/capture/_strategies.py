@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import torch
 
 from onnxsight import rules
-from onnxsight.diagnostics import DiagnosticContext, Location, is_user_file, traceback_frames, user_frame
+from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter.capture import _audit as audit
 from onnxsight.exporter.capture import _refused as refused
 from onnxsight.exporter.capture._fixes import RequestedDim, derive_range_fixes, parse_fixes, render, requested_dims
@@ -82,22 +82,11 @@ def classify(exc: BaseException) -> rules.Rule:
             return rules.DYNAMIC_SHAPE_VIOLATION
         elif isinstance(error, (Unsupported, UncapturedHigherOrderOpError)):
             return rules.UNSUPPORTED_PYTHON_CONSTRUCT
-    if subject(exc) is not None:
-        return rules.UINT8_MASK if refused.uint8_mask(exc) is not None else rules.OUTPUT_TYPE_NOT_FLATTENABLE
+    if refused.uint8_mask(exc) is not None:
+        return rules.UINT8_MASK
+    if refused.unflattenable_output(exc) is not None:
+        return rules.OUTPUT_TYPE_NOT_FLATTENABLE
     return rules.ALL_CAPTURE_FAILED
-
-
-def _origin(exc: BaseException) -> Location | None:
-    """A library's line that guarded on data for the user's line (torch.distributions validating arguments)."""
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
-    guard = next((error for error in _chain(exc) if isinstance(error, GuardOnDataDependentSymNode)), None)
-    return refused.library_origin(guard) if guard is not None else None
-
-
-def subject(exc: BaseException) -> str | None:
-    """What a plain RuntimeError from torch stopped at, read from its frames (CAP019, CAP020); else None."""
-    return refused.uint8_mask(exc) or refused.unflattenable_output(exc)
 
 
 def _short(exc: BaseException, limit: int = 600) -> str:
@@ -455,5 +444,6 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
     location = user_frame(frames)
     ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
              error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
-             dims="the dynamic dims", cause=audit.cause(location, _origin(exc)), subject=subject(exc) or "")
+             dims="the dynamic dims", cause=audit.cause(location, refused.library_origin(exc)),
+             subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "")
     return None
