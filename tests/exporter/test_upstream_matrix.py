@@ -116,3 +116,26 @@ def test_upstream_cases_run_with_both_exporters(tmp_path) -> None:
     record = json.loads(out.read_text())
     assert {(o["exporter"], o["status"]) for o in record["outcomes"]} == {("onnxsight", "passed"),
                                                                           ("torch.onnx", "passed")}
+
+
+def test_the_migration_page_quotes_the_committed_matrix() -> None:
+    """docs/migration.md's figures are docs/upstream-matrix.json's totals (make upstream-matrix writes both)."""
+    import json
+    import re
+
+    record = json.loads((ROOT / "docs" / "upstream-matrix.json").read_text(encoding="utf-8"))
+    totals = record["totals"]
+    page = (ROOT / "docs" / "migration.md").read_text(encoding="utf-8")
+
+    def row(name: str) -> list[int]:
+        found = re.search(rf"^\| {re.escape(name)} \| (\d+) \| (\d+) \| (\d+) \|$", page, re.M)
+        assert found, f"no figures for {name} in docs/migration.md"
+        return [int(n) for n in found.groups()]
+
+    def figures(files: tuple[str, ...]) -> list[int]:
+        return [sum(totals[f]["onnxsight"]["run"] for f in files),
+                sum(totals[f]["onnxsight"]["passed"] for f in files),
+                sum(totals[f]["torch.onnx"]["passed"] for f in files)]
+
+    assert row("test_pytorch_onnx_onnxruntime.py") == figures(("ort",))
+    assert row("test_small_models_e2e.py + test_api.py") == figures(("small", "api"))
