@@ -52,6 +52,7 @@ _INTERNAL = {
     "past_name": "onnxsight.exporter.inputs._cache_names",
     "present_name": "onnxsight.exporter.inputs._cache_names",
     "OPTIMIZED_AWAY_KEY": "onnxsight.exporter.optimize._passes",
+    "training_dependent": "onnxsight.exporter.capture._modes",
 }
 
 __all__ = sorted(_PUBLIC)

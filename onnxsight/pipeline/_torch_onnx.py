@@ -129,6 +129,15 @@ def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, val
     training = bool(getattr(model, "training", False))
     if mode == "EVAL" or (mode == "PRESERVE" and not training):
         return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
+    import torch
+
+    from onnxsight.exporter import training_dependent
+
+    if isinstance(model, torch.nn.Module) and not training_dependent(model, in_any_mode=True):
+        _ignore(ctx, "training", value, f"no module of {type(model).__name__} behaves differently in training mode "
+                "(no dropout, batch norm, instance norm with running statistics or recurrent dropout), so its "
+                "training graph is the inference graph onnxsight exports")
+        return
     if mode == "TRAINING":
         reason = "onnxsight exports inference graphs (dropout off, batch norm using its running statistics)"
     else:
