@@ -284,6 +284,10 @@ def write(path: str, outcomes: list[Outcome], pytorch: Path) -> None:
     for outcome in outcomes:
         for prefix, short in prefixes:
             outcome.detail = outcome.detail.replace(prefix, short)
+            # a path the detail's length limit cut short
+            cut = next((k for k in range(len(prefix) - 1, 1, -1) if outcome.detail.endswith(prefix[:k])), 0)
+            if cut and prefix[:cut].startswith(os.sep):
+                outcome.detail = outcome.detail[:-cut] + "..."
     record = {"how": "nice -n 10 .venv-vision/bin/python -m tests.exporter.upstream_matrix --pytorch PATH "
                      "--out docs/upstream-matrix.json (make upstream-matrix PYTORCH=PATH)",
               "upstream": {f: FILES[f] for f in FILES}, "ort_class": ORT_CLASS, "torch": torch.__version__,
