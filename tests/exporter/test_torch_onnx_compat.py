@@ -194,7 +194,6 @@ def test_torch_onnx_keywords_that_mean_the_same_are_accepted(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("argument", "value", "instead"), [
-    ("custom_translation_table", {torch.ops.aten.relu.default: lambda x: x}, "custom_translations="),
     ("dynamo", False, "drop dynamo=False"),
     ("fallback", True, "drop fallback=True"),
     ("export_params", False, "external_data=True"),
