@@ -533,14 +533,15 @@ DIMS_APART_TIED = define(
 
 DATA_DEPENDENT_INTEGER = define(
     "CAP018", "data-dependent-integer", E,
-    "{cause} needs a Python integer computed from tensor data (a size, an index, a slice bound or a "
-    "count), which {strategy} cannot trace: {error}",
+    "{cause} needs a Python number computed from tensor data (a size, an index, a slice bound, a "
+    "count, or a scalar argument such as addmm's beta), which {strategy} cannot trace: {error}",
     "Pass the number as a Python int if it is fixed; otherwise read it with .item(), bound it with "
     "torch._check, and build the size with torch.arange (see the rule's page for each op).",
     what="Reports a line where a number read from a tensor's contents is used as a Python integer: a "
          "size (`torch.arange(end_tensor, out=...)`, `torch.linspace(s, e, steps_tensor)`, `one_hot(x, "
          "n_tensor)`), a 0-d tensor as an index (`x[i] = v`), a tensor as a slice bound or step "
-         "(`x[:n:step]`), or `int(t)`.",
+         "(`x[:n:step]`), `int(t)`, or a 0-d tensor as an op's scalar argument (`torch.addmm(x, a, b, "
+         "beta=beta_tensor)`, which torch checks against 0).",
     why="torch.export traces shapes, not values: an integer read from data is an unknown symbol, and "
         "these ops ask for its exact value (to size the output or pick the elements), which the graph "
         "cannot know. It differs from CAP002, a branch on data: there the fix is `torch.cond`; here it is "

@@ -144,7 +144,7 @@ CASES = (
     Case("data-dependent", DataDependentBranch, (torch.randn(4, 3),), None, "CAP002", "datadep",
          ("data",)),
     Case("data-dependent-integer", DataDependentCount, (torch.randn(4, 3),), None, "CAP018", "datadep-int",
-         ("needs a Python integer computed from tensor data",)),
+         ("needs a Python number computed from tensor data",)),
     Case("view-specialises-batch", ViewFour, (torch.randn(4, 6),), {"x": {0: Dim("batch")}}, "CAP005", "view4",
          ("input `x` axis 0 (batch)", "fixes it to 4", "`batch = 4`", "x.view(4, 6)",
           "dynamic_shapes = {'x': {0: 4}}"),

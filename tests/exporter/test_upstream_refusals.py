@@ -55,17 +55,23 @@ def _slice_steps(x: torch.Tensor, stop: torch.Tensor, step: torch.Tensor) -> tor
     return x
 
 
+def _addmm_tensor_beta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    return torch.addmm(x, a, b, beta=beta)
+
+
 DATA_DEPENDENT_INTEGERS = [
     (_arange_out, (torch.tensor(7),)),
     (lambda s, e, n: torch.linspace(s, e, n), (torch.tensor(-1.0), torch.tensor(2.0), torch.tensor(5))),
     (_one_hot, (torch.tensor([0, 3, 2]), torch.tensor([5]))),
     (_index_0d, (torch.zeros(4, 3), torch.tensor(1), torch.ones(3))),
     (_slice_steps, (torch.zeros(5, 5, 5), torch.tensor(3), torch.tensor(2))),
+    # a 0-d tensor as a scalar argument, which torch compares with 0 (the message said "integer"; it is a float)
+    (_addmm_tensor_beta, (torch.randn(2, 4), torch.randn(2, 3), torch.randn(3, 4), torch.tensor(0.5))),
 ]
 
 
 @pytest.mark.parametrize(("fn", "args"), DATA_DEPENDENT_INTEGERS,
-                         ids=["arange-out", "linspace", "one_hot", "0-d-index", "slice-step"])
+                         ids=["arange-out", "linspace", "one_hot", "0-d-index", "slice-step", "addmm-tensor-beta"])
 def test_an_integer_read_from_data_is_cap018(fn: Callable[..., Any], args: tuple) -> None:
     assert _refused(fn, *args) == ["CAP018"]
 
