@@ -45,6 +45,20 @@ def test_dynamic_axes_by_input_name_and_list_form() -> None:
     assert program.model_proto.graph.input[0].name == "features"
 
 
+def test_dynamic_axes_leave_a_tuple_argument_static_in_its_own_structure() -> None:
+    """Upstream's test_symbolic_shape_inference_time: an LSTM given (input, (h0, c0)), axes on the input only."""
+    lstm, h0, c0 = torch.nn.LSTM(5, 3), torch.randn(1, 2, 3), torch.randn(1, 2, 3)
+    program = onnxsight.export(lstm, (torch.randn(11, 2, 5), (h0, c0)), input_names=["x", "y"],
+                               dynamic_axes={"x": [0]})
+    assert _dims(program) == ["x_dim_0", 2, 5]
+    x = torch.randn(4, 2, 5)
+    for got, want in zip(program(x, (h0, c0)), (lambda o: (o[0], *o[1]))(lstm(x, (h0, c0)))):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(onnxsight.ExportError) as info:  # the batch is h0's, which is static
+        onnxsight.export(lstm, (torch.randn(11, 2, 5), (h0, c0)), input_names=["x", "y"], dynamic_axes={"x": [0, 1]})
+    assert [d.code for d in info.value.diagnostics if d.level.value == "error"] == ["CAP005"]
+
+
 @pytest.mark.parametrize("style", ["dynamic_shapes", "dynamic_axes"])
 def test_specialised_dynamic_dim_is_a_cap005_at_the_model_line(style: str) -> None:
     class Fixed(torch.nn.Module):
