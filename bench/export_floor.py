@@ -23,7 +23,7 @@ graph at the one image; its floor is the one torch.export call that captures it 
 grown example, batch dynamic), without that check.
 
     python bench/export_floor.py [--models cnn16,transformer8,llama4,resnet50,hiera] [--runs 7] [--opset 18]
-                                 [--sides ...] [--json docs/export-floor.json] [--md docs/export-floor.md]
+                                 [--sides ...] [--threads N] [--json docs/export-floor.json] [--md docs/export-floor.md]
 """
 
 from __future__ import annotations
@@ -231,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: rows[-1].get(k) for k in ("model", "errors")}), file=sys.stderr, flush=True)
     import torch
 
-    header = (f"opset {options.opset}, torch {torch.__version__}, {os.cpu_count()} CPUs; per model one process, "
-              f"an untimed round then {options.runs} rounds of every side in rotated order; ratios per round, "
+    threads = options.threads or torch.get_num_threads()
+    header = (f"opset {options.opset}, torch {torch.__version__}, {os.cpu_count()} CPUs, {threads} intra-op "
+              f"thread{'s' if threads > 1 else ''}{'' if options.threads else ' (torch default)'}; per model one "
+              f"process, an untimed round then {options.runs} rounds of every side in rotated order; ratios per round, "
               "median (min-max).")
     text = header + "\n\n" + table(rows)
     print(text)
