@@ -162,11 +162,37 @@ def optimize(path: str, model_type: str, out: str | None = None, *, heads: int =
     return {op: n for op, n in stats.items() if n and op in FUSED_OPS}, optimized
 
 
-def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
+def rewrite(path: str) -> tuple[dict[str, int] | str, int | None, str]:
+    """onnxscript's ``optimize_for_ort`` at its defaults: the fused ops in the graph it gives (non-zero counts, or
+    the error it raised), its node count, and whether ONNX Runtime loads it ("loads" or the error)."""
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    quiet = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            warnings.simplefilter("ignore")
+            model, _ = optimize_for_ort(ir.load(path))
+    except Exception as exc:  # noqa: BLE001 - the rewriter crashing is a result to report
+        return f"{type(exc).__name__}: {str(exc)[:80]}", None, ""
+    ops = collections.Counter(node.op_type for node in model.graph)
+    out = path.replace(".onnx", "-onnxscript.onnx")
+    ir.save(model, out)   # beside the export: its external data (torch.onnx's) resolves from there
+    try:
+        ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+        loads = "loads"
+    except Exception as exc:  # noqa: BLE001
+        loads = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+    return {op: n for op, n in ops.items() if op in FUSED_OPS}, len(model.graph), loads
+
+
+def run(models: list[str], opset: int, dynamic: bool = False, ort_fusion: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
+            forms = ("onnxsight ort-fusion",) if ort_fusion and name in ORT_FUSION else ()
+            for tool in ("onnxsight", *forms, "torch.onnx"):
                 model, args = build(name)   # afresh: an export runs forward(), which appends to a DynamicCache
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
@@ -176,9 +202,11 @@ def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
                     rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {error}"[:200]})
                     continue
                 ops = histogram(path)
-                fused, _ = optimize(path, MODEL_TYPES[name], **OPTIONS.get(name, {}))
+                fused, optimized = optimize(path, MODEL_TYPES[name])
+                rewritten, rewritten_nodes, loads = rewrite(path)
                 rows.append({"model": name, "tool": tool, "nodes": sum(ops.values()), "ops": dict(ops.most_common()),
-                             "fused": fused})
+                             "fused": fused, "fused_nodes": len(optimized.model.graph.node) if optimized else None,
+                             "onnxscript": rewritten, "onnxscript_nodes": rewritten_nodes, "onnxscript_loads": loads})
     return rows
 
 
@@ -187,19 +215,18 @@ def fused_text(fused: dict | str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    by = {(r["model"], r["tool"]): r for r in rows}
-    lines = ["| model | nodes onnxsight / torch.onnx | fusions on onnxsight's graph | fusions on torch.onnx's graph |",
-             "|---|---|---|---|"]
-    for name in dict.fromkeys(r["model"] for r in rows):
-        ours, theirs = by[(name, "onnxsight")], by[(name, "torch.onnx")]
-        nodes = " / ".join(str(r.get("nodes", "error")) for r in (ours, theirs))
-        lines.append(f"| {name} | {nodes} | {fused_text(ours.get('fused', ours.get('error')))} | "
-                     f"{fused_text(theirs.get('fused', theirs.get('error')))} |")
-        forms = by.get((name, "onnxsight ort-fusion"))
-        if forms is not None:
-            nodes = " / ".join(str(r.get("nodes", "error")) for r in (forms, theirs))
-            lines.append(f'| {name}, `optimize="ort-fusion"` | {nodes} | '
-                         f"{fused_text(forms.get('fused', forms.get('error')))} | (as above) |")
+    """One row per model and exporter: nodes as exported, then each fuser's fused ops and the nodes it leaves."""
+    lines = ["| model | exporter | nodes | ORT `optimize_model` | nodes after | onnxscript `optimize_for_ort` | "
+             "nodes after |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['tool']} | {r['error']} | | | | |")
+            continue
+        rewritten = fused_text(r["onnxscript"])
+        if r.get("onnxscript_loads") not in ("loads", ""):
+            rewritten += f" (ORT does not load it: {r['onnxscript_loads']})"
+        lines.append(f"| {r['model']} | {r['tool']} | {r['nodes']} | {fused_text(r['fused'])} | "
+                     f"{r.get('fused_nodes') or '-'} | {rewritten} | {r.get('onnxscript_nodes') or '-'} |")
     return "\n".join(lines)
 
 
@@ -211,8 +238,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
     parser.add_argument("--dynamic", action="store_true",
                         help="export with a dynamic batch (and sequence, for token models): dynamic_shapes=")
+    parser.add_argument("--ort-fusion", action="store_true", help='also export with optimize="ort-fusion"')
     options = parser.parse_args(argv)
-    rows = run(options.models.split(","), options.opset, options.dynamic)
+    rows = run(options.models.split(","), options.opset, options.dynamic, options.ort_fusion)
     if options.ops:
         for row in rows:
             print(row["model"], row["tool"], row.get("ops", row.get("error")))
