@@ -246,17 +246,14 @@ docs: setup
 	$(PY) -m onnxsight.rules.docs docs/rules
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-# Headless chromium for tests/reports/test_browser.py. Never fails: without root, apt-get or
-# network it says so and the browser tests skip with the same hint.
-browser-deps:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "browser-deps: installing chromium with apt-get"; \
-	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } || \
-	    echo "browser-deps: could not install chromium; the browser tests will be skipped"; \
-	  else echo "browser-deps: chromium is missing (installing it needs root and apt-get); the browser tests will be skipped"; fi; }
+# Headless chromium for the browser tests (tests/reports/test_browser.py, tests/zoo/test_dashboard_browser.py,
+# tests/test_docs_site.py): a chromium on PATH as it is, else playwright's (pip; the dev extra) downloaded into
+# ~/.cache/ms-playwright, no root needed. Never fails: without network it says so and the browser tests skip with
+# the same command.
+browser-deps: setup
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  $(PY) -m playwright install chromium >/dev/null 2>&1 || \
+	  echo "browser-deps: '$(PY) -m playwright install chromium' could not download chromium; the browser tests will be skipped"
 
 # The README's screenshot of the HTML report (docs/img/report.png), taken by the browser test.
 screenshot: setup browser-deps
