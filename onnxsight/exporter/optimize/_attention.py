@@ -197,9 +197,10 @@ def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
 # MatMulAddFusion turns MatMul + Add(bias) on a 3-D input into Reshape/Gemm/Reshape, hiding the projections
 # the Python attention fuser looks for (Add <- MatMul). It leaves alone the projections of a post-LN block
 # (BERT's: the LayerNormalization feeds Q, K, V and the residual Add), and any MatMul + Add whose bias is not
-# 1-D. A pre-LN block (ViT's) is not recognised, so its four biases are stored as [1, N] rows (the same
-# bytes; ``graph.derived`` records them with no permutation): the same numbers, and the Python fusers, which
-# read the bias as an initializer, fuse the block at every opt_level.
+# 1-D. A pre-LN block (ViT's) is not recognised, so with ``optimize="ort-fusion"`` its four biases are stored as
+# [1, N] rows (the same bytes; ``graph.derived`` records them with no permutation): the same numbers, and the
+# Python fusers, which read the bias as an initializer, fuse the block at every opt_level. Not by default:
+# onnxscript's attention rule packs the Q, K, V biases along axis 0, which [1, N] rows make a bias ORT refuses.
 def projection_biases(graph: Graph) -> int:
     """Pre-LN attention: its Q, K, V and output projections add their bias as a [1, N] row."""
     done = 0

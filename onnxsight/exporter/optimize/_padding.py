@@ -1,6 +1,8 @@
-"""BERT's additive padding mask (``export(..., optimize="ort-fusion")``): attention whose bool mask is a model
-input's (batch, keys) padding mask broadcast, written as ``scores + (1 - mask) * lowest`` without torch's guard,
-the form ONNX Runtime's attention fuser matches; static or dynamic sizes, float32, float16 and bfloat16.
+"""Attention masks computed from a model input's values, written with a finite fill and without torch's guard:
+BERT's (batch, keys) padding mask in the additive form ONNX Runtime's attention fuser and onnxscript's rewriter
+both match (``padding_masks``); any other such mask (a decoder's causal mask combined with its ``attention_mask``)
+as it is, with the scores' lowest as fill (``finite_fills``), the form onnxscript's attention rule matches. Static
+or dynamic sizes, float32, float16 and bfloat16; the note ONX008 says what it costs (a sequence of padding only).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from onnx import numpy_helper
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 
 # Score dtypes the additive form is written in: each with its own lowest finite value.
@@ -50,7 +53,7 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
         index, keys = found
         dtype = graph.elem_type(add.output[0])
         if (keys, dtype) not in made:
-            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add)
+            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add, add.input[1 - index])
         if inputs is not None:
             for name in _graph_inputs_of(graph, keys):
                 key = (name, str(to_torch(dtype)).removeprefix("torch."))
@@ -61,8 +64,55 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     return done
 
 
-def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
-    """The graph inputs ``value`` is computed from."""
+def finite_fills(graph: Graph, inputs: dict[tuple[str, str], int] | None = None) -> int:
+    """Guarded attention whose mask is ``Where(m, 0, -inf)`` with ``m`` computed from a graph input's values (a
+    decoder's causal mask combined with its ``attention_mask``, which ``padding_masks`` does not take) -> the same
+    mask with the scores' dtype's lowest as fill, without the guard: the form onnxscript's attention rule matches
+    (the guard ends its pattern). ``inputs`` counts them per (graph input, dtype), as ``padding_masks`` does."""
+    done = 0
+    made: dict[str, str] = {}   # the -inf mask -> its finite twin
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
+            continue
+        found = next(((i, m) for i in (1, 0) if (m := _infinite_fill(graph, add.input[i])) is not None), None)
+        sources = _graph_inputs_of(graph, found[1].input[0], through_shape=False) if found is not None else []
+        if not sources:   # a mask of the sizes alone is the run-time mask passes' (a dead row there is the model's)
+            continue
+        index, mask = found
+        if mask.output[0] not in made:
+            emit = Emitter(graph)
+            real = to_torch(graph.elem_type(mask.output[0]))
+            made[mask.output[0]] = emit.op("Where", mask.input[0], mask.input[1],
+                                           emit.const("_const_lowest", torch.tensor(torch.finfo(real).min, dtype=real)),
+                                           hint=f"{mask.output[0]}_finite")
+            emit.place(mask)
+        if inputs is not None:
+            dtype = str(to_torch(graph.elem_type(add.output[0]))).removeprefix("torch.")
+            for name in sources:
+                inputs[(name, dtype)] = inputs.get((name, dtype), 0) + 1
+        graph.set_input(add, index, made[mask.output[0]])
+        graph.replace_uses(where.output[0], softmax.output[0])
+        done += 1
+    return done
+
+
+def _infinite_fill(graph: Graph, name: str) -> onnx.NodeProto | None:
+    """The node making ``name`` where it is ``Where(bool, 0, -inf)`` in float32, float16 or bfloat16."""
+    node = graph.producer.get(name)
+    if node is None or node.op_type != "Where" or node.domain or graph.elem_type(name) not in _FLOATS:
+        return None
+    zero, fill = graph.constant(node.input[1]), graph.constant(node.input[2])
+    if zero is None or fill is None or zero.numel() != 1 or fill.numel() != 1 or not has_data(zero) \
+            or not has_data(fill) or float(zero.reshape(-1)[0]) != 0 or float(fill.reshape(-1)[0]) != -math.inf:
+        return None
+    return node
+
+
+def _graph_inputs_of(graph: Graph, value: str, *, through_shape: bool = True) -> list[str]:
+    """The graph inputs ``value`` is computed from (not through ``Shape``, where ``through_shape`` is False: the
+    inputs whose values it reads)."""
     found, seen, stack = [], set(), [value]
     while stack:
         name = stack.pop()
@@ -72,7 +122,8 @@ def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
         if name in graph.graph_inputs:
             found.append(name)
         node = graph.producer.get(name)
-        stack.extend(n for n in (node.input if node is not None else ()) if n)
+        if node is not None and (through_shape or node.op_type != "Shape"):
+            stack.extend(n for n in node.input if n)
     return sorted(found)
 
 
@@ -192,24 +243,27 @@ def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wa
                               np.broadcast_to(s[:, None, None, :], shape_now)) for s in samples)
 
 
-def _additive_mask(graph: Graph, keys: str, dtype: int, before: onnx.NodeProto) -> str:
-    """``(1 - dtype(keys[:, None, None, :])) * lowest``, in the node order ORT's fuser matches; its name."""
-    names = [graph.fresh(f"{keys}_{suffix}") for suffix in ("unsqueeze", "unsqueeze_1", "float", "masked", "bias")]
-    one, lowest = graph.fresh("_const_one"), graph.fresh("_const_lowest")
-    axis_1, axis_2 = graph.fresh("_const_axis_1"), graph.fresh("_const_axis_2")
+def _additive_mask(graph: Graph, keys: str, dtype: int, before: onnx.NodeProto, scores: str) -> str:
+    """``Where(Cast(1 - m), lowest, 1 - m)`` with ``m = dtype(Expand(keys[:, None, None, :], [1, 1, L, 1]))``, ``L``
+    the queries (transformers' expanded SDPA mask, ``(batch, 1, L, keys)``), in the node order ONNX Runtime's
+    attention fuser matches: its name. The mask has the queries' axis because onnxscript's attention rule expands a
+    ``(batch, 1, 1, keys)`` one itself from the projected queries' Shape, which keeps their bias from fusing."""
+    emit = Emitter(graph)
     real = to_torch(dtype)
-    graph.initializers.update({one: torch.tensor(1.0, dtype=real), lowest: torch.tensor(torch.finfo(real).min,
-                                                                                        dtype=real),
-                               axis_1: torch.tensor([1]), axis_2: torch.tensor([2])})
-    nodes = [onnx.helper.make_node("Unsqueeze", [keys, axis_1], [names[0]], name=f"_Unsqueeze_{names[0]}"),
-             onnx.helper.make_node("Unsqueeze", [names[0], axis_2], [names[1]], name=f"_Unsqueeze_{names[1]}"),
-             onnx.helper.make_node("Cast", [names[1]], [names[2]], to=dtype, name=f"_Cast_{names[2]}"),
-             onnx.helper.make_node("Sub", [one, names[2]], [names[3]], name=f"_Sub_{names[3]}"),
-             onnx.helper.make_node("Mul", [names[3], lowest], [names[4]], name=f"_Mul_{names[4]}")]
-    at = next(i for i, n in enumerate(graph.nodes) if n is before)
-    graph.nodes[at:at] = nodes
-    for node in nodes:
-        graph.producer[node.output[0]] = node
-        for name in node.input:
-            graph.readers.setdefault(name, []).append(node)
-    return names[4]
+    shape = graph.symbolic_shape(scores) or ()
+    queries, key_count = (shape[2], shape[3]) if len(shape) == 4 else (None, None)
+    if isinstance(queries, int):
+        rows = emit.const("_const_rows", [1, 1, queries, 1])
+    else:   # the queries' count read at run time: from the mask itself where there are as many queries as keys
+        length = emit.op("Shape", keys, start=1, end=2) if queries == key_count else \
+            emit.op("Shape", scores, start=2, end=3)
+        rows = emit.op("Concat", emit.const("_const_ones", [1, 1]), length, emit.const("_const_one", [1]), axis=0)
+    wide = emit.op("Unsqueeze", emit.op("Unsqueeze", keys, emit.const("_const_axis_1", [1]), hint=f"{keys}_unsqueeze"),
+                   emit.const("_const_axis_2", [2]), hint=f"{keys}_unsqueeze_1")
+    float_mask = emit.op("Cast", emit.op("Expand", wide, rows, hint=f"{keys}_expand"), to=dtype, hint=f"{keys}_float")
+    masked = emit.op("Sub", emit.const("_const_one", torch.tensor(1.0, dtype=real)), float_mask, hint=f"{keys}_masked")
+    bias = emit.op("Where", emit.op("Cast", masked, to=onnx.TensorProto.BOOL, hint=f"{keys}_blocked"),
+                   emit.const("_const_lowest", torch.tensor(torch.finfo(real).min, dtype=real)), masked,
+                   hint=f"{keys}_bias")
+    emit.place(before)
+    return bias

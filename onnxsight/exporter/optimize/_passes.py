@@ -22,9 +22,9 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 
 # Model metadata key listing the values the passes removed (value -> pass), so a saved model says it too.
 OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
-# export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping),
-# over a graph translated with translate/_ort_forms.py's choices (so the RMS-norm pass, which ORT does not fuse,
-# is off).
+# export(..., optimize=ORT_FUSION): the passes below plus the decoder forms only ONNX Runtime's legacy fusers need
+# (_shaping), over a graph translated with translate/_ort_forms.py's choices (so the RMS-norm pass, which ORT does
+# not fuse, is off).
 ORT_FUSION = "ort-fusion"
 
 
@@ -61,34 +61,38 @@ def _passes(opset: int, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], i
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
+        # the Gemm form of GPT-2's Conv1D is the one ORT's legacy GPT-2 fuser matches (ort_fusion)
+        ("linear layers on N-D inputs", lambda g: 0 if ort_fusion else _simplify.linear_reshapes(g)),
         ("dead code", dead_code),
     ]
 
 
 # NOTE: run once, after the passes above reach their fixed point: they write the graph in the forms ONNX
-# Runtime's transformer optimizer matches, which constant folding and the unsqueeze/reshape pairs would
-# otherwise undo. The forms of ``ort_fusion`` cost something the others do not: the padding-mask form gives
-# the mean of the values, not PyTorch's zeros, for a sequence of padding only (ONX008), and the decoder forms
-# add the Shape arithmetic ORT's fusers look for (larger files than torch.onnx's), so the user asks for them.
+# Runtime's transformer optimizer and onnxscript's rewriter match, which constant folding and the unsqueeze/reshape
+# pairs would otherwise undo. A mask computed from an input's values (BERT's padding mask, a decoder's causal mask
+# combined with it) loses torch's guard and takes the scores' lowest as fill: a sequence of padding only then gives
+# the mean of the values, not PyTorch's zeros (the note ONX008), as the fused attention does. The decoder forms of
+# ``ort_fusion`` add the Shape arithmetic ORT's legacy GPT-2 and LLaMA fusers look for (at ``opt_level=0``), which
+# makes the graph larger than torch.onnx's, so the user asks for them.
 def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
-    shaping: list[tuple[str, Callable[[Graph], int]]] = []
-    if ort_fusion:
-        shaping += [("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
-                    ("dead code", dead_code)]   # the guards the padding masks no longer need
+    shaping: list[tuple[str, Callable[[Graph], int]]] = [
+        ("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
+        ("dead code", dead_code)]   # the guards the padding masks no longer need
     # once: the masks computed from sizes are run at many sizes (_sized_mask), after the loop folded what it could
     shaping += [("run-time causal masks", _sized_mask.compact_causal_masks),
                 ("run-time attention masks", _sized_mask.unguarded_sized_masks), ("dead code", dead_code)]
-    shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:
-        shaping += [("GPT-2 causal attention", _decoder.gpt2_causal_attention),
+        shaping += [("attention projection biases", _attention.projection_biases),
+                    ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
                     ("LLaMA rotary attention", lambda g: _rotary.llama_rotary_attention(g, report.padding_masks))]
+    shaping.append(("attention input masks", lambda g: _padding.finite_fills(g, report.padding_masks)))
     return [*shaping, ("dead code", dead_code)]
 
 
 def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: bool = False) -> OptimizeReport:
     """Run every pass until none changes anything more, then the shaping passes once; update ``translated``
-    in place. ``ort_fusion``: also the forms ONNX Runtime's transformer optimizer needs that are not free
-    (``export(..., optimize="ort-fusion")``)."""
+    in place. ``ort_fusion``: also the decoder forms ONNX Runtime's legacy GPT-2 and LLaMA fusers need, which are
+    not free (``export(..., optimize="ort-fusion")``)."""
     report = OptimizeReport(nodes_before=len(translated.graph.node))
     if translated.functions:  # module_functions=: the graph is calls of local functions; left as built
         report.nodes_after = report.nodes_before
