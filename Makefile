@@ -187,11 +187,12 @@ RUNS   ?= 3
 bench-fake: setup
 	nice -n 10 $(PY) bench/fake_export.py --layers $(LAYERS) --runs $(RUNS)
 
-# ORT's transformer optimizer on onnxsight's and torch.onnx's graphs (fused ops, node counts), then ORT CPU
-# latency of both, as exported and optimised, batch 1 and 8, interleaved (docs/optimization.md).
+# ORT's transformer optimizer and onnxscript's rewriter, at their defaults, on onnxsight's and torch.onnx's graphs
+# (fused ops, node counts: docs/ort-fusion.md, docs/ort-fusion-dynamic.md), then ORT CPU latency of both, as
+# exported and after each fuser, batch 1 and 8, interleaved (docs/ort-latency.md; guide: docs/optimization.md).
 bench-ort: setup
-	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
-	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
+	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json --md docs/ort-fusion.md
+	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json --md docs/ort-fusion-dynamic.md
 	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
 
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a

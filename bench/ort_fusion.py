@@ -230,11 +230,33 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def page(text: str, options: argparse.Namespace) -> str:
+    """The generated page: a title, how the table was measured (versions, command), the table."""
+    import onnxruntime
+    import onnxscript
+    import torch
+    import transformers
+
+    sizes = "a dynamic batch and sequence (and past length)" if options.dynamic else "static sizes"
+    command = " ".join(["python bench/ort_fusion.py", *(["--dynamic"] if options.dynamic else []),
+                        f"--opset {options.opset}" if options.opset != 18 else ""]).strip()
+    return (f"# Fusions at the defaults, {sizes} (generated)\n\n"
+            f"`{command}` (a `make bench-ort` step; the guide is [Graphs for ONNX Runtime](optimization.md)): "
+            f"{LAYERS}-layer models from `transformers` configs (hidden {HIDDEN}, {HEADS} heads, sequence {SEQ}, "
+            f"random weights), each exported by onnxsight and by `torch.onnx.export(..., dynamo=True)` at opset "
+            f"{options.opset} with {sizes}, both at their defaults; then ONNX Runtime's "
+            "`optimize_model(path, model_type=..., num_heads=..., hidden_size=...)` at its default `opt_level` and "
+            "onnxscript's `optimize_for_ort(model)`. Node counts are `len(graph.node)`; a fuser's model that ONNX "
+            f"Runtime does not load says so. torch {torch.__version__}, transformers {transformers.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}, onnxscript {onnxscript.__version__}.\n\n{text}\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODEL_TYPES))
     parser.add_argument("--opset", type=int, default=18)
     parser.add_argument("--json", help="also write the rows (op histograms included) here")
+    parser.add_argument("--md", help="also write the table here, with how it was measured (a generated page)")
     parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
     parser.add_argument("--dynamic", action="store_true",
                         help="export with a dynamic batch (and sequence, for token models): dynamic_shapes=")
@@ -244,7 +266,11 @@ def main(argv: list[str] | None = None) -> None:
     if options.ops:
         for row in rows:
             print(row["model"], row["tool"], row.get("ops", row.get("error")))
-    print(table(rows))
+    text = table(rows)
+    print(text)
+    if options.md:
+        with open(options.md, "w") as handle:
+            handle.write(page(text, options))
     if options.json:
         with open(options.json, "w") as handle:
             json.dump(rows, handle, indent=1)

@@ -413,14 +413,33 @@ def main(argv: list[str] | None = None) -> None:
         measure(variants, options.runs, options.iters, options.long_iters, options.device)
     text = table(variants)
     print(text)
-    write(text, variants, options.md, options.json, omit=("feeds", "path"))
+    write(text, variants, options.md, options.json, omit=("feeds", "path"), header=_header(options, argv))
 
 
-def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...]) -> None:
-    """The table to ``md`` and every row (less ``omit``, the arrays and paths) to ``json_path``, where given."""
+def _header(options: argparse.Namespace, argv: list[str] | None) -> str:
+    """The generated page's title and how its table was measured."""
+    import platform
+
+    import onnxruntime
+
+    device = "CUDA execution provider" if options.device == "cuda" else "CPU, one intra-op thread"
+    command = " ".join(["python bench/ort_latency.py", *(argv if argv is not None else sys.argv[1:])])
+    return (f"# ONNX Runtime latency, {options.device.upper()} (generated)\n\n"
+            f"`{command}` (guide: [Graphs for ONNX Runtime](optimization.md)): onnxsight's and torch.onnx's "
+            "exports of the same models at their defaults (opset 18), as exported and after each fuser at its "
+            f"defaults; onnxruntime {onnxruntime.__version__}, {device}, {platform.machine()}. After an untimed "
+            f"warm-up, {options.runs} rounds each time every variant in turn; a cell is the median over rounds and "
+            "± half their range, the ratio the median of the rounds' ratios (each round times both exporters' "
+            "graphs one after the other) with their range. Every round's time is in the JSON beside this page.\n")
+
+
+def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...],
+          header: str = "") -> None:
+    """The table (after ``header``, a generated page's title and method) to ``md`` and every row (less ``omit``,
+    the arrays and paths) to ``json_path``, where given."""
     if md:
         with open(md, "w") as handle:
-            handle.write(text + "\n")
+            handle.write((header + "\n" if header else "") + text + "\n")
     if json_path:
         with open(json_path, "w") as handle:
             json.dump([{k: v for k, v in row.items() if k not in omit} for row in rows], handle, indent=1)

@@ -7,18 +7,18 @@ or dynamic sizes, float32, float16 and bfloat16; the note ONX008 says what it co
 
 from __future__ import annotations
 
-import math
+from typing import Iterator
 
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._sized_mask import _is_mask, mask_subgraph, subgraph_model
 
 # Score dtypes the additive form is written in: each with its own lowest finite value.
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
@@ -27,10 +27,10 @@ _MAX_MASK_NODES = 64
 
 
 # NOTE: a padding mask that is an input of the model (BERT's ``attention_mask``) is not a constant, so torch's
-# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the pattern ONNX
-# Runtime's attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten into
-# BERT's classic form, ``scores + (1 - mask) * lowest`` with ``lowest`` the scores' dtype's most negative finite
-# value, which the fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to
+# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the patterns ONNX
+# Runtime's attention fuser and onnxscript's match (Softmax feeds the MatMul with V directly). Such a mask is
+# rewritten into BERT's form, ``scores + Where(1 - mask, lowest, 0)`` with ``lowest`` the scores' dtype's most
+# negative finite value, which ORT's fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to
 # at least one key gives torch's numbers (the masked keys' weights underflow to 0; in float16 a masked score
 # below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
 # only) gives the mean of the values in float32 and bfloat16, as ONNX Runtime's fused Attention does (in float16
@@ -42,11 +42,7 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     ONX008)."""
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
-            continue
+    for where, softmax, add in _guarded(graph):
         found = _padding_mask(graph, add)
         if found is None:
             continue
@@ -54,12 +50,7 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
         dtype = graph.elem_type(add.output[0])
         if (keys, dtype) not in made:
             made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add, add.input[1 - index])
-        if inputs is not None:
-            for name in _graph_inputs_of(graph, keys):
-                key = (name, str(to_torch(dtype)).removeprefix("torch."))
-                inputs[key] = inputs.get(key, 0) + 1
-        graph.set_input(add, index, made[(keys, dtype)])
-        graph.replace_uses(where.output[0], softmax.output[0])
+        _unguard(graph, (where, softmax, add), index, made[(keys, dtype)], _graph_inputs_of(graph, keys), inputs)
         done += 1
     return done
 
@@ -71,16 +62,12 @@ def finite_fills(graph: Graph, inputs: dict[tuple[str, str], int] | None = None)
     (the guard ends its pattern). ``inputs`` counts them per (graph input, dtype), as ``padding_masks`` does."""
     done = 0
     made: dict[str, str] = {}   # the -inf mask -> its finite twin
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
-            continue
-        found = next(((i, m) for i in (1, 0) if (m := _infinite_fill(graph, add.input[i])) is not None), None)
-        sources = _graph_inputs_of(graph, found[1].input[0], through_shape=False) if found is not None else []
-        if not sources:   # a mask of the sizes alone is the run-time mask passes' (a dead row there is the model's)
-            continue
-        index, mask = found
+    for where, softmax, add in _guarded(graph):
+        index = next((i for i in (1, 0) if _is_mask(graph, add.input[i])), None)
+        mask = graph.producer[add.input[index]] if index is not None else None
+        subgraph = mask_subgraph(graph, mask.output[0]) if mask is not None else None
+        if not subgraph or not subgraph[2] or graph.elem_type(mask.output[0]) not in _FLOATS:
+            continue   # a mask of the sizes alone is the run-time mask passes' (a dead row there is the model's)
         if mask.output[0] not in made:
             emit = Emitter(graph)
             real = to_torch(graph.elem_type(mask.output[0]))
@@ -88,31 +75,34 @@ def finite_fills(graph: Graph, inputs: dict[tuple[str, str], int] | None = None)
                                            emit.const("_const_lowest", torch.tensor(torch.finfo(real).min, dtype=real)),
                                            hint=f"{mask.output[0]}_finite")
             emit.place(mask)
-        if inputs is not None:
-            dtype = str(to_torch(graph.elem_type(add.output[0]))).removeprefix("torch.")
-            for name in sources:
-                inputs[(name, dtype)] = inputs.get((name, dtype), 0) + 1
-        graph.set_input(add, index, made[mask.output[0]])
-        graph.replace_uses(where.output[0], softmax.output[0])
+        _unguard(graph, (where, softmax, add), index, made[mask.output[0]], subgraph[2], inputs)
         done += 1
     return done
 
 
-def _infinite_fill(graph: Graph, name: str) -> onnx.NodeProto | None:
-    """The node making ``name`` where it is ``Where(bool, 0, -inf)`` in float32, float16 or bfloat16."""
-    node = graph.producer.get(name)
-    if node is None or node.op_type != "Where" or node.domain or graph.elem_type(name) not in _FLOATS:
-        return None
-    zero, fill = graph.constant(node.input[1]), graph.constant(node.input[2])
-    if zero is None or fill is None or zero.numel() != 1 or fill.numel() != 1 or not has_data(zero) \
-            or not has_data(fill) or float(zero.reshape(-1)[0]) != 0 or float(fill.reshape(-1)[0]) != -math.inf:
-        return None
-    return node
+def _guarded(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto]]:
+    """(guard, Softmax, the Add of scores and mask it reads) of each attention still behind torch's guard."""
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        if add is not None and add.op_type == "Add" and where.output[0] not in graph.pinned:
+            yield where, softmax, add
 
 
-def _graph_inputs_of(graph: Graph, value: str, *, through_shape: bool = True) -> list[str]:
-    """The graph inputs ``value`` is computed from (not through ``Shape``, where ``through_shape`` is False: the
-    inputs whose values it reads)."""
+def _unguard(graph: Graph, attention: tuple[onnx.NodeProto, ...], index: int, mask: str, sources: list[str],
+             inputs: dict[tuple[str, str], int] | None) -> None:
+    """The attention's Add reads ``mask`` at ``index``, its guard goes; counted per source input and dtype."""
+    where, softmax, add = attention
+    if inputs is not None:
+        dtype = str(to_torch(graph.elem_type(add.output[0]))).removeprefix("torch.")
+        for name in sources:
+            inputs[(name, dtype)] = inputs.get((name, dtype), 0) + 1
+    graph.set_input(add, index, mask)
+    graph.replace_uses(where.output[0], softmax.output[0])
+
+
+def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
+    """The graph inputs ``value`` is computed from."""
     found, seen, stack = [], set(), [value]
     while stack:
         name = stack.pop()
@@ -122,8 +112,7 @@ def _graph_inputs_of(graph: Graph, value: str, *, through_shape: bool = True) ->
         if name in graph.graph_inputs:
             found.append(name)
         node = graph.producer.get(name)
-        if node is not None and (through_shape or node.op_type != "Shape"):
-            stack.extend(n for n in node.input if n)
+        stack.extend(n for n in (node.input if node is not None else ()) if n)
     return sorted(found)
 
 
@@ -135,15 +124,11 @@ def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
     gives ``value[:, None, None, :]``.
     """
     for index in (1, 0):
-        where = graph.producer.get(add.input[index])
         scores = graph.producer.get(add.input[1 - index])
-        if where is None or where.op_type != "Where" or scores is None or scores.op_type not in ("Div", "Mul", "MatMul"):
+        if not _is_mask(graph, add.input[index]) or scores is None or scores.op_type not in ("Div", "Mul", "MatMul") \
+                or graph.elem_type(add.output[0]) not in _FLOATS:
             continue
-        zero, lowest = graph.constant(where.input[1]), graph.constant(where.input[2])
-        if zero is None or lowest is None or zero.numel() != 1 or lowest.numel() != 1 or not has_data(zero) \
-                or not has_data(lowest) or float(zero.reshape(-1)[0]) != 0 \
-                or float(lowest.reshape(-1)[0]) != -math.inf or graph.elem_type(add.output[0]) not in _FLOATS:
-            continue
+        where = graph.producer[add.input[index]]
         shape, mask = graph.symbolic_shape(add.output[0]), graph.symbolic_shape(where.input[0])
         if shape is None or mask is None or len(shape) != 4:
             continue
@@ -202,28 +187,11 @@ def _evaluator(graph: Graph, nodes: list[onnx.NodeProto], keys: str, mask: str, 
     from onnx.reference import ReferenceEvaluator
 
     order = {id(n): i for i, n in enumerate(graph.nodes)}
-    body = sorted(nodes, key=lambda n: order[id(n)])
-    consts = {n for node in body for n in node.input if graph.constant(n) is not None}
     try:
-        initializers = [_tensor_proto(graph.constant(n), n) for n in sorted(consts)]
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    proto = onnx.helper.make_graph(
-        body, "mask", [onnx.helper.make_tensor_value_info(keys, onnx.TensorProto.BOOL, None)]
-        + [onnx.helper.make_tensor_value_info(n, graph.elem_type(n) or onnx.TensorProto.FLOAT, None) for n in sized],
-        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.BOOL, None)], initializer=initializers)
-    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
-    try:
-        return ReferenceEvaluator(onnx.helper.make_model(proto, opset_imports=opsets))
+        return ReferenceEvaluator(subgraph_model(graph, sorted(nodes, key=lambda n: order[id(n)]), [keys, *sized],
+                                                 mask))
     except Exception:  # noqa: BLE001 - a mask the reference cannot load is left as it is
         return None
-
-
-def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
-    if tensor.dtype == torch.bfloat16:   # numpy has no bfloat16: onnx writes it from float32
-        return onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, list(tensor.shape),
-                                       tensor.float().reshape(-1).tolist())
-    return numpy_helper.from_array(tensor.numpy(), name)
 
 
 def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wanted: tuple, shape: tuple,
