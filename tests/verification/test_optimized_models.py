@@ -71,6 +71,20 @@ def vit(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
 
 
 @pytest.fixture(scope="module")
+def gpt2(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
+    model = transformers.GPT2Model(config).eval()
+    model.config.return_dict, model.config.use_cache = False, False
+    args = (torch.randint(0, 100, (2, 8)),)
+    program = onnxsight.export(model, args)
+    path = str(tmp_path_factory.mktemp("gpt2") / "gpt2.onnx")
+    program.save(path)
+    return program, args, path
+
+
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     """A small transformers LLaMA called with an ``attention_mask`` whose second sequence is padded after 5."""
     transformers = pytest.importorskip("transformers")
@@ -190,6 +204,20 @@ def test_onnxscript_fuses_one_attention_per_layer_and_the_fused_model_verifies(f
     fused = _onnxscript_optimized(path)
     assert [n.op_type for n in fused.graph.node].count("BiasGelu") == LAYERS
     _assert_fused_and_verified(program, args, fused)
+
+
+def test_onnxscript_fuses_gpt2_into_a_model_ort_runs_and_it_verifies(gpt2: Any) -> None:
+    # GPT-2's Conv1D (view, addmm, view) is exported as MatMul + Add on the 3-D input: onnxscript's attention rule
+    # takes the heads' merge for a 3-D Reshape and, with the Gemm form, fed its 3-D output to the 2-D Gemm
+    import onnxruntime as ort
+
+    program, args, path = gpt2
+    assert "Gemm" not in {n.op_type for n in program.model_proto.graph.node}
+    fused = _onnxscript_optimized(path)
+    assert [n.op_type for n in fused.graph.node].count("MultiHeadAttention") == LAYERS
+    ort.InferenceSession(fused.SerializeToString(), providers=["CPUExecutionProvider"])
+    result = onnxsight.verify(program, args, onnx_model=fused)
+    assert result.passed and result.info["compared"] >= 2 * LAYERS
 
 
 def test_onnxscript_fuses_a_llama_with_an_attention_mask_and_the_fused_model_verifies(llama: Any) -> None:
