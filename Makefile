@@ -198,7 +198,7 @@ bench-ort: setup
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.
 # Where the GPU machine lacks this project's torch: `bench/ort_latency.py --save DIR` here, then
-# `bench/ort_latency.py --load DIR --device cuda --float16` there (docs/optimization.md, "Latency on CUDA").
+# `bench/ort_latency.py --load DIR --device cuda --float16` there (docs/optimization.md, "Latency").
 .PHONY: bench-ort-cuda
 bench-ort-cuda: setup
 	@if $(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())"; then \
@@ -208,20 +208,20 @@ bench-ort-cuda: setup
 	else echo "bench-ort-cuda: skipped: this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu and a GPU needed)"; fi
 
 # What torch's fully-masked-row guard costs on a whole model: the small BERT with an attention_mask at sequence
-# 128 and 512, batch 1 and 8, as exported (the guard's row maximum a TopK), with ReduceMax, and without the
-# guard; ORT CPU latency interleaved, and the guard's share of ORT's kernel time (docs/optimization.md).
+# 128 and 512, batch 1 and 8, exported with optimize=False (the guard's row maximum a TopK), with ReduceMax, and
+# without the guard; ORT CPU latency interleaved, and the guard's share of ORT's kernel time (docs/mask-guard.json).
 bench-mask-guard: setup
 	$(PY) bench/mask_guard.py --runs 7 --seconds 2 --json docs/mask-guard.json
 
 # Per-op ORT CPU kernel times (ORT's profiler) of GPT-2 as exported, after ORT's transformer optimizer, and after
-# it without its SkipLayerNormalization fusion, batch 8 and 1 (docs/optimization.md, "Latency").
+# it without its SkipLayerNormalization fusion, batch 8 and 1 (docs/ort-profile-gpt2-batch*.json).
 bench-ort-profile: setup
 	$(PY) bench/ort_profile.py --batch 8 --rounds 7 --json docs/ort-profile-gpt2-batch8.json
 	$(PY) bench/ort_profile.py --batch 1 --rounds 7 --json docs/ort-profile-gpt2-batch1.json
 
 # ORT CPU latency of opset-23 BERT/LLaMA/grouped-query-LLaMA graphs with the standard's Attention/RMSNormalization
 # and without (decomposed), as exported and after ORT's transformer optimizer, interleaved; grouped-query LLaMA also
-# with enable_gqa and against torch.onnx at opsets 23 and 18, and at sequence 512 (docs/optimization.md).
+# with enable_gqa and against torch.onnx at opsets 23 and 18, and at sequence 512 (docs/optimization.md, "Opset 23").
 .PHONY: bench-opset23
 bench-opset23: setup
 	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
