@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -91,6 +91,11 @@ test-mutation: setup
 # The whole development zoo.
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
+
+# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, GPT-2,
+# BART, Marian, T5, Whisper) exported as its step programs and verified for 16 steps of greedy decoding.
+test-generation: setup
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py
 
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup
@@ -194,6 +199,18 @@ bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json --md docs/ort-fusion.md
 	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json --md docs/ort-fusion-dynamic.md
 	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
+
+# Per-token latency of a greedy generation loop: eager PyTorch, onnxsight's step programs and torch.onnx's in
+# ONNX Runtime (docs/generation.md quotes docs/generation-latency.md).
+bench-generation: setup
+	$(PY) bench/generation.py --md docs/generation-latency.md --json docs/generation-latency.json
+
+# The same on a GPU: eager PyTorch on CUDA, the loops on ONNX Runtime's CUDA execution provider (skips where none).
+.PHONY: bench-generation-cuda
+bench-generation-cuda: setup
+	@if $(PY) -c "import onnxruntime as o, torch, sys; sys.exit(not torch.cuda.is_available() or 'CUDAExecutionProvider' not in o.get_available_providers())"; then \
+	  $(PY) bench/generation.py --device cuda --md docs/generation-latency-cuda.md --json docs/generation-latency-cuda.json; \
+	else echo "bench-generation-cuda: skipped: no CUDA torch with onnxruntime's CUDAExecutionProvider here"; fi
 
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.

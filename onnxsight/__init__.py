@@ -1,7 +1,8 @@
 """onnxsight: export PyTorch models to ONNX and learn exactly what went wrong, and where.
 
 The public API is ``__all__``: DESIGN.md's contract (``export``, ``verify``,
-``verify_onnx``, ``ONNXProgram``, ``VerificationResult``, ``Tolerance``,
+``verify_onnx``, ``verify_generation`` and ``export_generation`` with their ``GenerationResult``
+and ``GenerationPrograms``, ``ONNXProgram``, ``VerificationResult``, ``Tolerance``,
 ``Diagnostic``, ``Level``, ``Location``, ``fake_mode``, and ``GraphBuilder`` and ``Value``,
 which custom translations receive) and every error onnxsight raises.
 tests/test_public_api.py pins it. Writing translations for onnxsight itself
@@ -22,6 +23,8 @@ __version__ = "0.1.0"
 
 _NAMES = {
     "export": "onnxsight.pipeline",
+    "export_generation": "onnxsight.pipeline",
+    "verify_generation": "onnxsight.pipeline",
     "ONNXProgram": "onnxsight.exporter.program._onnx_program",
     "fake_mode": "onnxsight.exporter.inputs._fake",
     "GraphBuilder": "onnxsight.exporter._builder",
@@ -30,6 +33,8 @@ _NAMES = {
     "verify_onnx": "onnxsight.verification",
     "VerificationResult": "onnxsight.verification",
     "Tolerance": "onnxsight.verification",
+    "GenerationResult": "onnxsight.verification",
+    "GenerationPrograms": "onnxsight.verification",
     "Diagnostic": "onnxsight.diagnostics",
     "Level": "onnxsight.rules",
     "Location": "onnxsight.diagnostics",
@@ -57,7 +62,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
                                             InvalidArgumentError, TranslationError, WeightsError)
     from onnxsight.exporter.inputs._fake import fake_mode
     from onnxsight.exporter.program._onnx_program import ONNXProgram, WeightsChangedError
-    from onnxsight.pipeline import export
+    from onnxsight.pipeline import export, export_generation, verify_generation
     from onnxsight.rules import Level
-    from onnxsight.verification import (Tolerance, VerificationError, VerificationResult, verify,
-                                        verify_onnx)
+    from onnxsight.verification import (GenerationPrograms, GenerationResult, Tolerance, VerificationError,
+                                        VerificationResult, verify, verify_onnx)

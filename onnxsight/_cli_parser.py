@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from onnxsight import __version__
 
     parser.add_argument("--version", action="version", version=f"onnxsight {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{export,verify,report,rules,zoo}")
+    sub = parser.add_subparsers(dest="command", metavar="{export,verify,verify-generation,report,rules,zoo}")
     sub.required = True
     common, outputs, export_options = _common(), _outputs(), export_options_parser()
 
@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "expected outputs and repro.py (FILE.py only)")
     p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
 
+    _add_verify_generation(sub, common, outputs)
+
     p = sub.add_parser("report", parents=[common], formatter_class=formatter,
                        help="re-render reports from a saved run record",
                        description="Render markdown, HTML and SARIF again from a run record (*_run.json), "
@@ -121,6 +123,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("code", nargs="?", metavar="CODE", help="rule code (OPS001) or name")
     _add_zoo(sub)
     return parser
+
+
+def _add_verify_generation(sub: Any, common: argparse.ArgumentParser, outputs: argparse.ArgumentParser) -> None:
+    from onnxsight._cli_inputs import opset_number
+
+    p = sub.add_parser("verify-generation", parents=[common, outputs],
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="verify a greedy generation: PyTorch against the exported step programs, step by step",
+                       description="FUNCTION() returns (model, prompt): a transformers model with its LM head and the "
+                                   "prompt as its tokenizer returns it (input_ids, attention_mask; an "
+                                   "encoder-decoder's encoder inputs). Runs --steps steps of greedy decoding in PyTorch and over the "
+                                   "step programs in ONNX Runtime (exported first unless --decoder is given), each "
+                                   "step fed the previous step's cache, and compares every step; the first step "
+                                   "that diverges (not a near-tie) is compared per node, naming the value and line.",
+                       epilog=examples("onnxsight verify-generation lm.py --steps 16",
+                                        "onnxsight verify-generation lm.py --save onnx/ --report out/",
+                                        "onnxsight verify-generation lm.py --decoder onnx/decoder.onnx",
+                                        "onnxsight verify-generation t5.py --encoder e.onnx --first-step f.onnx "
+                                        "--decoder d.onnx --target CUDAExecutionProvider"))
+    p.add_argument("model", metavar="FILE.py[:FUNCTION]")
+    p.add_argument("--steps", type=int, default=16, metavar="N", help="generation steps (default 16; 0 is the prompt)")
+    p.add_argument("--decoder", metavar="decoder.onnx", help="the decoder step to verify (default: export it)")
+    p.add_argument("--encoder", metavar="encoder.onnx", help="an encoder-decoder's encoder")
+    p.add_argument("--first-step", metavar="first_step.onnx",
+                   help="an encoder-decoder's first decoder step (computes the cross-attention cache)")
+    p.add_argument("--save", metavar="DIR", help="write the exported step programs there (decoder.onnx, ...)")
+    p.add_argument("--opset", type=opset_number, default=None, metavar="N", help="ONNX opset of the export")
+    p.add_argument("--target", default=None, metavar="PROVIDER",
+                   help="ONNX Runtime provider of the loop (default CPUExecutionProvider)")
+    p.add_argument("--per-node", action=argparse.BooleanOptionalAction, default=True,
+                   help="compare the first diverging step per node (default: on)")
+    p.add_argument("--sarif", metavar="OUT", help="write the findings as SARIF 2.1.0")
 
 
 def _add_zoo(sub: Any) -> None:

@@ -298,7 +298,14 @@ def cmd_rules(options: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"export": cmd_export, "verify": cmd_verify, "report": cmd_report, "rules": cmd_rules}
+def cmd_verify_generation(options: argparse.Namespace, console: Console) -> int:
+    from onnxsight._cli_generation import cmd_verify_generation as run
+
+    return run(options, console)
+
+
+COMMANDS = {"export": cmd_export, "verify": cmd_verify, "verify-generation": cmd_verify_generation,
+            "report": cmd_report, "rules": cmd_rules}
 
 
 # 128 + SIGPIPE: what a shell reports for a process whose reader went away (`seq 1000000 | head -1`).

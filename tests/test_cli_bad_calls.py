@@ -27,9 +27,14 @@ MODEL = textwrap.dedent('''
     def build():
         return Net(), (torch.randn(2, 3, 4), torch.randn(2, 3, 4))
 
+    class Accumulate(torch.nn.Module):
+        def forward(self, x, y):
+            x.add_(y)
+            return x * y
+
     def same_twice():
         x = torch.randn(2, 3, 4)
-        return Net(), (x, x)
+        return Accumulate(), (x, x)
 
     def relu_translation(b, x):
         return b.op("Relu", x)
@@ -78,7 +83,7 @@ BAD = [
     ("translations-misspelt", "export {d}/model.py -o {d}/m.onnx --translations {d}/model.py:MISSPELT", 3,
      ["ARG011", "no operator 'reluu'"]),
     ("output-is-a-folder", "export {d}/model.py -o {d}/folder", 3, ["ARG008", "it is a folder"]),
-    ("same-tensor-twice", "export {d}/model.py:same_twice -o {d}/m.onnx", 3, ["ARG012", "as x and as y"]),
+    ("same-tensor-twice", "export {d}/model.py:same_twice -o {d}/m.onnx", 3, ["ARG012", "as x and as y", "writes to x in place"]),
     ("no-function", "export {d}/model.py:nothing -o {d}/m.onnx", 3, ["has no function 'nothing'"]),
     ("verify-onnx-with-export-flag", "verify {d}/m.onnx --dynamic x:0", 3, ["applies to FILE.py"]),
     ("verify-not-onnx", "verify {d}/model.py.txt", 3, ["no such file"]),

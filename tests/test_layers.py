@@ -21,7 +21,7 @@ PACKAGES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init_
 TOP_MODULES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_"))
 # Private modules beside the root __init__, and the layer each one belongs to. Foundation modules
 # (onnxsight/_lazy.py) are plumbing under every layer: they import nothing of ours, and all may import them.
-ROOT_HELPERS = {"_lazy": "foundation", "_cli_inputs": "cli", "_cli_parser": "cli"}
+ROOT_HELPERS = {"_lazy": "foundation", "_cli_inputs": "cli", "_cli_parser": "cli", "_cli_generation": "cli"}
 FOUNDATION = frozenset(name for name, layer in ROOT_HELPERS.items() if layer == "foundation")
 EVERYTHING = frozenset(PACKAGES) | frozenset(TOP_MODULES) | {"onnxsight"}
 

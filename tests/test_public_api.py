@@ -24,8 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ERRORS = ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "InvalidArgumentError",
           "TranslationError", "VerificationError", "WeightsChangedError", "WeightsError"]
-CONTRACT = ["Diagnostic", "GraphBuilder", "Level", "Location", "ONNXProgram", "Tolerance", "Value",
-            "VerificationResult", "__version__", "export", "fake_mode", "verify", "verify_onnx"]
+CONTRACT = ["Diagnostic", "GenerationPrograms", "GenerationResult", "GraphBuilder", "Level", "Location",
+            "ONNXProgram", "Tolerance", "Value", "VerificationResult", "__version__", "export", "export_generation",
+            "fake_mode", "verify", "verify_generation", "verify_onnx"]
 
 
 def test_top_level_all_is_the_contract_and_the_errors() -> None:
@@ -37,7 +38,8 @@ def test_top_level_all_is_the_contract_and_the_errors() -> None:
     (exporter, ["CaptureError", "CheckerError", "DecompositionError", "ExportError", "GraphBuilder",
                 "InvalidArgumentError", "ONNXProgram", "Registry", "TranslationError", "UnsupportedVariant", "Value",
                 "WeightsError", "default_registry", "export", "translation"]),
-    (verification, ["Tolerance", "VerificationError", "VerificationResult", "verify", "verify_onnx"]),
+    (verification, ["GenerationPrograms", "GenerationResult", "Tolerance", "VerificationError", "VerificationResult",
+                    "verify", "verify_onnx"]),
     (diagnostics, ["Diagnostic", "Level", "Location"]),
     (rules, ["CATALOG", "Level", "Rule", "RuleDocs", "get"]),
 ], ids=lambda value: getattr(value, "__name__", ""))
@@ -55,6 +57,9 @@ def test_every_public_name_resolves_and_is_listed_by_dir(package) -> None:
 
 @pytest.mark.parametrize("name, home", [
     ("export", "onnxsight.pipeline"),
+    ("verify_generation", "onnxsight.pipeline"),
+    ("export_generation", "onnxsight.pipeline"),
+    ("GenerationResult", "onnxsight.verification"),
     ("ONNXProgram", "onnxsight.exporter"),
     ("GraphBuilder", "onnxsight.exporter"),
     ("Value", "onnxsight.exporter"),

@@ -20,7 +20,8 @@ from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
 from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
-from onnxsight.exporter.inputs._dim_strings import dims_from_names
+from onnxsight.exporter.inputs._aliases import Aliased, check_writes, separate
+from onnxsight.exporter.inputs._dim_strings import dims_from_names, split_by_size
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
 from onnxsight.exporter.translate._downgrade import convert_opset
 from onnxsight.exporter.translate._dtype_opsets import choose_opset
@@ -119,10 +120,15 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         else:
             args, kwargs = keyword_dict(model, args, kwargs)  # torch.onnx's (x, {"mask": m})
             dynamic_shapes = collected_shapes(ctx, dynamic_shapes, model, args, kwargs)
+        if captured is None:  # one name on axes of different sizes: a dim per size (ARG023)
+            dynamic_shapes = split_by_size(ctx, dynamic_shapes, model, args, kwargs)
         dynamic_shapes, spelled = dims_from_names(dynamic_shapes)  # {0: "batch"}: torch.onnx's named dims
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        aliased: list[Aliased] = []
+        if captured is None and not ctx.errors:
+            args, kwargs, aliased = separate(model, args, kwargs)  # (x, x): a copy for y (ARG021/ARG012)
         if not any(d.code in ("ARG008", "ARG013") for d in ctx.diagnostics):  # f itself already refused
             refuse_fake_file(ctx, model, f)  # VAL007: fake weights cannot be written to f
         invalid = invalid_selection(module_functions)
@@ -169,6 +175,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.CaptureError, f"torch.export could not capture {type(model).__name__}", ctx, record)
         record.exported_program = exported
+        check_writes(ctx, exported, aliased)
+        if ctx.errors:
+            stage.status = "failed"
+            _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
         materialise_buffers(model, exported.constants)  # fake mode: inv_freq & co. computed for real
     needed = choose_opset(exported, target, ctx, chosen=opset_chosen, default=DEFAULT_OPSET)  # float8: 19
     if needed is None:
@@ -292,12 +302,12 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
     for value in graph.input:
         if value.name not in used:
             ctx.emit(rules.UNUSED_INPUT, input=value.name)
-    n_in, n_out = len(graph.input), len(graph.output)
-    if input_names is not None and len(input_names) != n_in:
-        ctx.emit(rules.NAMES_MISMATCH, kind="input", names=list(input_names), given=len(input_names), actual=n_in)
-    if output_names is not None and len(output_names) != n_out:
-        ctx.emit(rules.NAMES_MISMATCH, kind="output", names=list(output_names), given=len(output_names),
-                 actual=n_out)
+    for kind, names, values in (("input", input_names, graph.input), ("output", output_names, graph.output)):
+        if names is not None and len(names) > len(values):
+            ctx.emit(rules.NAMES_MISMATCH, kind=kind, names=list(names), given=len(names), actual=len(values))
+        elif names and len(names) < len(values):  # torch.onnx names the first ones, in order
+            ctx.emit(rules.NAMES_FOR_FIRST_VALUES, kind=kind, given=len(names), actual=len(values),
+                     rest=", ".join(v.name for v in values[len(names):]))
     out_spec = getattr(program.exported_program.call_spec, "out_spec", None)
     user_outputs = [s for s in program.exported_program.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"]
     paths = output_paths(out_spec, len(user_outputs))
@@ -309,7 +319,7 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
         elif isinstance(spec.arg, gs.TensorArgument):
             mapping.append(f"{path or 'output'} -> {next(onnx_names, '?')}")
     if _has_dict(out_spec):
-        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=out_spec.type.__name__, count=n_out,
+        ctx.emit(rules.OUTPUT_STRUCTURE_FLATTENED, structure=out_spec.type.__name__, count=len(graph.output),
                  names=", ".join(mapping))
 
 

@@ -141,6 +141,8 @@ class GraphBuilder:
         self.initializers: dict[str, torch.Tensor] = {}
         self._constants: dict[tuple, Value] = {}
         self._shared: set[str] = set()  # names of the cached constants
+        # Values whose rank is decided when the model runs (a squeeze of a dim that may be 1): rank_at_run_time.
+        self.run_time_rank: set[str] = set()
         # ONNX node name -> the FX node it was emitted for (module calls, values; module_functions=: _functions.py).
         self.origins: dict[str, NodeInfo] = {}
         self._node: NodeInfo | None = parent._node if parent else None
@@ -172,6 +174,16 @@ class GraphBuilder:
     def is_shared(self, value: Value) -> bool:
         """Whether ``value`` is handed out to several callers (a deduplicated constant): never rename it."""
         return value.name in self._shared
+
+    def rank_at_run_time(self, value: Value) -> Value:
+        """Mark ``value`` as shaped only when the model runs (its rank included); returns it.
+
+        The translator then declares none of its dims (so that the optimizer passes trust none), with the
+        rank it has in the captured graph, which the translations after it see: the runtime's wherever
+        the dims take the graph's assumption (a graph output must declare a rank).
+        """
+        self.run_time_rank.add(value.name)
+        return value
 
     def rollback(self, mark: int) -> None:
         """Drop the nodes emitted since ``len(self.nodes) == mark`` (a failed translation) and what cached them."""

@@ -42,6 +42,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.sampling",
     "onnxsight.exporter.ops.distance",
     "onnxsight.exporter.ops.embedding_bag",
+    "onnxsight.exporter.ops.embedding_renorm",
     "onnxsight.exporter.ops.fold",
     "onnxsight.exporter.ops.rnn",
     "onnxsight.exporter.ops.vision",

@@ -109,6 +109,9 @@ def headline(run: RunRecord) -> str:
     tally = f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['note']} note(s)"
     if run.error:
         return f"{run.status} at stage {run.error.get('stage')}: {run.error.get('summary')} ({tally})"
+    g = run.generation
+    if g is not None:
+        return f"{generation_verdict(g)} ({tally})"
     v = run.verification
     if v is not None:
         verdict = (f"verified: all {v.get('nodes_compared', 0)} compared values within tolerance" if v.get("passed")
@@ -116,6 +119,21 @@ def headline(run: RunRecord) -> str:
                         f"out of tolerance, {len(v.get('root_causes') or [])} root cause(s)")
         return f"{verdict} ({tally})"
     return f"{'exported' if run.status == 'ok' else run.status} ({tally})"
+
+
+def generation_verdict(g: Mapping[str, Any]) -> str:
+    """A verified generation in one line: every step agreed, or where it first diverged."""
+    steps, requested = len(g.get("steps") or []), g.get("requested_steps")
+    first = g.get("first_divergence")
+    tie = g.get("first_token_difference")
+    if first is None and g.get("passed"):
+        extra = f"; a token differs at a near-tie at step {tie['step']}" if tie else ""
+        return f"generation verified: all {steps} steps agree with PyTorch{extra}"
+    if first is None:
+        return f"generation failed: {steps} of {requested} steps ran"
+    where = "the encoder" if first.get("step") == -1 else f"step {first.get('step')} ({first.get('kind')})"
+    return (f"generation diverged at {where}: {g.get('steps_agreed', 0)} of {requested} steps agree, "
+            f"{len(g.get('root_causes') or [])} root cause(s)")
 
 
 def total_seconds(run: RunRecord) -> float:

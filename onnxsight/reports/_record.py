@@ -31,12 +31,15 @@ class RunRecord:
     ``diagnostics`` are :meth:`Diagnostic.to_dict` rows with ``rule_name``,
     ``fix`` and ``snippet`` (``[[line, text], ...]``) added. ``verification``
     is ``None`` or a dict with ``passed``, ``mode``, ``outputs``,
-    ``root_causes``, ``worst_nodes`` and ``nodes`` (row dicts).
+    ``root_causes``, ``worst_nodes`` and ``nodes`` (row dicts). ``generation`` (kind ``"generation"``) is
+    a verified generation's summary: ``passed``, ``requested_steps``, ``steps_agreed``, ``first_divergence``,
+    ``first_token_difference``, ``atol``, ``encoder`` and one row per ``steps``; ``verification`` is then
+    the per-node comparison of its first diverging step.
     """
 
     model: str
     created: str
-    kind: str = "export"                                   # "export" | "verify"
+    kind: str = "export"                                   # "export" | "verify" | "generation"
     status: str = "ok"
     error: dict[str, Any] | None = None                    # {"type", "stage", "summary"}
     opset: int | None = None
@@ -47,6 +50,7 @@ class RunRecord:
     facts: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     verification: dict[str, Any] | None = None
+    generation: dict[str, Any] | None = None
     program_text: str = ""
     files: dict[str, str] = field(default_factory=dict)    # kind -> path of the files of this run
     schema: int = SCHEMA_VERSION

@@ -16,6 +16,8 @@ The charts answer the questions their pages ask:
   starts at zero so noise is not drawn as a trend, with run dates on the x axis.
 - ``difference_history``: one model's max abs difference over the stored runs, against its tolerance.
 - ``layer_error_bars``: per-layer quantization error (SQNR in dB, max error in quantization steps).
+- ``difference_per_step``: a verified generation's largest logit (and cache) difference at each step,
+  against the tolerance, with near-ties and the first divergence marked.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-__all__ = ["difference_history", "error_along_graph", "layer_error_bars", "run_trend"]
+__all__ = ["difference_history", "difference_per_step", "error_along_graph", "layer_error_bars", "run_trend"]
 
 BLUE, RED, GREY, GREEN = "#3b6fd8", "#b42318", "#8a94a6", "#1a7f37"
 FLOOR = 1e-12  # differences below this are drawn on the floor of a log axis
@@ -309,3 +311,57 @@ def layer_error_bars(rows: Sequence[Mapping[str, Any]], *, width: float = 8.0) -
         sqnr_axes.set_yticklabels([row[0] for row in table], fontsize=7)
         sqnr_axes.invert_yaxis()
         return _svg(figure, "per-layer quantization error: SQNR in dB and max error in quantization steps")
+
+
+def difference_per_step(steps: Sequence[Mapping[str, Any]], *, atol: float | None = None, width: float = 8.0,
+                        height: float = 2.6) -> str | None:
+    """A generation's largest logit difference per step (log scale), the largest cache difference in grey,
+    the absolute tolerance dashed; a step whose token differs at a near-tie is an orange triangle, the first
+    real divergence a large red circle. ``steps`` are the record's step rows (``step``, ``max_logit_diff``,
+    ``max_cache_diff``, ``divergence``). None when no step has a numeric difference.
+    """
+    logits = [(int(r["step"]), _number(r.get("max_logit_diff"))) for r in steps if _number(r.get("step")) is not None]
+    logits = [(x, d) for x, d in logits if d is not None]
+    cache = [(int(r["step"]), _number(r.get("max_cache_diff"))) for r in steps]
+    cache = [(x, d) for x, d in cache if d is not None]
+    if not logits:
+        return None
+    finite = [abs(d) for _, d in logits + cache if math.isfinite(d)] + ([atol] if atol else [])
+    top = 10 ** math.ceil(math.log10(max(max(finite, default=1.0), FLOOR * 10)))
+    bottom = 10 ** math.floor(math.log10(max(min([*(max(d, FLOOR) for d in finite), top / 100]), FLOOR)))
+
+    def y_of(diff: float) -> float:
+        return top if not math.isfinite(diff) else min(max(abs(diff), bottom), top)
+
+    from matplotlib.ticker import MaxNLocator
+
+    with _figure(width, height) as figure:
+        axes = figure.add_subplot()
+        axes.plot([x for x, _ in logits], [y_of(d) for _, d in logits], color=BLUE, linewidth=1.4, marker="o",
+                  markersize=3, label="max logit difference", gid="logits")
+        if cache:
+            axes.plot([x for x, _ in cache], [y_of(d) for _, d in cache], color=GREY, linewidth=1.0, marker=".",
+                      markersize=3, label="max cache difference", gid="cache")
+        if atol:
+            axes.axhline(atol, color=GREY, linestyle="--", linewidth=1.0, label=f"atol {atol:g}", gid="tolerance")
+        by_step = dict(logits)
+        ties = [x for x in (int(r["step"]) for r in steps if r.get("divergence") == "near-tie") if x in by_step]
+        if ties:
+            axes.plot(ties, [y_of(by_step[x]) for x in ties], linestyle="none", marker="^", markersize=7,
+                      color="#d97706", label="token differs at a near-tie", gid="near-ties")
+        first = next((int(r["step"]) for r in steps if r.get("divergence") in ("logits", "cache", "tokens", "error")),
+                     None)
+        if first is not None:
+            y = y_of(by_step.get(first, float("inf")))
+            axes.plot([first], [y], linestyle="none", marker="o", markersize=10, markerfacecolor="none",
+                      markeredgecolor=RED, markeredgewidth=1.6, label="first divergence", gid="divergence")
+            axes.annotate(f"step {first}", (first, y), textcoords="offset points", xytext=(7, 4), color=RED,
+                          fontsize=8)
+        _log_axis(axes, bottom, top)
+        xs = [x for x, _ in logits]
+        axes.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_xlabel("generation step (0: the prompt)")
+        axes.set_ylabel("max abs difference")
+        figure.legend(loc="outside upper left", fontsize=8, frameon=False, ncols=5)
+        return _svg(figure, "largest logit and cache difference per generation step, with the tolerance")

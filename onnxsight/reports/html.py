@@ -44,6 +44,9 @@ def render(run: RunRecord) -> str:
         "onnx_ops": fmt.histogram_rows(run.facts.get("onnx_ops")),
         "plot": charts.error_along_graph(verification.get("nodes") or []),
         "layer_plot": charts.layer_error_bars(verification.get("quantization_layers") or []),
+        "generation_plot": charts.difference_per_step((run.generation or {}).get("steps") or [],
+                                                      atol=(run.generation or {}).get("atol")),
+        "generation_verdict": fmt.generation_verdict(run.generation) if run.generation else "",
         "metric_columns": fmt.METRIC_COLUMNS, "dynamic_dims": fmt.dynamic_dim_rows(run),
     }
     return environment.get_template("report.html.j2").render(**context)

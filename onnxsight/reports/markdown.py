@@ -65,7 +65,8 @@ def render(run: RunRecord) -> str:
              + (f", opset {run.opset}" if run.opset else "") + f", {fmt.seconds(fmt.total_seconds(run))} in all.", ""]
     for title, section in (("Stages", _stages(run)), ("Dynamic dims", _dynamic_dims(run)),
                            ("Unsupported operators", _unsupported(run)),
-                           ("Diagnostics", _diagnostics(run)), ("Verification", _verification(run)),
+                           ("Diagnostics", _diagnostics(run)), ("Generation", _generation(run)),
+                           ("Verification", _verification(run)),
                            ("Model", _facts(run)), ("Environment", _environment(run)),
                            ("Files", _files(run))):
         if section:
@@ -90,6 +91,8 @@ def render_summary(run: RunRecord) -> str:
         parts += [table(["rule", "level", "message", "source"], rows), ""]
         if len(problems) > SUMMARY_DIAGNOSTICS:
             parts += [f"... and {len(problems) - SUMMARY_DIAGNOSTICS} more in the report.", ""]
+    if run.generation is not None:
+        parts += [f"Generation: **{escape(fmt.generation_verdict(run.generation))}**.", ""]
     verification = run.verification
     if verification is not None:
         parts += [f"Verification: **{'passed' if verification.get('passed') else 'failed'}**, "
@@ -184,6 +187,63 @@ def _verification(run: RunRecord) -> str:
     if v.get("quantization_layers"):
         out += [QUANTIZATION_TITLE + ":", "", _rows_table(v["quantization_layers"], list(QUANTIZATION_COLUMNS)), ""]
     return "\n".join(out).rstrip()
+
+
+GENERATION_COLUMNS = ("step", "phase", "past_length", "tokens_agree", "max_logit_diff", "max_cache_diff", "margin",
+                      "near_tie", "divergence")
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _generation(run: RunRecord) -> str:
+    """The per-step table of a verified generation, with its largest logit difference per step as a text chart
+    (the HTML report draws it)."""
+    g = run.generation
+    if g is None:
+        return ""
+    out = [f"**{escape(fmt.generation_verdict(g))}**, on {escape(', '.join(g.get('providers') or []))}; "
+           f"a batch of {g.get('batch')}, prompt length {g.get('prompt_length')}.", ""]
+    encoder = g.get("encoder")
+    if encoder:
+        out += [f"Encoder: {'agrees' if encoder.get('passed') else 'differs'} "
+                f"(max abs diff {escape(fmt.number(encoder.get('max_abs_diff')))}).", ""]
+    steps = g.get("steps") or []
+    if steps:
+        out += [f"Max logit difference per step (log scale, atol {escape(fmt.number(g.get('atol')))}): "
+                f"`{spark([r.get('max_logit_diff') for r in steps])}`", ""]
+        out += [_rows_table(steps, list(GENERATION_COLUMNS)), ""]
+    if g.get("root_causes"):
+        out += ["Root causes at the first divergence (its step fed PyTorch's cache, compared per node):", "",
+                _rows_table(g["root_causes"], ["value", "target", "onnx_op", "max_abs_diff", "source"]), ""]
+    return "\n".join(out).rstrip()
+
+
+def spark(values: Sequence[Any]) -> str:
+    """Numbers as one line of block characters on a log scale (non-finite: the top block, missing: a space)."""
+    import math
+
+    numbers = [_float(v) for v in values]
+    finite = [math.log10(max(abs(n), 1e-12)) for n in numbers if n is not None and math.isfinite(n)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    out = []
+    for n in numbers:
+        if n is None:
+            out.append(" ")
+        elif not math.isfinite(n):
+            out.append(SPARK[-1])
+        else:
+            level = 0 if high == low else (math.log10(max(abs(n), 1e-12)) - low) / (high - low)
+            out.append(SPARK[round(level * (len(SPARK) - 1))])
+    return "".join(out)
+
+
+def _float(value: Any) -> float | None:
+    """A number of the record (``"inf"`` is stored as text); None for what is not one."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 QUANTIZATION_TITLE = "Error quantization adds, per layer (against the float model, worst SQNR first)"

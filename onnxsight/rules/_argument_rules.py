@@ -118,20 +118,52 @@ TRANSLATION_FOR_UNKNOWN_OP = define(
 
 SAME_TENSOR_TWICE = define(
     "ARG012", "same-tensor-passed-twice", E,
-    "the same tensor is passed as {first} and as {second}; the exported graph would have one input for both",
+    "the same tensor is passed as {first} and as {second}, and the model writes to {written} in place ({op}); "
+    "in the exported graph they would be two inputs, which the write would no longer join",
     "Pass distinct tensors (e.g. y=x.clone()), or take the tensor once in forward().",
-    what="Checks that no tensor object is passed twice among the inputs of `forward()`.",
-    why="torch.export treats two arguments holding one tensor as one input: the ONNX model would "
-        "read one of them for both, and a caller passing two different tensors later gets results "
-        "computed from only one.",
+    what="Checks that no tensor object passed more than once among the inputs of `forward()` is written "
+         "to in place by the model (`x.add_(1)`, `x[0] = y`).",
+    why="The exported graph has an input for each argument (ARG021), so a caller can pass two different "
+        "tensors. In eager, a write through one name is seen through the other; between two graph "
+        "inputs it is not, and the graph would compute something else than the model, even at the "
+        "example.",
+    example="""
+        class Accumulate(torch.nn.Module):
+            def forward(self, total, step):
+                total.add_(step)            # ARG012: total and step are the same tensor
+                return total * step
+
+        onnxsight.export(Accumulate(), (t, t))
+    """,
+    how="""
+        ```python
+        onnxsight.export(Accumulate(), (t, t.clone()))
+        ```
+    """,
+    tags=("arguments", "io"))
+
+SAME_TENSOR_EXPORTED_APART = define(
+    "ARG021", "same-tensor-exported-as-separate-inputs", Level.NOTE,
+    "the same tensor is passed as {first} and as {others}; the graph has an input for each, so callers may "
+    "pass different tensors",
+    "Nothing to do; pass distinct example tensors to silence this note.",
+    what="Notes a tensor object passed more than once among the inputs of `forward()` (torch.onnx's "
+         "tests pass `(x, x)` for `forward(self, x, y)`), which the model does not write to in place.",
+    why="torch.export traces two arguments holding one tensor as one: its graph reads one of them for "
+        "both (`x + y` becomes `y + y`), which is wrong as soon as a caller passes two different "
+        "tensors. onnxsight captures with a copy in each later place, so the graph reads every input "
+        "where the model does; the note says that the example's tensors were the same object.",
     example="""
         class Add(torch.nn.Module):
             def forward(self, x, y):
                 return x + y
 
-        onnxsight.export(Add(), (t, t))   # ARG012: x and y are the same tensor
+        onnxsight.export(Add(), (t, t))   # ARG021: inputs x and y, computing x + y
     """,
     how="""
+        Nothing is needed. A model that writes to the shared tensor in place is refused (ARG012);
+        to silence the note, pass distinct tensors:
+
         ```python
         onnxsight.export(Add(), (t, t.clone()))
         ```
@@ -178,6 +210,60 @@ DYNAMIC_AXES_KEY_NAMES_NOTHING = define(
 
         ```python
         onnxsight.export(model, (x,), input_names=["input"], dynamic_axes={"input": {0: "batch"}})
+        ```
+    """,
+    tags=("arguments", "dynamic-shapes"))
+
+NAMES_FOR_FIRST_VALUES = define(
+    "ARG022", "names-for-the-first-values-only", Level.NOTE,
+    "{kind}_names gives {given} names for the {actual} {kind}s of the graph: the first {given} are named, "
+    "the others keep their names ({rest})",
+    "Give a name for each value to name them all.",
+    what="Notes `input_names`/`output_names` with fewer names than the graph has (flattened) inputs "
+         "or outputs.",
+    why="torch.onnx names the first values in order and leaves the others as they are; code written "
+        "for it (PyTorch's own tests give `output_names=[\"output_1\"]` for a model returning four "
+        "tensors) relies on that. The note lists the values that kept their own names, so that none "
+        "is read by a name it does not have.",
+    example="""
+        class Slices(torch.nn.Module):
+            def forward(self, x):
+                return x[1:], x[2:]
+
+        onnxsight.export(Slices(), (x,), output_names=["first"])   # ARG022: 'slice_1' keeps its name
+    """,
+    how="""
+        ```python
+        onnxsight.export(Slices(), (x,), output_names=["first", "second"])
+        ```
+    """,
+    tags=("arguments", "io"))
+
+DIM_NAME_ON_DIFFERENT_SIZES = define(
+    "ARG023", "dim-name-on-axes-of-different-sizes", Level.WARNING,
+    "dim name '{name}' is given to axes of different sizes in the example ({axes}); one dim has one size, "
+    "so each size is a dim of its own: {dims}",
+    "Give each independent axis a name of its own, or pass an example where the named axes agree.",
+    what="Warns about a dim name (a string in `dynamic_shapes`) given to axes whose sizes in the "
+         "example differ.",
+    why="One name is one dim: the ONNX graph declares the axes equal, and torch.export requires them to "
+        "be. Axes of different sizes in the example cannot be; torch.onnx treats such names as labels "
+        "only (PyTorch's own test_api names the sequence axes of `cat((x, y), 1) + z` alike), so the "
+        "axes are kept apart, one dim per size, instead of refusing the export. The names show in the "
+        "graph's input shapes.",
+    example="""
+        class Concat(torch.nn.Module):
+            def forward(self, x, y):
+                return torch.cat((x, y), 1)
+
+        onnxsight.export(Concat(), (torch.randn(2, 3), torch.randn(2, 5)),
+                         dynamic_shapes=({1: "sequence"}, {1: "sequence"}))
+        # ARG023: 'sequence' (x axis 1), 'sequence_2' (y axis 1)
+    """,
+    how="""
+        ```python
+        onnxsight.export(Concat(), (torch.randn(2, 3), torch.randn(2, 5)),
+                         dynamic_shapes=({1: "x_len"}, {1: "y_len"}))
         ```
     """,
     tags=("arguments", "dynamic-shapes"))

@@ -12,12 +12,13 @@ from __future__ import annotations
 from types import MappingProxyType, ModuleType
 from typing import Mapping
 
-from onnxsight.rules import (_argument_rules, _compat_rules, _export_rules, _function_rules, _op_rules, _quant_rules,
-                             _runtime_rules, _value_rules, _verify_rules, _weight_rules)
+from onnxsight.rules import (_argument_rules, _compat_rules, _export_rules, _function_rules, _generation_rules,
+                             _op_rules, _quant_rules, _runtime_rules, _value_rules, _verify_rules, _weight_rules)
 from onnxsight.rules._argument_rules import *  # noqa: F401,F403
 from onnxsight.rules._compat_rules import *  # noqa: F401,F403
 from onnxsight.rules._export_rules import *  # noqa: F401,F403
 from onnxsight.rules._function_rules import *  # noqa: F401,F403
+from onnxsight.rules._generation_rules import *  # noqa: F401,F403
 from onnxsight.rules._op_rules import *  # noqa: F401,F403
 from onnxsight.rules._quant_rules import *  # noqa: F401,F403
 from onnxsight.rules._rule import Rule
@@ -27,7 +28,8 @@ from onnxsight.rules._verify_rules import *  # noqa: F401,F403
 from onnxsight.rules._weight_rules import *  # noqa: F401,F403
 
 _MODULES: tuple[ModuleType, ...] = (_export_rules, _argument_rules, _compat_rules, _op_rules, _value_rules,
-                                    _runtime_rules, _verify_rules, _function_rules, _weight_rules, _quant_rules)
+                                    _runtime_rules, _verify_rules, _function_rules, _weight_rules, _quant_rules,
+                                    _generation_rules)
 
 
 def _collect(modules: tuple[ModuleType, ...]) -> Mapping[str, Rule]:

@@ -189,15 +189,17 @@ NONE_OUTPUT_DROPPED = define(
 NAMES_MISMATCH = define(
     "IO004", "io-names-count-mismatch", E,
     "{kind} names {names} ({given}) do not match the {actual} {kind}s of the graph",
-    "Give one name per flattened input or output.",
-    what="Checks that `input_names`/`output_names` have one name per flattened graph input or "
-         "output.",
-    why="Names would be assigned to the wrong values, or some left unnamed.",
+    "Give at most one name per flattened input or output.",
+    what="Checks that `input_names`/`output_names` give no more names than the graph has flattened "
+         "inputs or outputs (fewer name the first ones, as torch.onnx does: ARG022).",
+    why="A name with no value to name means the names were written for another model, or for "
+        "another flattening of this one's inputs or outputs: which value each name was meant for "
+        "cannot be told.",
     example="""
-        onnxsight.export(model, (x, y), input_names=["x"])   # IO004: 1 name for 2 inputs
+        onnxsight.export(model, (x,), input_names=["x", "mask"])   # IO004: 2 names for 1 input
     """,
-    how="Count the flattened inputs (tensors only, nested structures flattened) and give a name "
-        "for each.",
+    how="Count the flattened inputs (tensors only, nested structures flattened) and give at most a "
+        "name for each.",
     tags=("io",))
 
 STATE_MUTATION_DROPPED = define(

@@ -21,6 +21,8 @@ _PUBLIC = {
     "VerificationResult": "onnxsight.verification._result",
     "Tolerance": "onnxsight.verification._tolerance",
     "VerificationError": "onnxsight.verification._runners",
+    "GenerationResult": "onnxsight.verification._generation_result",
+    "GenerationPrograms": "onnxsight.verification._generation_result",
 }
 _INTERNAL = {
     "DEFAULT_MEMORY_BUDGET": "onnxsight.verification._api",
@@ -34,6 +36,10 @@ _INTERNAL = {
     "TorchRunner": "onnxsight.verification._runners",
     "available_providers": "onnxsight.verification._runners",
     "Bounds": "onnxsight.verification._tolerance",
+    "run_generation": "onnxsight.verification._generation",
+    "DEFAULT_STEPS": "onnxsight.verification._generation",
+    "named_cache": "onnxsight.verification._generation_sides",
+    "cache_argument": "onnxsight.verification._generation_sides",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -43,6 +49,9 @@ __getattr__, __dir__ = lazy_names(__name__, {**_PUBLIC, **_INTERNAL})
 if TYPE_CHECKING:
     from onnxsight.verification._api import DEFAULT_MEMORY_BUDGET, verify
     from onnxsight.verification._bundle import ReproCase
+    from onnxsight.verification._generation import DEFAULT_STEPS, run_generation
+    from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
+    from onnxsight.verification._generation_sides import cache_argument, named_cache
     from onnxsight.verification._detections import DetectionComparison, compare_detections
     from onnxsight.verification._metrics import Metrics, compare
     from onnxsight.verification._onnx_only import verify_onnx

@@ -18,11 +18,16 @@ from onnxsight.verification._tolerance import Tolerance
 MODES = ("propagated", "isolated")
 
 
+def is_program(prog: Any) -> bool:
+    """True for what onnxsight.export returns (it has the exported program to pair with)."""
+    # NOTE: getattr_static, not hasattr: hasattr would build the embedded model_proto (all the weights).
+    return all(inspect.getattr_static(prog, name, None) is not None
+               for name in ("exported_program", "value_names", "model_proto"))
+
+
 def check_program(prog: Any) -> None:
     """VER001 unless ``prog`` is what onnxsight.export returned (it has the exported program to pair with)."""
-    # NOTE: getattr_static, not hasattr: hasattr would build the embedded model_proto (all the weights).
-    if all(inspect.getattr_static(prog, name, None) is not None
-           for name in ("exported_program", "value_names", "model_proto")):
+    if is_program(prog):
         return
     kind = type(prog)
     given = f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__name__

@@ -306,6 +306,8 @@ def _compare_pair(pair: Pair, expected_value: Any, actual: np.ndarray | None, ex
     if actual is None:
         return
     expected = to_numpy(expected_value)
+    if isinstance(expected_value, float) and np.issubdtype(np.asarray(actual).dtype, np.floating):
+        expected = expected.astype(np.asarray(actual).dtype)  # a Python float has no dtype: the graph's is its
     expected_dtype = dtype_name(getattr(expected_value, "dtype", expected.dtype))
     expected, expected_dtype = onnx_layout(expected, expected_dtype, actual)  # complex as ONNX's reals
     actual_dtype = executor.types.get(pair.value, "unknown")

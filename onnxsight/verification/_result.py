@@ -135,16 +135,21 @@ class VerificationResult:
         }
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int | None = 2) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        return text
+        return dump_json(self.to_dict(), path, indent=indent)
 
     def __repr__(self) -> str:
         roots = ", ".join(self.root_causes["value"]) or "none"
         return (f"VerificationResult(passed={self.passed}, values={len(self.nodes)}, "
                 f"failed={int((~self.nodes['passed'].astype(bool)).sum())}, root_causes=[{roots}])")
+
+
+def dump_json(data: Any, path: str | os.PathLike | None = None, *, indent: int | None = 2) -> str:
+    """``data`` as JSON text, also written to ``path`` when given."""
+    text = json.dumps(data, indent=indent)
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return text
 
 
 def _coverage_of(nodes: pd.DataFrame) -> pd.DataFrame:

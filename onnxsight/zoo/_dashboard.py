@@ -24,7 +24,7 @@ from onnxsight.zoo._dashboard_assets import CSS, SCRIPT, TEMPLATE
 from onnxsight.zoo._history import model_histories, trends
 from onnxsight.zoo._result import STATUSES, ModelResult
 from onnxsight.zoo._store import ResultsStore
-from onnxsight.zoo._summary import fmt_diff, headline, problem
+from onnxsight.zoo._summary import fmt_diff, headline, problem, steps_agreed
 
 STDERR_SHOWN = 2000
 
@@ -58,7 +58,7 @@ def _row(result: ModelResult, anchor: str | None) -> dict[str, Any]:
         "scale": fmt_diff(result.reference_max_abs),
         "problem": problem(result), "link": link, "where": where, "ops": ops, "nodes": result.node_count,
         "stderr": result.stderr_tail[-STDERR_SHOWN:] if result.status != "passed" else "",
-        "history": anchor,
+        "history": anchor, "steps": steps_agreed(result),
     }
 
 
@@ -78,7 +78,7 @@ def render(results: Sequence[ModelResult], *, run_id: str, changes: Sequence[dic
         started=time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else None,
         tally=[(s, tally[s]) for s in STATUSES if tally[s]], skipped=list(skipped), baseline=baseline,
         changes=list(changes), trends=trends(store), tags=sorted({t for r in results for t in r.tags}),
-        rows=[_row(r, anchors.get(r.name)) for r in order],
+        rows=[_row(r, anchors.get(r.name)) for r in order], generation=any(r.generation for r in results),
         histories=[h for h in histories if h["rows"]])
 
 

@@ -69,12 +69,12 @@ TEMPLATE = """<!DOCTYPE html>
 <label>tag <select id="f-tag"><option value="">all</option>{% for t in tags %}<option>{{ t }}</option>{% endfor %}</select></label>
 <span id="f-count" class="meta"></span></div>
 <table id="models"><thead><tr><th>model</th><th>suite</th><th>status</th><th>stage</th><th>time s</th><th>export s</th>
-<th>peak MB</th><th>ONNX KB</th><th>max abs diff</th><th>ONNX nodes</th><th>root cause</th></tr></thead><tbody>
+<th>peak MB</th><th>ONNX KB</th><th>max abs diff</th>{% if generation %}<th title="generation steps that agree with PyTorch before the first divergence">steps agreed</th>{% endif %}<th>ONNX nodes</th><th>root cause</th></tr></thead><tbody>
 {% for r in rows %}<tr class="model" data-status="{{ r.status }}" data-tags="{{ r.tags|join(' ') }}">
 <td>{% if r.history %}<a href="#{{ r.history }}" title="history over the stored runs">{{ r.name }}</a>{% else %}{{ r.name }}{% endif %}<div class="chips">{% for t in r.tags %}<span>{{ t }}</span>{% endfor %}</div></td>
 <td>{{ r.suite }}</td><td class="s-{{ r.status }}">{{ r.status }}</td><td>{{ r.stage }}</td>
 <td class="num">{{ r.seconds }}</td><td class="num">{{ r.export }}</td><td class="num">{{ r.peak }}</td>
-<td class="num">{{ r.size }}</td><td class="num"{% if r.scale %} title="largest eager output: {{ r.scale }}"{% endif %}>{{ r.diff }}</td>
+<td class="num">{{ r.size }}</td><td class="num"{% if r.scale %} title="largest eager output: {{ r.scale }}"{% endif %}>{{ r.diff }}</td>{% if generation %}<td class="num">{{ r.steps }}</td>{% endif %}
 <td class="num">{% if r.ops %}<details class="ops"><summary>{{ r.nodes }}</summary>{{ r.ops }}</details>{% endif %}</td>
 <td>{{ r.problem }}{% if r.link %}<br><a href="{{ r.link }}">{{ r.where }}</a>{% elif r.where %}<br>{{ r.where }}{% endif %}
 {% if r.stderr %}<details><summary>stderr</summary><pre>{{ r.stderr }}</pre></details>{% endif %}</td></tr>

@@ -51,6 +51,8 @@ class ModelResult:
     returncode: int | None = None
     source: dict[str, Any] = field(default_factory=dict)
     changes: list[dict[str, Any]] = field(default_factory=list)   # regressions against the baseline
+    # a generative model verified as a generation: steps, steps_agreed, first_divergence, first_token_difference
+    generation: dict[str, Any] | None = None
 
     @property
     def export_seconds(self) -> float | None:

@@ -26,6 +26,7 @@ BUILTIN_SUITES: dict[str, str] = {
     "torchvision": "onnxsight.zoo.suites.torchvision",
     "timm": "onnxsight.zoo.suites.timm",
     "quantized": "onnxsight.zoo.suites.quantized",
+    "generation": "onnxsight.zoo.suites.generation",
 }
 
 
@@ -49,6 +50,9 @@ class ModelSpec:
     exported with its module calls as ONNX functions, run and verified that way.
     ``unavailable`` says why the model cannot run here (a package that does not import): it is not run,
     and the run lists it as skipped with that reason.
+    ``generation_steps`` (a generative model): ``build()`` returns ``(model, prompt)``; the worker exports
+    its step programs (``onnxsight.export_generation``) and verifies that many steps of greedy decoding
+    (``onnxsight.verify_generation``) instead of one call.
     """
 
     name: str
@@ -61,12 +65,13 @@ class ModelSpec:
     dynamic: Mapping[str, Mapping[int, str]] | None = None
     module_functions: Any = False
     unavailable: str | None = None
+    generation_steps: int = 0
 
     def __init__(self, name: str, build: Callable[[], tuple[Any, ...]], *, tags: Sequence[str] = (),
                  dynamic_shapes: Any = None, tolerance: Any = None, opset: int | None = None,
                  custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
                  dynamic: Mapping[str, Mapping[int, str]] | None = None, module_functions: Any = False,
-                 unavailable: str | None = None) -> None:
+                 unavailable: str | None = None, generation_steps: int = 0) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "build", build)
         object.__setattr__(self, "tags", tuple(tags))
@@ -77,6 +82,7 @@ class ModelSpec:
         object.__setattr__(self, "dynamic", dict(dynamic) if dynamic else None)
         object.__setattr__(self, "module_functions", module_functions)
         object.__setattr__(self, "unavailable", unavailable)
+        object.__setattr__(self, "generation_steps", int(generation_steps))
 
     @property
     def source(self) -> tuple[str | None, int | None]:

@@ -33,6 +33,15 @@ def fmt_seconds(value: Any) -> str:
     return "" if number is None else f"{number:.2f}"
 
 
+def steps_agreed(result: ModelResult) -> str:
+    """A generation's steps that agree with PyTorch before the first divergence, of those asked (``16/16``);
+    empty for a model verified as one call."""
+    g = result.generation
+    if not g:
+        return ""
+    return f"{g.get('steps_agreed', 0)}/{g.get('steps', 0)}"
+
+
 def problem(result: ModelResult) -> str:
     """What went wrong, in one line: failing ops, else the root cause, else the error."""
     if result.failing_ops:
@@ -69,11 +78,14 @@ def markdown_summary(results: Sequence[ModelResult], *, run_id: str, changes: Se
         else:
             lines.append("No changes.")
         lines.append("")
-    lines += ["### Models", "", "| model | suite | status | stage | export s | max abs diff | problem |",
-              "|---|---|---|---|---:|---:|---|"]
+    generation = any(r.generation for r in results)  # a generation suite: its steps agreed, per model
+    lines += ["### Models", "", "| model | suite | status | stage | export s | max abs diff |"
+              + (" steps agreed |" if generation else "") + " problem |",
+              "|---|---|---|---|---:|---:|" + ("---:|" if generation else "") + "---|"]
     for r in sorted(results, key=lambda r: (r.status == "passed", r.suite, r.name)):
         lines.append(f"| {_cell(r.name)} | {_cell(r.suite)} | {r.status} | {_cell(r.stage)} | "
-                     f"{fmt_seconds(r.export_seconds)} | {fmt_diff(r.max_abs_diff)} | {_cell(problem(r))} |")
+                     f"{fmt_seconds(r.export_seconds)} | {fmt_diff(r.max_abs_diff)} | "
+                     + (f"{steps_agreed(r)} | " if generation else "") + f"{_cell(problem(r))} |")
     for name, reason in skipped:
         lines += ["", f"{'Model' if '/' in name else 'Suite'} **{_cell(name)}** skipped: {_cell(reason)}"]
     if artifacts:
@@ -86,8 +98,9 @@ def console_table(results: Sequence[ModelResult]) -> str:
     rows = [("model", "status", "stage", "time s", "peak MB", "max abs diff", "problem")]
     for r in sorted(results, key=lambda r: (r.suite, r.name)):
         peak = f"{r.peak_mb:.0f}" if r.peak_mb else ""
+        steps = f"{steps_agreed(r)} steps agree; " if r.generation else ""
         rows.append((r.name, r.status, r.stage, f"{r.seconds:.1f}", peak, fmt_diff(r.max_abs_diff),
-                     problem(r)[:70]))
+                     (steps + problem(r))[:70]))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     out = []
     for row in rows:

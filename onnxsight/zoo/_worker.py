@@ -361,6 +361,10 @@ def _run_model(task: dict[str, Any]) -> ModelResult:
     stage = _Stages(result, task["model_dir"])
     clock = time.perf_counter()
     try:
+        if spec.generation_steps:  # a generative model: its step programs and a generation verified
+            from onnxsight.zoo._generation import run_generation_model
+
+            return run_generation_model(result, spec, task, stage)
         with stage("build"):
             model, args, kwargs = _normalize(spec.build())
         with stage("eager"), torch.no_grad():

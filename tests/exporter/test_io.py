@@ -66,14 +66,33 @@ def test_returning_an_input_or_the_same_value_twice_gives_distinct_outputs() -> 
     torch.testing.assert_close(c, x.relu())
 
 
-def test_mismatched_output_names_are_an_error() -> None:
+def test_more_output_names_than_outputs_are_an_error() -> None:
     class M(torch.nn.Module):
         def forward(self, x: torch.Tensor):
             return x.relu(), x + 1
 
     try:
-        onnxsight.export(M(), (torch.randn(2),), output_names=["only_one"])
+        onnxsight.export(M(), (torch.randn(2),), output_names=["a", "b", "c"])
     except onnxsight.ExportError as error:
-        assert "IO004" in str(error) and "output names ['only_one'] (1) do not match the 2 outputs" in str(error)
+        assert "IO004" in str(error) and "output names ['a', 'b', 'c'] (3) do not match the 2 outputs" in str(error)
     else:
         raise AssertionError("expected an ExportError")
+
+
+def test_fewer_names_name_the_first_values_as_torch_onnx_does() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor):
+            return x.relu(), x + y, y * 2
+
+    x, y = torch.randn(2), torch.randn(2)
+    program = onnxsight.export(M(), (x, y), input_names=["first"], output_names=["only_one"])
+    graph = program.model_proto.graph
+    assert graph.input[0].name == "first" and graph.input[1].name == "y"
+    assert graph.output[0].name == "only_one" and len(graph.output) == 3
+    notes = {d.message for d in program.diagnostics if d.rule.code == "ARG022"}
+    assert notes == {f"input_names gives 1 names for the 2 inputs of the graph: the first 1 are named, the others "
+                     f"keep their names (y)",
+                     f"output_names gives 1 names for the 3 outputs of the graph: the first 1 are named, the "
+                     f"others keep their names ({graph.output[1].name}, {graph.output[2].name})"}
+    for got, want in zip(program(x, y), M()(x, y)):
+        torch.testing.assert_close(got, want)

@@ -124,6 +124,38 @@ def test_dim_names_on_nested_inputs() -> None:
     torch.testing.assert_close(out, model(other))
 
 
+class Concat(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x, y), 1) + z
+
+
+@pytest.mark.parametrize("spec", [
+    ({0: "batch", 1: "sequence"},) * 3,
+    {"x": ("batch", "sequence"), "y": ["batch", "sequence"], "z": {0: "batch", 1: "sequence"}},
+], ids=["tuple-of-inputs", "dict-of-inputs"])
+def test_one_name_on_axes_of_different_sizes_is_a_dim_per_size(spec: object) -> None:
+    """PyTorch's test_export_successful_when_dynamic_dimension_is_one: 'sequence' names axes of 3, 5 and 8:
+    they cannot be one dim (ARG023 says which is which), and the export keeps each dynamic."""
+    model = Concat()
+    program = onnxsight.export(model, (torch.randn(1, 3), torch.randn(1, 5), torch.randn(1, 8)), dynamic_shapes=spec)
+    (warning,) = [d for d in program.diagnostics if d.rule.code == "ARG023"]
+    assert warning.message == ("dim name 'sequence' is given to axes of different sizes in the example (x axis 1: 3, "
+                               "y axis 1: 5, z axis 1: 8); one dim has one size, so each size is a dim of its own: "
+                               "'sequence' (x axis 1), 'sequence_2' (y axis 1), 'sequence_3' (z axis 1)")
+    dims = _dims(program)
+    assert dims["x"] == ["batch", "sequence"] and dims["y"] == ["batch", "sequence_2"]
+    assert dims["z"][0] == "batch"   # z's axis is found to be the other two's sum
+    _check_at(program, model, torch.randn(4, 2), torch.randn(4, 6), torch.randn(4, 8))
+
+
+def test_one_name_on_axes_of_the_same_size_stays_one_dim() -> None:
+    model = Concat()
+    program = onnxsight.export(model, (torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 6)),
+                               dynamic_shapes=({1: "half"}, {1: "half"}, {1: "whole"}))
+    assert not [d for d in program.diagnostics if d.rule.code == "ARG023"]
+    assert _dims(program)["x"][1] == _dims(program)["y"][1] == "half"
+
+
 def test_an_invalid_dynamic_shapes_entry_is_one_arg003_without_capture_warnings() -> None:
     with pytest.raises(ExportError) as info:
         onnxsight.export(AddMatmul(), (torch.randn(2, 5, 4), torch.randn(2, 5, 4)),

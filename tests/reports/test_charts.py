@@ -170,3 +170,25 @@ def test_charts_on_one_page_do_not_share_ids() -> None:
 def test_import_onnxsight_does_not_load_matplotlib() -> None:
     code = "import sys, onnxsight, onnxsight.reports, onnxsight.reports.charts; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+STEPS = [{"step": i, "max_logit_diff": d, "max_cache_diff": c, "divergence": v} for i, (d, c, v) in enumerate([
+    (6e-8, 9e-8, None), (2e-7, 1e-7, None), (3e-6, 2e-7, "near-tie"), (2e-3, 0.6, "cache"), ("inf", "inf", "error")])]
+
+
+def test_difference_per_step_is_built_from_the_steps() -> None:
+    svg = charts.difference_per_step(STEPS, atol=1e-4)
+    assert svg is not None
+    _is_inline_svg(svg)
+    ticks = _yticks(svg)
+    dots = _marks(svg, "logits")
+    assert len(dots) == len(STEPS) and [x for x, _ in dots] == sorted(x for x, _ in dots)
+    for (_, y), row in zip(dots[:4], STEPS):
+        assert y == pytest.approx(_y_of_log(ticks, row["max_logit_diff"]), abs=0.6), row
+    assert dots[4][1] == pytest.approx(_y_of_log(ticks, 1.0), abs=0.6)  # a failed run: the top edge (1e0)
+    tolerance = re.search(r'<path d="M [-\d.]+ ([-\d.]+)', _group(svg, "tolerance")).group(1)
+    assert float(tolerance) == pytest.approx(_y_of_log(ticks, 1e-4), abs=0.6)
+    assert _marks(svg, "near-ties") == [dots[2]]
+    assert _marks(svg, "divergence") == [dots[3]] and "step 3" in _texts(svg)
+    assert len(_marks(svg, "cache")) == len(STEPS)
+    assert charts.difference_per_step([]) is None

@@ -223,7 +223,8 @@ def test_public_api() -> None:
     assert onnxsight.verify is verification.verify and onnxsight.verify_onnx is verification.verify_onnx
     assert onnxsight.Tolerance is Tolerance and onnxsight.VerificationResult is verification.VerificationResult
     assert sorted(verification.__all__) == sorted([
-        "Tolerance", "VerificationError", "VerificationResult", "verify", "verify_onnx"])
+        "GenerationPrograms", "GenerationResult", "Tolerance", "VerificationError", "VerificationResult", "verify",
+        "verify_onnx"])
 
 
 def test_invalid_mode() -> None:

@@ -100,7 +100,7 @@ def test_filter(pattern: str | None, selected: bool) -> None:
 
 def test_comma_separated_suites() -> None:
     assert [s.name for s in load_suites("smoke, tricky")] == ["smoke", "tricky"]
-    assert set(BUILTIN_SUITES) == {"smoke", "tricky", "transformers", "torchvision", "timm", "quantized"}
+    assert set(BUILTIN_SUITES) == {"smoke", "tricky", "transformers", "torchvision", "timm", "quantized", "generation"}
     assert issubclass(SuiteUnavailable, Exception)
 
 

@@ -55,6 +55,12 @@ KEPT_OPS: tuple = (
     aten.replication_pad3d.default,
     aten.tril.default,
     aten.triu.default,
+    # alpha/beta given as tensors reach the graph as symbolic numbers (item()), on which torch's
+    # decomposition guards (beta == 0: DEC001); the translation takes them as values (ops/linalg.py).
+    aten.baddbmm.default,
+    # Its decomposition guards on the index's sign, which an index carried by a while_loop (unbacked)
+    # does not have: `x.select(0, i).copy_(...)` in a loop body (ops/indexing.py takes it at run time).
+    aten.select_scatter.default,
     # One ONNX LSTM/GRU/RNN node each, with a dynamic sequence length (ops/rnn.py).
     aten.lstm.input,
     aten.gru.input,

@@ -13,7 +13,6 @@ import os
 from typing import Any, Mapping
 
 import torch
-from torch.utils import _pytree as pytree
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
@@ -52,7 +51,6 @@ def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, 
     except TypeError as exc:
         ctx.emit(rules.ARGS_MISMATCH, model=type(model).__name__, signature=str(signature), error=str(exc))
         return args, kwargs
-    _check_same_tensor(ctx, bound)
     if dynamic_shapes is not None and dynamic_axes is not None:
         ctx.emit(rules.INVALID_ARGUMENT, argument="dynamic_axes",
                  error="give either dynamic_shapes (torch.export style) or dynamic_axes (torch.onnx style), not both")
@@ -249,20 +247,6 @@ def _unknown_op_reason(namespace: str, name: str, overload: str) -> str | None:
         return None
     return (f"{namespace}::{name} has no overload {overload!r}; its overloads are "
             f"{', '.join(overloads) or 'none'} (write '{namespace}::{name}.<overload>')")
-
-
-def _check_same_tensor(ctx: DiagnosticContext, bound: Mapping[str, Any]) -> None:
-    """ARG012: one tensor object given as two inputs becomes one graph input."""
-    seen: dict[int, str] = {}
-    for name, value in bound.items():
-        for path, leaf in pytree.tree_flatten_with_path(value)[0]:
-            if not isinstance(leaf, torch.Tensor):
-                continue
-            where = f"{name}{pytree.keystr(path)}"
-            if id(leaf) in seen:
-                ctx.emit(rules.SAME_TENSOR_TWICE, first=seen[id(leaf)], second=where)
-            else:
-                seen[id(leaf)] = where
 
 
 def _check_dynamic_shapes(ctx: DiagnosticContext, bound: Mapping[str, Any], dynamic_shapes: Any) -> None:

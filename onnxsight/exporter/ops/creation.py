@@ -335,3 +335,28 @@ def aten_randperm(b: GraphBuilder, n: int | Value, *, dtype: torch.dtype | None 
     keys = _random_like(b, "RandomUniformLike", _full(b, count, 0, torch.float32), torch.float32)
     _, order = b.op("TopK", keys, count, outputs=2)
     return b.cast(b.op("Identity", order, dtype=torch.int64), _dtype(b, dtype or torch.int64))
+
+
+@translation(aten.multinomial.default)
+def aten_multinomial(b: GraphBuilder, self: Value, num_samples: int, replacement: bool = False, *,
+                     generator: Any = None) -> Value:
+    """multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
+
+    With replacement (or one draw) ONNX's Multinomial over the weights' logarithms; without, the top
+    ``num_samples`` of the logarithms plus Gumbel noise, which draws categories one after the other
+    without putting them back, with the same probabilities as PyTorch's sampling.
+    """
+    i64, dtype = torch.int64, torch.float32  # ONNX Runtime's Multinomial takes float32 only
+    rows = self if self.rank == 2 else b.op("Unsqueeze", self, b.const([0], i64), shape=(1, *(self.shape or ())))
+    logits = b.op("Log", b.cast(rows, dtype), dtype=dtype, shape=rows.shape)
+    if replacement or num_samples == 1:
+        out = b.op("Multinomial", logits, sample_size=num_samples, dtype=i64)
+        b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(i64)))  # as _random_like
+    else:
+        uniform = _random_like(b, "RandomUniformLike", logits, dtype, low=float(torch.finfo(dtype).tiny), high=1.0)
+        gumbel = b.op("Neg", b.op("Log", b.op("Neg", b.op("Log", uniform))))
+        _, out = b.op("TopK", b.op("Add", logits, gumbel), b.const([num_samples], i64), axis=-1, outputs=2)
+        out = b.op("Identity", out, dtype=i64)
+    if self.rank != 2:
+        out = b.op("Squeeze", out, b.const([0], i64), dtype=i64)
+    return out

@@ -6,9 +6,12 @@ over the starts marked by ScatterElements). Rows that belong to no bag
 (``padding_idx``) go to an extra bag that is cut off at the end.
 
 # NOTE: with ``include_last_offset`` the last offset is documented to be the
-# number of indices; the last bag here runs to the end of the indices, as
-# eager's padding_idx and mean paths do (its plain sum path stops at the last
-# offset, so the two disagree only on offsets that break that contract).
+# number of indices, and PyTorch's test_embedding_bag passes a smaller one.
+# Eager then sums (sum and mean modes, without padding_idx) only the rows
+# before the last offset, while its mean still divides by the bag's count to
+# the end of the indices, and its max and padding_idx paths run to the end.
+# The translation does the same: rows at or after the last offset are zeroed
+# for those sums, their bag (and count) kept.
 
 Only the first output (the bags) is translated; offset2bag, bag_size and
 max_indices are eager's bookkeeping for the backward pass.
@@ -57,6 +60,15 @@ def _bags(b: GraphBuilder, indices: Value, offsets: Value, include_last_offset: 
     return b.op("Unsqueeze", bag, b.const([1], i64), dtype=i64), bags
 
 
+def _before_last_offset(b: GraphBuilder, rows: Value, indices: Value, offsets: Value) -> Value:
+    """``rows`` with those at or after the last offset zeroed: what eager's sum adds up (see the NOTE)."""
+    i64 = torch.int64
+    last = b.cast(b.op("Gather", offsets, b.const(-1, i64), axis=0, dtype=offsets.dtype, shape=()), i64)
+    positions = b.op("Range", b.const(0, i64), _scalar(b, dim(b, indices, 0)), b.const(1, i64), dtype=i64)
+    keep = b.op("Unsqueeze", b.op("Less", positions, last, dtype=torch.bool), b.const([1], i64), dtype=torch.bool)
+    return b.op("Where", keep, rows, b.scalar(0.0, rows))
+
+
 def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value, mode: int,
                    per_sample_weights: Value | None, include_last_offset: bool, padding_idx: int | None,
                    *, dense_max: bool) -> tuple[Value | None, ...]:
@@ -68,6 +80,8 @@ def _embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Valu
     i64 = torch.int64
     bag, bags = _bags(b, indices, offsets, include_last_offset, -1 if padding_idx is None else int(padding_idx))
     rows = b.op("Gather", weight, indices, axis=0)                                    # (N, D)
+    if include_last_offset and (padding_idx is None or padding_idx < 0) and mode in (_SUM, _MEAN):
+        rows = _before_last_offset(b, rows, indices, offsets)
     if per_sample_weights is not None:
         rows = b.op("Mul", rows, b.op("Unsqueeze", b.cast(per_sample_weights, weight.dtype), b.const([1], i64)))
     width = dim(b, weight, 1)

@@ -14,10 +14,20 @@ aten = torch.ops.aten
 _GEMM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def _scaled_add(b: GraphBuilder, self: Value, product: Value, beta: float, alpha: float) -> Value:
-    """``beta * self + alpha * product``, skipping unit factors; ``beta == 0`` ignores self (NaNs included)."""
-    if alpha != 1:
+def _scaled_add(b: GraphBuilder, self: Value, product: Value, beta: float | Value, alpha: float | Value) -> Value:
+    """``beta * self + alpha * product``, skipping unit factors; ``beta == 0`` ignores self (NaNs included).
+
+    ``alpha``/``beta`` may be symbolic (a tensor's ``item()``): multiplied in, and ``beta == 0``
+    decided when the model runs.
+    """
+    if isinstance(alpha, Value):
+        product = b.op("Mul", product, b.cast(alpha, product.dtype))
+    elif alpha != 1:
         product = b.op("Mul", product, b.scalar(alpha, product))
+    if isinstance(beta, Value):
+        total = b.op("Add", b.op("Mul", self, b.cast(beta, self.dtype)), product, dtype=product.dtype)
+        ignored = b.op("Equal", beta, b.scalar(0, beta), dtype=torch.bool)
+        return b.op("Where", ignored, product, total, dtype=product.dtype)
     if beta == 0:
         return product
     if beta != 1:
@@ -60,10 +70,10 @@ def aten_linear(b: GraphBuilder, input: Value, weight: Value, bias: Value | None
 
 
 @translation(aten.addmm.default)
-def aten_addmm(b: GraphBuilder, self: Value, mat1: Value, mat2: Value, *, beta: float = 1,
-               alpha: float = 1) -> Value:
+def aten_addmm(b: GraphBuilder, self: Value, mat1: Value, mat2: Value, *, beta: float | Value = 1,
+               alpha: float | Value = 1) -> Value:
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    if mat1.dtype in _GEMM_DTYPES:
+    if mat1.dtype in _GEMM_DTYPES and not isinstance(alpha, Value) and not isinstance(beta, Value):
         # Gemm computes beta * C even when beta is 0, so C is left out then (torch ignores self).
         c = None if beta == 0 else self
         return b.op("Gemm", mat1, mat2, c, alpha=float(alpha), beta=float(beta) if c is not None else None)
@@ -71,22 +81,22 @@ def aten_addmm(b: GraphBuilder, self: Value, mat1: Value, mat2: Value, *, beta: 
 
 
 @translation(aten.addmv.default)
-def aten_addmv(b: GraphBuilder, self: Value, mat: Value, vec: Value, *, beta: float = 1,
-               alpha: float = 1) -> Value:
+def aten_addmv(b: GraphBuilder, self: Value, mat: Value, vec: Value, *, beta: float | Value = 1,
+               alpha: float | Value = 1) -> Value:
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     return _scaled_add(b, self, b.op("MatMul", mat, vec), beta, alpha)
 
 
 @translation(aten.baddbmm.default)
-def aten_baddbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float = 1,
-                 alpha: float = 1) -> Value:
+def aten_baddbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float | Value = 1,
+                 alpha: float | Value = 1) -> Value:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     return _scaled_add(b, self, b.op("MatMul", batch1, batch2), beta, alpha)
 
 
 @translation(aten.addbmm.default)
-def aten_addbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float = 1,
-                alpha: float = 1) -> Value:
+def aten_addbmm(b: GraphBuilder, self: Value, batch1: Value, batch2: Value, *, beta: float | Value = 1,
+                alpha: float | Value = 1) -> Value:
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     total = reduce(b, "ReduceSum", b.op("MatMul", batch1, batch2), [0], keepdims=False)
     return _scaled_add(b, self, total, beta, alpha)

@@ -83,11 +83,30 @@ def aten_squeeze_dims(b: GraphBuilder, self: Value, dim: Sequence[int]) -> Value
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     rank = b.rank_of(self)
     assert self.shape is not None
+    listed = sorted({norm_dim(d, rank) for d in dim}) if rank else []
+    if any(not isinstance(self.shape[d], int) for d in listed):
+        return _squeeze_at_run_time(b, self, listed)
     # PyTorch leaves dims that are not 1 alone; ONNX Squeeze would fail on them.
-    picked = sorted({norm_dim(d, rank) for d in dim if rank and self.shape[norm_dim(d, rank)] == 1})
+    picked = [d for d in listed if self.shape[d] == 1]
     if not picked:
         return b.op("Identity", self)
     return b.op("Squeeze", self, axes(b, picked))
+
+
+def _squeeze_at_run_time(b: GraphBuilder, self: Value, listed: Sequence[int]) -> Value:
+    """``self`` without those of the ``listed`` dims whose size is 1 when the model runs.
+
+    NOTE: a symbolic dim may be 1 at run time (its range starts at 0 or 1, whatever the example
+    was), and eager then drops it: the graph keeps the dims that are not 1, decided on the
+    runtime shape, so the rank of the result is the runtime's, as eager's is.
+    """
+    i64 = torch.int64
+    shape = b.shape_of(self)
+    one = b.op("Equal", shape, b.const(1, i64), dtype=torch.bool)
+    if len(listed) < b.rank_of(self):
+        one = b.op("And", one, b.const([d in listed for d in range(b.rank_of(self))], torch.bool), dtype=torch.bool)
+    kept = b.op("Compress", shape, b.op("Not", one, dtype=torch.bool), axis=0, dtype=i64)
+    return b.rank_at_run_time(b.op("Reshape", self, kept, allowzero=1))
 
 
 @translation(aten.squeeze.dim, aten.squeeze_copy.dim)

@@ -119,12 +119,22 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     final: list[Value] = []
     seen: set[str] = set()
     input_set = {v.name for v in graph_inputs} | set(initializers)
-    for value in outputs:
+    renames: dict[str, str] = {}
+    singles: dict[str, Value] = {}
+    for value, node in zip(outputs, output_nodes):
+        if isinstance(node.meta.get("val"), (torch.SymFloat, float)):
+            # NOTE: a Python float the model returns is computed as a double (symbolic.py) and returned as
+            # torch.tensor(x) holds it, in the default dtype (float32), as torch.onnx returns it. The output
+            # takes the FX value's name (the verifier pairs them by it); the double gets a name of its own.
+            if value.name not in singles:
+                singles[value.name] = builder.cast(value, torch.get_default_dtype())
+                renames[value.name], renames[singles[value.name].name] = builder.fresh(value.name), value.name
+            value = singles[value.name]
+            tr.value_names[node.name] = value.name
         if value.name in seen or value.name in input_set:
             value = builder.op("Identity", value, shape=value.shape)
         seen.add(value.name)
         final.append(value)
-    renames: dict[str, str] = {}
     if input_names:  # a None keeps the value's own name
         for value, new in zip(graph_inputs, input_names):
             renames[value.name] = new or value.name

@@ -260,7 +260,11 @@ class Translator:
             name = self.prefix + key
             meta = self.meta_value(name, vals[index] if index < len(vals) else None)
             self._name_value(value, name, new_nodes, read, named)
-            bound.append(Value(name, meta.dtype or value.dtype, meta.shape if meta.shape is not None else value.shape))
+            shape = meta.shape if meta.shape is not None else value.shape
+            if value.name in self.builder.run_time_rank and shape is not None:  # see rank_at_run_time
+                self.builder.run_time_rank.add(name)
+                shape = (None,) * len(shape)
+            bound.append(Value(name, meta.dtype or value.dtype, shape))
             self.builder.value_info[name] = bound[-1]
             self.value_names[key] = name
         return (tuple(bound) if isinstance(result, tuple) else bound) if multi else bound[0]

@@ -150,6 +150,37 @@ def test_while_loop_condition_on_carried_data() -> None:
     _check(CountUntilSum(), (torch.rand(3),), (torch.full((3,), 200.0),), (torch.rand(3) * 10,))
 
 
+class AddStepPerRow(torch.nn.Module):
+    """A while_loop whose Python-int counter selects the row it writes in place (PyTorch's
+    test_onnx_export_while_loop_int_carry): the write is a select_scatter at an unbacked index."""
+
+    def forward(self, x: torch.Tensor) -> tuple[Any, ...]:
+        def more(step: Any, rows: torch.Tensor) -> Any:
+            return step < rows.shape[0]
+
+        def body(step: Any, rows: torch.Tensor) -> tuple[Any, torch.Tensor]:
+            rows = rows.clone()
+            torch._check(step >= 0)
+            torch._check(step < rows.shape[0])
+            rows.select(0, step).copy_(rows.select(0, step) * 2 + step)
+            return step + 1, rows
+
+        steps, rows = torch.ops.higher_order.while_loop(more, body, (0, x), ())  # the operator, as upstream calls it
+        torch._check(steps > 0)
+        return rows, steps * 3, torch.zeros(steps + 1)
+
+
+def test_while_loop_int_carry_indexes_an_in_place_write() -> None:
+    model, x = AddStepPerRow(), torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    program = onnxsight.export(model, (x,), verify=True)
+    assert program.verification.passed
+    other = torch.randn(3, 2)
+    rows, steps, zeros = program(other)
+    expected_rows, expected_steps, expected_zeros = model(other)
+    torch.testing.assert_close(rows, expected_rows)
+    assert int(steps) == expected_steps and zeros.shape == expected_zeros.shape
+
+
 class CumulativeSum(torch.nn.Module):
     def forward(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         def combine(carry: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

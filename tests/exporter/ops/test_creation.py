@@ -97,3 +97,44 @@ def test_normal_with_tensor_parameters_has_their_mean_and_spread(make) -> None: 
     # 20000 draws: the mean's standard error is 3 / sqrt(20000) = 0.02, the spread's about 0.015
     assert abs(actual.mean().item() - 2.0) < 0.1 and abs(actual.std().item() - 3.0) < 0.1
     assert len(set(actual.flatten().tolist())) > 10000
+
+
+@pytest.mark.parametrize("replacement, samples", [(True, 4000), (False, 1), (False, 3)],
+                         ids=["with-replacement", "one-draw", "without-replacement"])
+@pytest.mark.parametrize("rank", [1, 2])
+def test_multinomial_draws_with_the_weights_probabilities(replacement: bool, samples: int, rank: int) -> None:
+    """torch.multinomial: int64 category indices of the right shape, zero-weight categories never drawn, each
+    category as often as its weight says (with replacement: 4000 draws a row; without: all draws distinct)."""
+    weights = torch.tensor([[0.0, 1.0, 3.0, 0.0, 4.0], [2.0, 0.0, 0.0, 2.0, 4.0]])
+    weights = weights if rank == 2 else weights[0]
+    model = Fn(lambda w: torch.multinomial(w, samples, replacement=replacement))
+    (actual,) = onnxsight.export(model, (weights,))(weights)
+    assert actual.shape == model(weights).shape and actual.dtype == torch.int64
+    rows, draws = weights.reshape(-1, 5), actual.reshape(-1, samples)
+    for row, drawn in zip(rows, draws):
+        assert set(drawn.tolist()) <= set(row.nonzero().flatten().tolist())
+        if replacement:
+            frequency = torch.bincount(drawn, minlength=5) / samples
+            # 4000 draws: a frequency's standard error is at most 0.008
+            torch.testing.assert_close(frequency, row / row.sum(), atol=0.04, rtol=0)
+        else:
+            assert len(set(drawn.tolist())) == samples
+
+
+def test_multinomial_without_replacement_draws_heavy_categories_first() -> None:
+    """Without replacement the first draw follows the weights: over 3000 rows, category 2 (weight 6 of 8)
+    comes first in about 75 % of them, as in eager."""
+    weights = torch.tensor([1.0, 1.0, 6.0]).expand(3000, 3).contiguous()
+    model = Fn(lambda w: torch.multinomial(w, 2))
+    (actual,) = onnxsight.export(model, (weights,))(weights)
+    first = (actual[:, 0] == 2).float().mean().item()
+    assert abs(first - 0.75) < 0.04 and (actual[:, 0] != actual[:, 1]).all()
+
+
+def test_multinomial_is_noted_random_and_verified_downstream_with_pytorch_s_draw() -> None:
+    """OPS007 notes the random op; verification feeds PyTorch's draw to what reads it (no false mismatch)."""
+    weights = torch.tensor([[1.0, 10.0, 3.0, 1.0], [5.0, 0.0, 100.0, 1.0]])
+    program = onnxsight.export(Fn(lambda w: torch.multinomial(w, 3, replacement=True) * 2 + 1), (weights,),
+                               verify=True)
+    assert "OPS007" in {d.rule.code for d in program.diagnostics}
+    assert program.verification.passed

@@ -57,3 +57,16 @@ def test_dynamic_sizes() -> None:
     n, bags = torch.export.Dim("n", min=2), torch.export.Dim("bags", min=2)
     bag = torch.nn.EmbeddingBag(10, 4, mode="sum")
     export_and_compare(bag, INDICES, OFFSETS, dynamic_shapes=({0: n}, {0: bags}))
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("mode, weighted", [("sum", False), ("sum", True), ("mean", False), ("max", False)])
+@pytest.mark.parametrize("padding_idx", [None, 3, 9])
+def test_last_offset_short_of_the_indices(mode: str, padding_idx: int | None, weighted: bool, opset: int) -> None:
+    """include_last_offset with a last offset before the end (PyTorch's test_embedding_bag): eager's sums stop
+    there without padding_idx (its mean still counts to the end); with padding_idx, and for max, it runs on."""
+    offsets = torch.cat([OFFSETS, torch.tensor([INDICES.shape[0] - 2])])
+    weights = torch.rand(INDICES.shape[0]) if weighted else None
+    export_and_compare(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=padding_idx,
+                                                       include_last_offset=True, per_sample_weights=weights),
+                       WEIGHT - 0.5, INDICES, offsets, opset=opset)

@@ -68,6 +68,24 @@ def test_squeeze_leaves_dims_that_are_not_one() -> None:
     assert_like_eager(lambda t: (t.squeeze(1), t.squeeze((0, 1, 2)), t.squeeze(), t.squeeze(-2)), x)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda t: t.squeeze(), lambda t: t.squeeze(1), lambda t: t.squeeze((1, 2)), lambda t: t.squeeze(1) * 2,
+], ids=["all", "dim", "dims", "then-elementwise"])
+def test_squeeze_of_a_dynamic_dim_is_decided_when_the_model_runs(fn: Callable[..., Any]) -> None:
+    """A dim that is dynamic may be 1 when the model runs, whatever the example: eager drops it then, and so
+    does the graph (PyTorch's test_squeeze_all_dims: (2, 1, 4) gives (2, 4), (2, 2, 3) keeps its rank)."""
+    dynamic = (({0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC, 2: torch.export.Dim.DYNAMIC},),)
+    program = assert_like_eager(fn, torch.randn(2, 1, 4), dynamic_shapes=dynamic,
+                                runs=[(torch.randn(2, 2, 3),), (torch.randn(3, 1, 1),), (torch.randn(1, 5, 1),)])
+    assert "Compress" in [node.op_type for node in program.model_proto.graph.node]
+
+
+def test_squeeze_of_static_dims_is_one_squeeze() -> None:
+    program = assert_like_eager(lambda t: t.squeeze((1, 2)), torch.randn(2, 1, 4),
+                                dynamic_shapes=(({0: torch.export.Dim("batch")},),), runs=[(torch.randn(5, 1, 4),)])
+    assert [node.op_type for node in program.model_proto.graph.node] == ["Squeeze"]
+
+
 def test_cat_promotes_and_skips_legacy_empty() -> None:
     a, b = torch.randn(2, 3), torch.arange(6, dtype=torch.int32).reshape(2, 3)
     assert_like_eager(lambda x, y, e: torch.cat([x, y, e], 0), a, b, torch.empty(0))

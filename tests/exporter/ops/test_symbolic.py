@@ -116,3 +116,26 @@ def test_item_becomes_a_scalar() -> None:
     x = torch.randn(5)
     (actual,) = onnxsight.export(One(fn), (x,))(x)
     assert torch.equal(actual, fn(x))
+
+
+class FloatsOfSizes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple:
+        return torch.sym_float(x.shape[0]), x.shape[1] / 3, x * 2
+
+
+@pytest.mark.parametrize("output_names", [None, ["rows", "ratio", "doubled"]])
+def test_python_float_outputs_are_float32_named_after_their_values(output_names: list[str] | None) -> None:
+    """A Python float the model returns comes out as torch.tensor(x) holds it (float32: PyTorch's
+    test_export_sym_float), computed as a double inside; the output keeps the FX value's name, and
+    verification compares it (a Python float is compared at the graph's dtype)."""
+    dynamic = ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},)
+    program = onnxsight.export(FloatsOfSizes(), (torch.zeros(2, 2),), dynamic_shapes=dynamic, output_names=output_names)
+    outputs = program.model_proto.graph.output
+    assert [o.name for o in outputs] == (output_names or ["sym_float", "truediv", "mul"])
+    assert [o.type.tensor_type.elem_type for o in outputs] == [1, 1, 1]   # FLOAT
+    assert "Cast" in [node.op_type for node in program.model_proto.graph.node]
+    x = torch.zeros(5, 7)
+    rows, ratio, doubled = program(x)
+    assert rows.dtype == ratio.dtype == torch.float32 and rows.item() == 5.0
+    torch.testing.assert_close(ratio, torch.tensor(7 / 3))
+    assert onnxsight.verify(program, (x,)).passed

@@ -1,0 +1,102 @@
+"""The generation suite: generative models verified as a loop of steps over their KV cache.
+
+Each model is built from a small local config with random weights (two layers, hidden size 32, never
+downloaded) with its prompt: a batch of two, the first row left-padded as a tokenizer pads a batch for
+``generate()`` (an encoder-decoder's encoder prompt padded on the right, as its tokenizer does). The zoo
+exports its step programs and verifies 16 steps of greedy decoding in ONNX Runtime against PyTorch
+(``ModelSpec.generation_steps``); the dashboard shows the steps agreed per model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from onnxsight.zoo._spec import ModelSpec, import_or_unavailable
+
+STEPS = 16
+VOCAB, HIDDEN, LAYERS, HEADS, FFN, POSITIONS = 128, 32, 2, 4, 64, 64
+DECODER = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+               intermediate_size=FFN, max_position_embeddings=POSITIONS, pad_token_id=0)
+SEQ2SEQ = dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS, decoder_layers=LAYERS,
+               encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
+               max_position_embeddings=POSITIONS, pad_token_id=1, decoder_start_token_id=2)
+
+
+def prompt(left_padded: bool = True, batch: int = 2, length: int = 6) -> dict[str, torch.Tensor]:
+    """Token ids and mask of a batch whose first row is two tokens shorter, padded left (decoders) or right."""
+    ids = torch.randint(3, VOCAB, (batch, length), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(batch, length, dtype=torch.long)
+    pad = slice(0, 2) if left_padded else slice(length - 2, length)
+    mask[0, pad] = 0
+    ids[0, pad] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _build(config: str, model: str, **sizes: Any) -> Any:
+    import transformers
+
+    torch.manual_seed(0)
+    return getattr(transformers, model)(getattr(transformers, config)(**sizes)).eval()
+
+
+def llama() -> tuple:
+    return _build("LlamaConfig", "LlamaForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def llama_mha() -> tuple:
+    return _build("LlamaConfig", "LlamaForCausalLM", **DECODER, num_key_value_heads=HEADS), prompt()
+
+
+def qwen2() -> tuple:
+    return _build("Qwen2Config", "Qwen2ForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def gpt2() -> tuple:
+    sizes = dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=POSITIONS,
+                 bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return _build("GPT2Config", "GPT2LMHeadModel", **sizes), prompt()
+
+
+def bart() -> tuple:
+    return _build("BartConfig", "BartForConditionalGeneration", **SEQ2SEQ), prompt(left_padded=False)
+
+
+def marian() -> tuple:
+    return (_build("MarianConfig", "MarianMTModel", **SEQ2SEQ, decoder_vocab_size=VOCAB),
+            prompt(left_padded=False))
+
+
+def t5() -> tuple:
+    sizes = dict(vocab_size=VOCAB, d_model=HIDDEN, d_kv=8, d_ff=FFN, num_layers=LAYERS, num_heads=HEADS,
+                 pad_token_id=0, decoder_start_token_id=0)
+    return _build("T5Config", "T5ForConditionalGeneration", **sizes), prompt(left_padded=False)
+
+
+def whisper() -> tuple:
+    sizes = dict(vocab_size=VOCAB, num_mel_bins=16, encoder_layers=LAYERS, decoder_layers=LAYERS,
+                 encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, d_model=HIDDEN, encoder_ffn_dim=FFN,
+                 decoder_ffn_dim=FFN, max_source_positions=16, max_target_positions=POSITIONS, pad_token_id=0,
+                 bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+    features = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(1))  # 2 * max_source_positions frames
+    return _build("WhisperConfig", "WhisperForConditionalGeneration", **sizes), {"input_features": features}
+
+
+# name -> (build, tags); the first two are the ones `make test` runs (tests/zoo/test_generation_suite.py)
+MODELS = {
+    "llama": (llama, ("decoder", "grouped-query")),
+    "gpt2": (gpt2, ("decoder",)),
+    "llama_mha": (llama_mha, ("decoder",)),
+    "qwen2": (qwen2, ("decoder", "grouped-query")),
+    "bart": (bart, ("encoder-decoder",)),
+    "marian": (marian, ("encoder-decoder",)),
+    "t5": (t5, ("encoder-decoder",)),
+    "whisper": (whisper, ("encoder-decoder", "audio")),
+}
+
+
+def suite() -> list[ModelSpec]:
+    import_or_unavailable("transformers", "generation")
+    return [ModelSpec(f"gen_{name}", build, tags=("generation", *tags), generation_steps=STEPS)
+            for name, (build, tags) in MODELS.items()]
