@@ -37,11 +37,11 @@ def _types_ok(model: onnx.ModelProto) -> None:
 
 
 def runs_and_matches(model: torch.nn.Module, args: tuple, opset: int, *, dynamic_shapes=None,  # noqa: ANN001
-                     others: tuple = (), optimize: bool = True) -> onnxsight.ONNXProgram:
+                     others: tuple = ()) -> onnxsight.ONNXProgram:
     """Export at ``opset``, check, load, run in ORT and compare with eager (on ``args`` and ``others``)."""
     if dynamic_shapes is not None and isinstance(model, Fn):
         dynamic_shapes = (tuple(dynamic_shapes),)          # Fn.forward takes them as one *args
-    prog = onnxsight.export(model, args, opset_version=opset, dynamic_shapes=dynamic_shapes, optimize=optimize)
+    prog = onnxsight.export(model, args, opset_version=opset, dynamic_shapes=dynamic_shapes)
     proto = prog.model_proto
     onnx.checker.check_model(proto, full_check=True)
     _types_ok(proto)
@@ -125,9 +125,7 @@ def _sdpa(q, k, v, mask=None, **kwargs):  # noqa: ANN001, ANN202
 @pytest.mark.parametrize("mask", sorted(MASKS))
 def test_sdpa_mask_runs_in_ort(mask: str, opset: int) -> None:
     q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
-    # a fully masked row from an input: the translation's guard gives torch's zeros; the optimize stage writes the
-    # mask with a finite fill instead (the note ONX008: tests/exporter/test_optimize_attention.py)
-    runs_and_matches(Fn(_sdpa), (q, k, v, MASKS[mask]), opset, optimize=mask != "bool_all_masked_row")
+    runs_and_matches(Fn(_sdpa), (q, k, v, MASKS[mask]), opset)
 
 
 @pytest.mark.parametrize("opset", OPSETS)

@@ -222,7 +222,7 @@ def test_onnxscript_fuses_gpt2_into_a_model_ort_runs_and_it_verifies(gpt2: Any) 
 
 def test_onnxscript_fuses_a_llama_with_an_attention_mask_and_the_fused_model_verifies(llama: Any) -> None:
     program, args, path = llama
-    assert any(d.code == "ONX008" for d in program.diagnostics)   # the causal and padding mask, finite fill
+    assert not any(d.code == "ONX008" for d in program.diagnostics)   # torch's guard kept, as torch.onnx writes it
     fused = _onnxscript_optimized(path)
     ops = [n.op_type for n in fused.graph.node]
     assert ops.count("MultiHeadAttention") == LAYERS and ops.count("SkipSimplifiedLayerNormalization") == 2 * LAYERS

@@ -49,6 +49,26 @@ def constant_masks(graph: Graph) -> int:
     return done
 
 
+def nan_guards(graph: Graph) -> int:
+    """Where(Equal(RowMax(S), -inf), 0, Softmax(S)) -> Where(IsNaN(Softmax(S)), 0, Softmax(S)): the guards no pass
+    could drop (a mask from an input's values, a mask that may mask a whole row) as torch.onnx writes them, which
+    onnxscript's attention rule takes in (and which costs no TopK). The same zeros for a row whose every key is
+    masked (Softmax gives NaN there); a row with a NaN score is zeros too, where torch gives NaN."""
+    done = 0
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        if softmax is None:
+            continue
+        nan = graph.fresh(f"_isnan_{softmax.output[0]}")
+        node = onnx.helper.make_node("IsNaN", [softmax.output[0]], [nan], name=graph.fresh(f"_IsNaN_{nan}"))
+        graph.nodes.insert(next(i for i, n in enumerate(graph.nodes) if n is where), node)
+        graph.producer[nan] = node
+        graph.readers.setdefault(softmax.output[0], []).append(node)
+        graph.set_input(where, 0, nan)   # the row maximum and its Equal are dead code now
+        done += 1
+    return done
+
+
 def has_no_dead_row(mask: torch.Tensor) -> bool:
     """True when no row (last axis) of the additive mask is -inf throughout."""
     if mask.dim() == 0 or not mask.dtype.is_floating_point:

@@ -1,13 +1,9 @@
-"""Attention masks computed from a model input's values, written with a finite fill and without torch's guard:
-BERT's (batch, keys) padding mask in the additive form ONNX Runtime's attention fuser and onnxscript's rewriter
-both match (``padding_masks``); any other such mask (a decoder's causal mask combined with its ``attention_mask``)
-as it is, with the scores' lowest as fill (``finite_fills``), the form onnxscript's attention rule matches. Static
-or dynamic sizes, float32, float16 and bfloat16; the note ONX008 says what it costs (a sequence of padding only).
+"""BERT's (batch, keys) padding mask from a model input, written with a finite fill and without torch's guard in
+the additive form ONNX Runtime's attention fuser and onnxscript's rewriter both match; static or dynamic sizes,
+float32, float16 and bfloat16. The note ONX008 says what it costs (a sequence of padding only).
 """
 
 from __future__ import annotations
-
-from typing import Iterator
 
 import numpy as np
 import onnx
@@ -18,7 +14,7 @@ from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._sized_mask import _is_mask, mask_subgraph, subgraph_model
+from onnxsight.exporter.optimize._sized_mask import _is_mask, subgraph_model
 
 # Score dtypes the additive form is written in: each with its own lowest finite value.
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
@@ -42,63 +38,25 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     ONX008)."""
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
-    for where, softmax, add in _guarded(graph):
-        found = _padding_mask(graph, add)
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
+        found = _padding_mask(graph, add) if add is not None and add.op_type == "Add" \
+            and where.output[0] not in graph.pinned else None
         if found is None:
             continue
         index, keys = found
         dtype = graph.elem_type(add.output[0])
         if (keys, dtype) not in made:
             made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add, add.input[1 - index])
-        _unguard(graph, (where, softmax, add), index, made[(keys, dtype)], _graph_inputs_of(graph, keys), inputs)
+        if inputs is not None:
+            for name in _graph_inputs_of(graph, keys):
+                key = (name, str(to_torch(dtype)).removeprefix("torch."))
+                inputs[key] = inputs.get(key, 0) + 1
+        graph.set_input(add, index, made[(keys, dtype)])
+        graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
     return done
-
-
-def finite_fills(graph: Graph, inputs: dict[tuple[str, str], int] | None = None) -> int:
-    """Guarded attention whose mask is ``Where(m, 0, -inf)`` with ``m`` computed from a graph input's values (a
-    decoder's causal mask combined with its ``attention_mask``, which ``padding_masks`` does not take) -> the same
-    mask with the scores' dtype's lowest as fill, without the guard: the form onnxscript's attention rule matches
-    (the guard ends its pattern). ``inputs`` counts them per (graph input, dtype), as ``padding_masks`` does."""
-    done = 0
-    made: dict[str, str] = {}   # the -inf mask -> its finite twin
-    for where, softmax, add in _guarded(graph):
-        index = next((i for i in (1, 0) if _is_mask(graph, add.input[i])), None)
-        mask = graph.producer[add.input[index]] if index is not None else None
-        subgraph = mask_subgraph(graph, mask.output[0]) if mask is not None else None
-        if not subgraph or not subgraph[2] or graph.elem_type(mask.output[0]) not in _FLOATS:
-            continue   # a mask of the sizes alone is the run-time mask passes' (a dead row there is the model's)
-        if mask.output[0] not in made:
-            emit = Emitter(graph)
-            real = to_torch(graph.elem_type(mask.output[0]))
-            made[mask.output[0]] = emit.op("Where", mask.input[0], mask.input[1],
-                                           emit.const("_const_lowest", torch.tensor(torch.finfo(real).min, dtype=real)),
-                                           hint=f"{mask.output[0]}_finite")
-            emit.place(mask)
-        _unguard(graph, (where, softmax, add), index, made[mask.output[0]], subgraph[2], inputs)
-        done += 1
-    return done
-
-
-def _guarded(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto]]:
-    """(guard, Softmax, the Add of scores and mask it reads) of each attention still behind torch's guard."""
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is not None and add.op_type == "Add" and where.output[0] not in graph.pinned:
-            yield where, softmax, add
-
-
-def _unguard(graph: Graph, attention: tuple[onnx.NodeProto, ...], index: int, mask: str, sources: list[str],
-             inputs: dict[tuple[str, str], int] | None) -> None:
-    """The attention's Add reads ``mask`` at ``index``, its guard goes; counted per source input and dtype."""
-    where, softmax, add = attention
-    if inputs is not None:
-        dtype = str(to_torch(graph.elem_type(add.output[0]))).removeprefix("torch.")
-        for name in sources:
-            inputs[(name, dtype)] = inputs.get((name, dtype), 0) + 1
-    graph.set_input(add, index, mask)
-    graph.replace_uses(where.output[0], softmax.output[0])
 
 
 def _graph_inputs_of(graph: Graph, value: str) -> list[str]:

@@ -78,9 +78,9 @@ def _passes(opset: int, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], i
 
 # NOTE: run once, after the passes above reach their fixed point: they write the graph in the forms ONNX
 # Runtime's transformer optimizer and onnxscript's rewriter match, which constant folding and the unsqueeze/reshape
-# pairs would otherwise undo. A mask computed from an input's values (BERT's padding mask, a decoder's causal mask
-# combined with it) loses torch's guard and takes the scores' lowest as fill: a sequence of padding only then gives
-# the mean of the values, not PyTorch's zeros (the note ONX008), as the fused attention does. The decoder forms of
+# pairs would otherwise undo. BERT's padding mask from an input loses torch's guard and takes the scores' lowest
+# as fill: a sequence of padding only then gives the mean of the values, not PyTorch's zeros (the note ONX008), as
+# ORT's fused Attention does; every guard left is written as torch.onnx writes it. The decoder forms of
 # ``ort_fusion`` add the Shape arithmetic ORT's legacy GPT-2 and LLaMA fusers look for (at ``opt_level=0``), which
 # makes the graph larger than torch.onnx's, so the user asks for them.
 def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
@@ -94,7 +94,7 @@ def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callab
         shaping += [("attention projection biases", _attention.projection_biases),
                     ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
                     ("LLaMA rotary attention", lambda g: _rotary.llama_rotary_attention(g, report.padding_masks))]
-    shaping.append(("attention input masks", lambda g: _padding.finite_fills(g, report.padding_masks)))
+    shaping.append(("attention guards", _attention.nan_guards))
     return [*shaping, ("dead code", dead_code)]
 
 

@@ -14,13 +14,13 @@ from tests.exporter.ops.opinfo_harness import compare, opinfo_table, run_sample,
 
 
 def export_and_compare(fn: Callable[..., Any] | torch.nn.Module, *tensors: torch.Tensor, opset: int | None = None,
-                       dynamic_shapes: Any = None, optimize: bool = True) -> list[str]:
+                       dynamic_shapes: Any = None) -> list[str]:
     """Export ``fn``, check ONNX Runtime's outputs against eager; return the graph's op types in order."""
     module = fn if isinstance(fn, torch.nn.Module) else Fn(fn)
     module.eval()
     with torch.no_grad():
         expected = [t for t in pytree.tree_leaves(module(*tensors)) if isinstance(t, torch.Tensor)]
-    program = onnxsight.export(module, tensors, opset_version=opset, dynamic_shapes=dynamic_shapes, optimize=optimize)
+    program = onnxsight.export(module, tensors, opset_version=opset, dynamic_shapes=dynamic_shapes)
     actual = program(*tensors)
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
     for index, (want, got) in enumerate(zip(expected, actual)):

@@ -75,9 +75,7 @@ def test_sdpa_by_opset(case: str, opset: int, fused: bool) -> None:
     tensors = _qkv(heads_kv=2 if kwargs.get("enable_gqa") else 4)
     make = {"bool": _bool_mask, "float": _float_mask, "lowest": _lowest_mask}
     tensors += tuple(make[m]() for m in masks)
-    # the bool mask's fully masked row: the translation gives torch's zeros; the optimize stage writes a mask from an
-    # input with a finite fill instead (the mean there, the note ONX008: tests/exporter/test_optimize_attention.py)
-    ops = export_and_compare(SDPA(**kwargs), *tensors, opset=opset, optimize=not (masks == ("bool",) and opset < 23))
+    ops = export_and_compare(SDPA(**kwargs), *tensors, opset=opset)
     assert ("Attention" in ops) == fused
     if not fused:
         assert "Softmax" in ops
