@@ -92,10 +92,13 @@ test-mutation: setup
 test-zoo: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo tests/exporter
 
-# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, GPT-2,
-# BART, Marian, T5, Whisper) exported as its step programs and verified for 16 steps of greedy decoding.
+# The generation suite: every generative model (LLaMA with and without grouped-query attention, Qwen2, Mistral and
+# Gemma2 with sliding windows, Phi-3, OPT, GPT-NeoX, Bloom, GPT-2, BART, mBART, Marian, Pegasus, T5, Whisper)
+# exported as its step programs and verified for 16 steps of greedy decoding; the set-ups of
+# tests/verification/test_generation_models.py (Falcon, no mask, past the positions, ...).
 test-generation: setup
-	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py
+	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py \
+	  tests/verification/test_generation_models.py tests/verification/test_generation.py tests/test_cli_generation.py
 
 # Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
 test-zoo-opsets: setup
@@ -151,6 +154,16 @@ test-all: setup browser-deps
 bench: setup
 	$(PY) bench/export.py
 	$(PY) bench/verify.py
+
+# Export time against its floor, torch.export.export alone: onnxsight (per stage, optimize on and off) and torch.onnx
+# (optimize on and off) on a 16-block CNN, an 8-block transformer, a 4-layer LLaMA, a ResNet-50-shaped CNN and Hiera
+# (batch-1 example, dynamic batch: the capture-strategy case), interleaved per model (docs/performance.md); then
+# the optimize stage's scaling: the CNN at 16 and 64 blocks.
+.PHONY: bench-export-floor
+bench-export-floor: setup
+	$(PY) bench/export_floor.py --runs 7 --json docs/export-floor.json --md docs/export-floor.md
+	$(PY) bench/export_floor.py --runs 7 --models cnn16,cnn64 --sides torch.export,onnxsight \
+	  --json docs/export-floor-scaling.json
 
 # Quantized models: export time next to torch.onnx, ONNX Runtime latency of the int8 model against its float
 # model (bench/quantized.py; docs/quantization.md quotes it).

@@ -166,7 +166,8 @@ def session(path: str, device: str = "cpu") -> Any:
 
 def ort_loop(sessions: dict[str, Any], prompt: dict[str, Any], new: int) -> tuple[list[int], list[float]]:
     """Greedy decoding over the step sessions: (tokens, seconds of each step, the prompt's first)."""
-    from onnxsight.verification._generation_io import cache_position, grown_mask, past_of, positions, role_of
+    from onnxsight.exporter import past_name
+    from onnxsight.verification._generation_io import cache_position, grown_mask, positions, role_of
 
     ids, mask = prompt["input_ids"].numpy(), prompt["attention_mask"].numpy()
     cache: dict[str, np.ndarray] = {}
@@ -195,7 +196,7 @@ def ort_loop(sessions: dict[str, Any], prompt: dict[str, Any], new: int) -> tupl
                                              for i, d in enumerate(spec.shape)], dtype=np.float32)
         outputs = run.run(None, feeds)
         for spec, value in zip(run.get_outputs(), outputs):
-            name = past_of(spec.name)
+            name = past_name(spec.name)
             if name is not None:
                 cache[name] = value
         token = int(outputs[0][0, -1].argmax())

@@ -86,6 +86,54 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+class ConvBlock(nn.Module):
+    """Conv-BN-ReLU-Conv-BN with a residual: two batch norms for the optimize stage to fold."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                                  nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.body(x))
+
+
+class ConvNet(nn.Module):
+    """A 16-block residual CNN with batch norms (33 of them), width 64."""
+
+    def __init__(self, width: int = 64, blocks: int = 16, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        self.blocks = nn.Sequential(*(ConvBlock(width) for _ in range(blocks)))
+        self.fc = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1), 1))
+
+
+def _llama(layers: int = 4) -> tuple[nn.Module, tuple]:
+    """A LLaMA causal LM (transformers, random weights, local config), 64 tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=688, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, use_cache=False)
+    model = LlamaForCausalLM(config).eval()
+    return model, (torch.randint(0, 1000, (1, 64)),)
+
+
+def hiera_config() -> object:
+    """transformers' Hiera image classifier, scaled down (embedding 32, one block per stage but two in the third)."""
+    from transformers import HieraConfig
+
+    return HieraConfig(embed_dim=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8], num_labels=10)
+
+
+def _hiera() -> tuple[nn.Module, tuple]:
+    from transformers import HieraForImageClassification
+
+    return HieraForImageClassification(hiera_config()).eval(), (torch.randn(1, 3, 224, 224),)
+
+
 def _bert() -> tuple[nn.Module, tuple]:
     from transformers import BertConfig, BertModel
 
@@ -108,6 +156,11 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple]]] = {
     "mlp12": lambda: (DeepMLP().eval(), (torch.randn(8, 256),)),
     "transformer12": lambda: (Transformer().eval(), (torch.randn(1, 128, 256),)),
     "resnet50": lambda: (ResNet50().eval(), (torch.randn(1, 3, 224, 224),)),
+    "cnn16": lambda: (ConvNet().eval(), (torch.randn(1, 3, 64, 64),)),
+    "cnn64": lambda: (ConvNet(blocks=64).eval(), (torch.randn(1, 3, 64, 64),)),
+    "transformer8": lambda: (Transformer(depth=8).eval(), (torch.randn(1, 128, 256),)),
+    "llama4": _llama,
+    "hiera": _hiera,
     "bert-small": _bert,
     "gpt2-small": _gpt2,
 }

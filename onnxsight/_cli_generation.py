@@ -2,7 +2,8 @@
 
 FUNCTION() returns ``(model, prompt)`` (or ``(model, (), prompt)``); the step programs are exported
 unless ``--decoder`` names them. The per-step table goes to stdout, diagnostics to stderr; the exit
-code is verify's: 0 every step agrees, 1 the generation diverged, 2 it could not be exported or run.
+code is verify's: 0 every step agrees, 1 the generation diverged, 2 it could not be exported or run (ONNX
+Runtime could not load a step, or PyTorch's step failed before the last one).
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def cmd_verify_generation(options: argparse.Namespace, console: Any) -> int:
             result = onnxsight.verify_generation(model, prompt, programs, steps=options.steps, providers=providers,
                                                  per_node=options.per_node, report=bool(options.report),
                                                  artifacts_dir=options.report or ".")
-    except onnxsight.ExportError as exc:
-        console.diagnostics(exc.diagnostics)
-        console.error(exc.summary)
-        return EXIT_EXPORT
+    except onnxsight.ExportError as exc:  # the export's reports, SARIF and summary, as `onnxsight export` writes them
+        from onnxsight.cli import _export_failed
+
+        return _export_failed(options, console, exc, (model, (), prompt))
     except VerificationError as exc:
         console.diagnostics(exc.diagnostics)
         console.error(f"verification could not run ({exc.rule})" if exc.rule else str(exc))
@@ -115,6 +116,11 @@ def _outputs(options: argparse.Namespace, console: Any, model: Any, result: Any)
 
 
 def _verdict(result: Any, console: Any) -> int:
+    error = result.info.get("error")
+    if error:  # no session, or PyTorch's step failed: the steps that ran are above
+        console.info(console.paint("generation could not run", "failed") + f": {error}; {len(result.steps)} of "
+                     f"{result.requested} steps ran, {result.steps_agreed} agree")
+        return EXIT_EXPORT
     if result.passed:
         tie = result.first_token_difference
         note = f" (a token differs at a near-tie at step {tie['step']})" if tie else ""

@@ -105,3 +105,29 @@ def test_a_decoder_that_cannot_be_run_exits_2(exported: tuple[Path, Path, tuple[
     model, folder, _ = exported
     code, _, err = _main("verify-generation", model, "--steps", 0, "--decoder", folder / "onnx" / "decoder.onnx")
     assert code == cli.EXIT_EXPORT and "VER014" in err
+
+
+@pytest.mark.slow
+def test_an_export_that_fails_writes_the_reports_and_the_sarif_and_exits_2(tmp_path: Path) -> None:
+    model = tmp_path / "failing.py"
+    model.write_text("from tests.verification import user_decoder\n\n"
+                     "def build():\n    return user_decoder.build(user_decoder.DataBranchDecoder)\n")
+    code, out, err = _main("verify-generation", model, "--steps", 2, "--report", tmp_path / "r",
+                           "--sarif", tmp_path / "g.sarif")
+    assert code == cli.EXIT_EXPORT and "CAP002" in err, err
+    written = [Path(line) for line in out.splitlines()]
+    assert [p.suffix for p in written] == [".md", ".html", ".sarif", ".sarif"] and all(p.is_file() for p in written)
+    results = json.loads((tmp_path / "g.sarif").read_text())["runs"][0]["results"]
+    found = next(r for r in results if r["ruleId"] == "CAP002")
+    assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("user_decoder.py")
+
+
+@pytest.mark.slow
+def test_a_step_onnx_runtime_cannot_load_exits_2_naming_the_op(tmp_path: Path) -> None:
+    model = tmp_path / "bf16.py"
+    model.write_text("import torch\nfrom tests.verification import user_decoder\n\ndef build():\n"
+                     "    model, prompt = user_decoder.build()\n    return model.to(torch.bfloat16), prompt\n")
+    code, _, err = _main("verify-generation", model, "--steps", 2)
+    assert code == cli.EXIT_EXPORT, err
+    assert "ORT001" in err and "DTY002" in err and "generation could not run: ONNX Runtime could not load" in err
+    assert "0 of 2 steps ran" in err

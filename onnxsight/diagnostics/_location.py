@@ -7,6 +7,7 @@ own code, i.e. not inside torch, onnxsight or the Python standard library.
 from __future__ import annotations
 
 import contextvars
+import functools
 import linecache
 import os
 import re
@@ -46,17 +47,28 @@ class Location:
         return out if any(t for _, t in out) else []
 
 
+# The libraries whose files are never the user's code, where they are imported.
+_LIBRARIES = ("torch", "torchvision", "transformers", "timm", "onnx", "onnxruntime", "pytest", "_pytest", "pluggy")
+
+
 def _library_roots() -> tuple[str, ...]:
+    return _roots(tuple(name for name in _LIBRARIES if getattr(sys.modules.get(name), "__file__", None)))
+
+
+# NOTE: cached by the libraries imported so far: ``sysconfig.get_paths()`` expands its install scheme anew on every
+# call (about 0.4 ms), and the translate stage asks for every node's source line, a third of a 16-block CNN's
+# translation.
+@functools.lru_cache(maxsize=16)
+def _roots(libraries: tuple[str, ...]) -> tuple[str, ...]:
     roots = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # onnxsight/
     # "scripts": the console-script launchers (.venv/bin/onnxsight), which are nobody's source code.
+    paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib", "scripts"):
-        path = sysconfig.get_paths().get(key)
+        path = paths.get(key)
         if path:
             roots.add(os.path.abspath(path))
-    for name in ("torch", "torchvision", "transformers", "timm", "onnx", "onnxruntime", "pytest", "_pytest", "pluggy"):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            roots.add(os.path.dirname(os.path.abspath(module.__file__)))
+    for name in libraries:
+        roots.add(os.path.dirname(os.path.abspath(sys.modules[name].__file__)))
     return tuple(sorted(roots))
 
 
@@ -70,10 +82,15 @@ def is_user_file(path: str) -> bool:
     """True for files that are neither onnxsight, torch, other ML libraries nor the stdlib."""
     if not path or path.startswith("<"):
         return False
+    return _is_user_path(path if os.path.isabs(path) else os.path.abspath(path), _library_roots())
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_user_path(path: str, roots: tuple[str, ...]) -> bool:
     absolute = os.path.abspath(path)
     if absolute.startswith(_MODEL_DEFINITIONS):
         return True
-    return not any(absolute == root or absolute.startswith(root + os.sep) for root in _library_roots())
+    return not any(absolute == root or absolute.startswith(root + os.sep) for root in roots)
 
 
 def parse_stack_trace(text: str | None) -> tuple[Location, ...]:
@@ -86,6 +103,12 @@ def parse_stack_trace(text: str | None) -> tuple[Location, ...]:
         text = "\n".join(str(part) for part in text)
     if not text or not isinstance(text, str):
         return ()
+    return _parsed(text)
+
+
+# The nodes of one source line share its stack trace: parsed once (the translate stage asks for each node's).
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> tuple[Location, ...]:
     frames: list[Location] = []
     lines = text.splitlines()
     for index, raw in enumerate(lines):

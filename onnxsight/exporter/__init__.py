@@ -6,7 +6,8 @@ translation"): the ``@translation`` marker, the ``Registry`` and
 receives, ``UnsupportedVariant`` (raised for an argument variant a
 translation does not handle: OPS006), the core ``export`` (no verification, no reports; it takes a
 ``registry=``), ``ONNXProgram`` and the errors. Users call ``onnxsight.export``.
-The other names here are for onnxsight's own packages. All load on first
+The other names here are for onnxsight's own packages (``cache_pairs``: which
+output of a decode step feeds which cache input of the next, by the names the exporter gives them). All load on first
 use: this package imports torch.
 """
 
@@ -47,6 +48,9 @@ _INTERNAL = {
     "example_inputs": "onnxsight.exporter.inputs._auto_dims",
     "inline_functions": "onnxsight.exporter.translate._inline",
     "library_pytrees": "onnxsight.exporter.inputs._pytree_libs",
+    "cache_pairs": "onnxsight.exporter.inputs._cache_names",
+    "past_name": "onnxsight.exporter.inputs._cache_names",
+    "present_name": "onnxsight.exporter.inputs._cache_names",
     "OPTIMIZED_AWAY_KEY": "onnxsight.exporter.optimize._passes",
 }
 
@@ -63,6 +67,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter._errors import (CaptureError, CheckerError, DecompositionError, ExportError,
                                             InvalidArgumentError, TranslationError, WeightsError)
     from onnxsight.exporter.program._onnx_program import ONNXProgram
+    from onnxsight.exporter.inputs._cache_names import cache_pairs, past_name, present_name
     from onnxsight.exporter.inputs._pytree_libs import library_pytrees
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
     from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,

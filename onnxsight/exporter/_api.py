@@ -29,7 +29,9 @@ from onnxsight.exporter.translate._functions import invalid_selection
 from onnxsight.exporter.inputs._arguments import (DEFAULT_OPSET, TRANSLATED_OPSETS, check_arguments,
                                                   convert_dynamic_axes, named_dims, symbol_names)
 from onnxsight.exporter._builder import Value, value_info
-from onnxsight.exporter.inputs._pytree_libs import io_names, library_pytrees
+from onnxsight.exporter.inputs._cache_shapes import cache_shapes
+from onnxsight.exporter.inputs._io_names import io_names
+from onnxsight.exporter.inputs._pytree_libs import library_pytrees
 from onnxsight.exporter.inputs._torch_onnx_inputs import collected_shapes, keyword_dict
 from onnxsight.exporter.program._onnx_program import ONNXProgram, assemble
 from onnxsight.exporter._record import ExportRecord
@@ -126,6 +128,8 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         args, kwargs = check_arguments(ctx, model, args, kwargs, opset, dynamic_shapes, dynamic_axes, f=f,
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
+        if captured is None and dynamic_shapes is not None and not ctx.errors:
+            dynamic_shapes = cache_shapes(ctx, model, args, kwargs, dynamic_shapes)  # grouped layouts (ARG027)
         aliased: list[Aliased] = []
         if captured is None and not ctx.errors:
             args, kwargs, aliased = separate(model, args, kwargs)  # (x, x): a copy for y (ARG021/ARG012)
@@ -202,9 +206,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         record.exported_program = decomposed
     with record.stage("translate") as stage:
         analyze_program(decomposed, ctx, inputs=input_leaves(model, args, kwargs))
-        library_inputs, library_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, ...
+        library_inputs, structure_outputs = io_names(decomposed, model, ctx)  # past_key_values.0.key, logits
         translated = translate_program(decomposed, registry, opset, ctx, input_names=input_names or library_inputs,
-                                       output_names=output_names or library_outputs,
+                                       output_names=output_names, structure_names=structure_outputs,
                                        dim_names=symbol_names(decomposed, wanted_names, input_names or library_inputs,
                                                               spelled),
                                        module_functions=module_functions)

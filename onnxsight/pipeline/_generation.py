@@ -45,7 +45,7 @@ def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any
     exports, in the order a loop runs them (``bench/generation.py`` exports the same with torch.onnx)."""
     prompt = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
     if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return [("decoder", model, *_causal_example(model))]
+        return [("decoder", model, *_causal_example(model, prompt))]
     accepted = _forward_parameters(model.get_encoder())  # a tokenizer's token_type_ids: not T5's
     encoder_inputs = {k: v for k, v in prompt.items()
                       if not k.startswith("decoder_") and v is not None and (k in accepted or not accepted)}
@@ -70,12 +70,13 @@ def verify_generation(model: Any, inputs: Any, programs: Any = None, *, steps: i
     padding included, as the tokenizer returns it. At the first step that really diverges (not a near-tie
     in PyTorch's own logits) that step is compared per node, fed PyTorch's cache: ``result.root_causes``
     name the value and the user's line. ``report=True`` writes the markdown, HTML and SARIF reports and
-    the run record into ``artifacts_dir`` (``result.report_paths``).
+    the run record into ``artifacts_dir`` (``result.report_paths``), and with ``programs=None`` each exported
+    program's export report: a failed export raises its ``ExportError`` with them (``.report_paths``).
     """
     from onnxsight.verification import run_generation
 
-    if programs is None:
-        programs = export_generation(model, inputs)
+    if programs is None:  # report=True: each program's export report too, written when its export fails
+        programs = export_generation(model, inputs, report=report, artifacts_dir=artifacts_dir)
     result = run_generation(model, inputs, programs, steps=steps, providers=providers, tolerance=tolerance,
                             per_node=per_node, onnx_models=onnx_models, provider_fallback=provider_fallback,
                             decoder_start_token_id=decoder_start_token_id)
@@ -101,36 +102,59 @@ def _forward_parameters(model: Any) -> set[str]:
 
 def _cache_shapes(model: Any, call: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Each cache tensor's (shape, dtype) as the model returns it for ``call``: heads and head sizes as
-    the model has them (grouped-query attention, GPT-2's, T5's)."""
+    the model has them (grouped-query attention, GPT-2's, T5's), every position kept (``step_cache``: a
+    sliding-window layer too, so that every layer's past has the example's length)."""
     import torch
 
-    from onnxsight.verification import named_cache
+    from onnxsight.verification import named_cache, step_cache
 
+    encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    given = step_cache(model, encoder_decoder=encoder_decoder)
     with torch.no_grad():
-        out = model(**call, use_cache=True)
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        out = model(**call, **{_cache_argument(model): given}, **_use_cache(model, always=True))
+    # a transformers ModelOutput names its cache; a user's forward() returning (logits, cache) filled ``given``
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None) or given
     return [(tuple(t.shape), t.dtype) for t in named_cache(cache).values()]
 
 
-def _use_cache(model: Any) -> dict[str, Any]:
-    """``use_cache=True`` where the model's config does not return its cache by default."""
-    return {} if getattr(getattr(model, "config", None), "use_cache", True) else {"use_cache": True}
+def _use_cache(model: Any, *, always: bool = False) -> dict[str, Any]:
+    """``use_cache=True`` where the model's config does not return its cache by default (``always``: wherever
+    forward() takes it); nothing for a forward() without that argument (a user's own decoder)."""
+    from onnxsight.verification import forward_takes
+
+    if not forward_takes(model, "use_cache"):
+        return {}
+    return {"use_cache": True} if always or not getattr(getattr(model, "config", None), "use_cache", True) else {}
 
 
-def _causal_example(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _vocab_size(model: Any, prompt: Mapping[str, Any]) -> int:
+    """The token ids the examples draw from: the config's vocabulary, else (a user's own decoder) up to the
+    prompt's largest id, which the model takes."""
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not size:
+        size = int(prompt["input_ids"].max()) + 1 if hasattr(prompt.get("input_ids"), "max") else 2
+    return max(int(size), 2)
+
+
+def _causal_example(model: Any, prompt: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A decoder-only model's step: new tokens over a past of ``_PAST`` positions, every length dynamic."""
     import torch
     from transformers import DynamicCache
 
     generator = torch.Generator().manual_seed(0)
-    vocab = int(getattr(model.config, "vocab_size", 2) or 2)
-    ids = torch.randint(1, max(vocab, 2), (_BATCH, _NEW), generator=generator)
-    shapes = _cache_shapes(model, {"input_ids": torch.randint(1, max(vocab, 2), (_BATCH, _PAST), generator=generator)})
+    vocab = _vocab_size(model, prompt)
+    positions = "position_ids" in _forward_parameters(model)
+    call = {"input_ids": torch.randint(1, vocab, (_BATCH, _PAST), generator=generator),
+            "attention_mask": torch.ones(_BATCH, _PAST, dtype=torch.long)}
+    if positions:
+        call["position_ids"] = torch.arange(_PAST).expand(_BATCH, _PAST).contiguous()
+    shapes = _cache_shapes(model, call)
+    ids = torch.randint(1, vocab, (_BATCH, _NEW), generator=generator)
     tensors = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
     cache = DynamicCache([(tensors[i], tensors[i + 1]) for i in range(0, len(tensors), 2)])
     kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones(_BATCH, _PAST + _NEW, dtype=torch.long)}
     dynamic: dict[str, Any] = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"}}
-    if "position_ids" in _forward_parameters(model):
+    if positions:
         kwargs["position_ids"] = torch.arange(_PAST, _PAST + _NEW).expand(_BATCH, _NEW).contiguous()
         dynamic["position_ids"] = {0: "batch", 1: "sequence"}
     name = _cache_argument(model)
@@ -177,7 +201,8 @@ def _decoder_example(model: Any, states: Any, encoder_kwargs: Mapping[str, Any],
 
     generator = torch.Generator().manual_seed(0)
     vocab = int(getattr(model.config, "vocab_size", 4) or 4)
-    text = "attention_mask" in encoder_kwargs
+    # token ids (a text encoder's length varies, with or without a mask); Whisper's features have a fixed length
+    text = any(not value.is_floating_point() for value in encoder_kwargs.values())
     encoder_dims = {0: "batch", 1: "encoder_sequence"} if text else {0: "batch"}
     kwargs: dict[str, Any] = {"decoder_input_ids": torch.randint(3, vocab, (_BATCH, _NEW), generator=generator),
                               "encoder_outputs": (states,)}
@@ -188,7 +213,8 @@ def _decoder_example(model: Any, states: Any, encoder_kwargs: Mapping[str, Any],
         dynamic["attention_mask"] = encoder_dims
     if cache:
         call = {"decoder_input_ids": torch.randint(3, vocab, (_BATCH, _PAST), generator=generator),
-                "encoder_outputs": (states,), **({"attention_mask": kwargs["attention_mask"]} if text else {})}
+                "encoder_outputs": (states,),
+                **({"attention_mask": kwargs["attention_mask"]} if "attention_mask" in kwargs else {})}
         shapes = _cache_shapes(model, call)
         tensors = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
         half = len(tensors) // 2  # the self-attention cache's tensors, then the cross-attention cache's

@@ -267,3 +267,38 @@ DIM_NAME_ON_DIFFERENT_SIZES = define(
         ```
     """,
     tags=("arguments", "dynamic-shapes"))
+
+CACHE_SHAPES_LAYOUT = define(
+    "ARG027", "cache-dynamic-shapes-layout-unknown", E,
+    "dynamic_shapes[{argument}] gives the {container} ({layout}) {given}, which matches none of the layouts "
+    "accepted for it: {accepted}",
+    "Write the cache's entry in one of the layouts the message lists (one entry per tensor is torch.export's).",
+    what="Checks the `dynamic_shapes` entry of a transformers KV cache argument (`DynamicCache`, "
+         "`EncoderDecoderCache`) against the layouts people write it in: one entry per tensor in the "
+         "order of the ONNX inputs (`past_key_values.0.key`, `past_key_values.0.value`, ...), a list "
+         "of the keys' entries and one of the values' (transformers' and onnx-diagnostic's "
+         "layout), one `(key, value)` pair per layer, and for an encoder-decoder "
+         "`[self-attention, cross-attention]` in any of those, or one "
+         "`(self key, self value, cross key, cross value)` per layer. Any of them is accepted; this "
+         "error names the argument, the structure given and the structures accepted when none fits.",
+    why="torch.export matches the entry against the cache's flattened tensors and fails with "
+        "`ValueError: Node arity mismatch; expected 8, but got 2`, naming neither the argument nor "
+        "the layout it expected.",
+    example="""
+        batch, past = Dim("batch"), Dim("past")
+        onnxsight.export(bart, (), kwargs=step,   # 2 decoder layers: 4 self- and 4 cross-attention tensors
+                         dynamic_shapes={"cache": [[{0: batch, 2: past}] * 4, [{0: batch}] * 3]})
+        # ARG027: dynamic_shapes['cache'] gives the EncoderDecoderCache (2 self-attention layers and 2
+        # cross-attention layers, 8 tensors) [[dict, dict, dict, dict], [dict, dict, dict]], which matches none
+        # of the layouts accepted for it: a list of 8 (one per tensor: past_key_values.0.decoder.key, ...
+    """,
+    how="""
+        Give one entry per tensor, or group them as the message lists:
+
+        ```python
+        self_part = [{0: batch, 2: past}] * 4              # 2 layers x (key, value)
+        cross_part = [{0: batch, 2: encoder_length}] * 4
+        dynamic_shapes = {"cache": [self_part, cross_part]}
+        ```
+    """,
+    tags=("arguments", "dynamic-shapes"))

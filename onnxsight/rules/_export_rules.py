@@ -197,7 +197,7 @@ DYNAMIC_DIM_SPECIALIZED = define(
     "CAP005", "dynamic-dim-specialized", E,
     "input `{input}` axis {axis} ({dim}) is marked dynamic, but {cause} fixes it to {value}; torch.export's fix "
     "`{suggestion}` would export it static, so onnxsight does not apply it. Write that line in terms of the "
-    "dynamic size, or make the axis static yourself: {static}",
+    "dynamic size{option}, or make the axis static yourself: {static}",
     "Rewrite the line named in the message in terms of the dynamic size (`x.shape[0]`, `-1`), or stop "
     "marking the axis dynamic.",
     what="Reports a dimension marked dynamic that the model's code forces to one value, with the input "
@@ -221,6 +221,13 @@ DYNAMIC_DIM_SPECIALIZED = define(
         ```
 
         or, if the size really is fixed, stop marking it dynamic (`{"x": {0: 4}}` or no entry).
+
+        Where the model's library offers a form that holds at every size, the message gives it: transformers'
+        ViT and ViT-MSN check the image against the trained size unless called with
+        `interpolate_pos_encoding=True`, which interpolates the position embeddings to any size
+        (`onnxsight.export(vit, (pixels,), kwargs={"interpolate_pos_encoding": True}, ...)`, with an example
+        of another size than the trained one: see the next paragraph). MobileViT has no such form: its
+        unfolding into patches is written for one size.
 
         When the line is a library's shortcut for one size (transformers' DINOv2 returns its position
         embeddings unresized when the image has the trained size: the message shows the guard
@@ -461,6 +468,62 @@ TRAINING_MODE_EXPORTED_AS_EVAL = define(
         ```
     """,
     tags=("capture", "torch.onnx"))
+
+DIMS_APART_MUST_MATCH = define(
+    "CAP023", "dynamic-dims-named-apart-must-match", E,
+    "{dims} have dims of their own in dynamic_shapes, but {cause} broadcasts one against the other ({sizes}), "
+    "which needs them equal; the example gives them {examples}, so torch.export cannot capture it. Give these "
+    "axes one Dim and pass an example where they are equal",
+    "Share one Dim between the axes the message names, with an example of equal sizes, or change the line that "
+    "broadcasts them.",
+    what="Reports two axes asked dynamic with different dims (two `Dim`s, two names, `Dim.DYNAMIC`) that the "
+         "model's code broadcasts against each other, when the example gives them different sizes: the "
+         "message names both inputs, their axes and dims, the sizes, and the line (a model library's line, "
+         "such as transformers' T5 adding the attention mask to the cross-attention scores, and the user's "
+         "call into it).",
+    why="torch.export fails inside its broadcasting code with `RuntimeError: Attempting to broadcast a "
+        "dimension of length s26`, naming its own symbols and no input. When the example's sizes are equal "
+        "the same code only ties the dims, and onnxsight exports them as one dim (CAP007).",
+    example="""
+        # T5's decode step: the encoder mask (30 positions) and the cross-attention cache (3) named apart
+        dynamic_shapes = {"attention_mask": {0: batch, 1: Dim.DYNAMIC},
+                          "cache": [[self_keys, self_values], [[{0: batch, 2: cache_length2}] * 2] * 2]}
+        # CAP023: input `attention_mask` axis 1 (Dim.DYNAMIC) and input `past_key_values.0.encoder.key`
+        # axis 2 (cache_length2) ... the example gives them 30 and 3
+    """,
+    how="""
+        Give both axes one Dim and an example where they are equal (an encoder-decoder's cross-attention
+        cache has the encoder's length):
+
+        ```python
+        encoder_length = Dim("encoder_sequence_length")
+        dynamic_shapes = {"attention_mask": {0: batch, 1: encoder_length},
+                          "cache": [self_part, [{0: batch, 2: encoder_length}] * 4]}
+        ```
+    """,
+    tags=("capture", "dynamic-shapes"))
+
+DIMS_APART_TIED = define(
+    "CAP024", "dynamic-dims-named-apart-tied", W,
+    "{dims} were given dims of their own in dynamic_shapes, but {cause} ties them: in the graph {relation}",
+    "Give the tied axes one Dim (the name the message says the graph uses), or change the code that ties them.",
+    what="Warns when the model's code makes two axes equal (or one an expression of the other) that the user "
+         "gave different dim names, and torch.export captured the model without reporting it (it does so "
+         "when the axis it meets first has no name of its own, a `Dim.DYNAMIC` attention mask for "
+         "example). The graph has one dim for them, named after the first named axis in input order, as "
+         "torch.onnx names dims given as strings; the message names every axis, its dim and the line.",
+    why="A user who named two axes apart expects ONNX inputs that accept different sizes; the exported model "
+        "requires them equal and fails (or computes something else) at sizes the names suggested were free.",
+    example="""
+        dynamic_shapes = {"attention_mask": {0: batch, 1: Dim.DYNAMIC},
+                          "cache": [self_part, [{0: batch, 2: cache_length2}] * 4],
+                          "input_ids": {0: batch, 1: seq_length}}
+        # CAP024: input `past_key_values.0.encoder.key` axis 2 (cache_length2), input `input_ids` axis 1
+        # (seq_length) ... ties them: in the graph they are one dim, `cache_length2`
+    """,
+    how="Give those axes one `Dim` (or one name), so that the graph's name is the one you chose and the "
+        "warning goes.",
+    tags=("capture", "dynamic-shapes"))
 
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(

@@ -167,10 +167,44 @@ GENERATION_MODEL_CALL_FAILED = define(
     "GEN011", "generation-model-call-failed", E,
     "PyTorch's {phase} step of {model} failed: {error}",
     "Pass a transformers model with a language-model head that takes a cache (use_cache=True).",
-    what="Refuses a model the PyTorch side of the loop cannot call as a transformers generative model.",
+    what="Refuses a model the PyTorch side of the loop cannot call as a generative model; at a later step "
+         "(the loop past the model's positions), ends the loop there, the steps that ran kept in the result.",
     why="The PyTorch loop drives the model with its own cache object, as generate() does.",
     example="""
         onnxsight.verify_generation(my_module, inputs, prog)   # GEN011: forward() got an unexpected keyword
+        onnxsight.verify_generation(gpt2, inputs, steps=2000)  # a 6-token prompt; GEN011: PyTorch's decode
+        # (step 1019) step of GPT2LMHeadModel failed: IndexError: index out of range in self (this step's
+        # tokens reach position 1024, past the model's config.n_positions = 1024: ask for fewer steps ...)
     """,
-    how="Pass the transformers model (`...ForCausalLM`, `...ForConditionalGeneration`).",
+    how="Pass a transformers model (`...ForCausalLM`, `...ForConditionalGeneration`) or a module whose "
+        "forward() takes `input_ids`, `attention_mask`, `position_ids` and `past_key_values` (a "
+        "`DynamicCache`); ask for no more steps than the model has positions for.",
     tags=("generation", "usage"))
+
+GENERATION_STEP_OUTSIDE_EXPORT = define(
+    "GEN012", "generation-step-outside-export", E,
+    "step {step} of the generation ({phase}) is outside what the exported {program} accepts ({detail}); "
+    "ONNX Runtime checks none of torch.export's guards and runs it on the branches the export's example "
+    "took: {what}",
+    "Export the step with example inputs like this step's (its past length, its prompt's length), or write "
+    "the branch on these sizes as tensor code (torch.where, torch.cond).",
+    what="Reports a diverging step whose inputs the exported program does not take, where no node of the ONNX "
+         "graph differs from that program: a size outside a dim's range that the export narrowed (CAP007), a guard of "
+         "torch.export that fails (two sizes in another relation than in the export's example), or a static "
+         "axis of another size.",
+    why="The ONNX model has no guards: it runs any size, computing what the model computed for the "
+        "export's example. Where the model's Python code branches on the sizes, that is another model, "
+        "and no single node of the ONNX graph is wrong.",
+    example="""
+        class Decoder(nn.Module):
+            def forward(self, input_ids, attention_mask, position_ids, past_key_values):
+                if past_key_values.get_seq_length() > input_ids.shape[1]:   # taken at the export's example
+                    ...
+        onnxsight.verify_generation(Decoder(), prompt, steps=8)
+        # GEN012: step 0 of the generation (prompt) is outside what the exported decoder accepts (Guard failed:
+        # past_key_values['0.key'].size()[2] >= 3); ONNX Runtime checks none of torch.export's guards and
+        # runs it on the branches the export's example took: the logits differ by 3.22
+    """,
+    how="Read the export's CAP007 warning: it names the dim that was narrowed and the line that narrowed it. "
+        "Make that branch tensor code, or export with examples that take the branch this step takes.",
+    tags=("generation", "capture", "shape"))

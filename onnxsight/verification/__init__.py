@@ -40,6 +40,8 @@ _INTERNAL = {
     "DEFAULT_STEPS": "onnxsight.verification._generation",
     "named_cache": "onnxsight.verification._generation_sides",
     "cache_argument": "onnxsight.verification._generation_sides",
+    "step_cache": "onnxsight.verification._generation_sides",
+    "forward_takes": "onnxsight.verification._generation_sides",
 }
 
 __all__ = sorted(_PUBLIC)
@@ -51,7 +53,8 @@ if TYPE_CHECKING:
     from onnxsight.verification._bundle import ReproCase
     from onnxsight.verification._generation import DEFAULT_STEPS, run_generation
     from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
-    from onnxsight.verification._generation_sides import cache_argument, named_cache
+    from onnxsight.verification._generation_sides import (cache_argument, forward_takes, named_cache,
+                                                          step_cache)
     from onnxsight.verification._detections import DetectionComparison, compare_detections
     from onnxsight.verification._metrics import Metrics, compare
     from onnxsight.verification._onnx_only import verify_onnx

@@ -21,11 +21,12 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, caller_location
+from onnxsight.exporter import past_name, present_name
 from onnxsight.verification._generation_io import (ENCODER_STATES, LOGITS, StepSignature, cache_position,
-                                                   grown_mask, past_of, positions, step_signature)
+                                                   grown_mask, positions, read_prompt, step_signature)
 from onnxsight.verification._generation_replay import compare_per_node, describe
 from onnxsight.verification._generation_result import GenerationPrograms, GenerationResult
-from onnxsight.verification._generation_sides import OrtSide, StepModel, TorchSide, step_model
+from onnxsight.verification._generation_sides import OrtSide, StepModel, TorchSide, call_failure, step_model
 from onnxsight.verification._metrics import compare, to_numpy
 from onnxsight.verification._runners import refuse
 from onnxsight.verification._tolerance import Bounds, Tolerance
@@ -59,22 +60,26 @@ def run_generation(model: Any, inputs: Any, programs: Any, *, steps: int = DEFAU
                   for name, m in models.items() if name != "encoder"}
     _check_cache(signatures, encoder_decoder)
     ctx = DiagnosticContext(fallback_location=caller_location())
-    prompt = _prompt(model, inputs, encoder_decoder, decoder_start_token_id, models.get("encoder"))
+    prompt = read_prompt(model, inputs, encoder_decoder, decoder_start_token_id, models.get("encoder"))
     torch_side = TorchSide(model, encoder_decoder=encoder_decoder)
     ort = OrtSide(list(models.values()), providers, ctx, fallback=provider_fallback)
+    loop = _Loop(torch_side, ort, models, signatures, tolerance, ctx, steps)
+    encoder, rows = None, []
     try:
-        loop = _Loop(torch_side, ort, models, signatures, tolerance, ctx, steps)
-        encoder = loop.encode(prompt) if encoder_decoder else None
-        _warn_positions(prompt, signatures, ctx, encoder_decoder)
-        rows = loop.run(prompt) if encoder is None or encoder.get("ran") else []
+        if ort.error is None:  # else no session: ORT001 (DTY002 at the line of an op without a kernel) said why
+            encoder = loop.encode(prompt) if encoder_decoder else None
+            _warn_positions(prompt, signatures, ctx, encoder_decoder)
+            rows = loop.run(prompt) if encoder is None or encoder.get("ran") else []
     finally:
         ort.close()
+    error = ort.error or loop.stopped
     result = GenerationResult(rows, [], requested=steps, encoder=encoder, programs=given,
                               info={"providers": list(ort.providers), "requested_providers": list(providers),
                                     "tolerance": tolerance.to_dict(), "encoder_decoder": encoder_decoder,
                                     "batch": int(prompt["tokens"].shape[0]),
                                     "prompt_length": int(prompt["length"]),
-                                    "programs": {name: _describe(m) for name, m in models.items()}})
+                                    "programs": {name: _describe(m) for name, m in models.items()},
+                                    **({"error": error} if error else {})})
     first = result.first_divergence
     if first is not None:
         which, feeds, eager = loop.replays[first["step"]]
@@ -121,7 +126,7 @@ def _check_options(steps: Any, tolerance: Any, providers: Any) -> None:
 
 def _check_cache(signatures: Mapping[str, StepSignature], encoder_decoder: bool) -> None:
     """GEN006 for a cache input no step returns; GEN005 for a cross-attention cache without a first step."""
-    returned = {past_of(name) for sig in signatures.values() for name in sig.outputs} - {None}
+    returned = {past_name(name) for sig in signatures.values() for name in sig.outputs} - {None}
     decoder = signatures["decoder"]
     if encoder_decoder and decoder.cross_inputs and "first_step" not in signatures:
         raise refuse(rules.GENERATION_FIRST_STEP_NEEDED, inputs=", ".join(decoder.cross_inputs[:2]) + (
@@ -129,51 +134,9 @@ def _check_cache(signatures: Mapping[str, StepSignature], encoder_decoder: bool)
     for which, sig in signatures.items():
         for name in sig.cache_inputs:
             if name not in returned:
-                outputs = [n for n in sig.outputs if n.startswith("present.")]
+                outputs = [n for n in sig.outputs if past_name(n) is not None]
                 raise refuse(rules.GENERATION_CACHE_UNPAIRED, program=which, input=name,
-                             output="present." + name[len("past_key_values."):], outputs=", ".join(outputs) or "none")
-
-
-def _prompt(model: Any, inputs: Any, encoder_decoder: bool, start_id: int | None,
-            encoder: StepModel | None) -> dict[str, Any]:
-    """The prompt: the decoder's first tokens and mask, an encoder-decoder's encoder inputs."""
-    import torch
-
-    from onnxsight.verification._inputs import _from_numpy
-
-    given = dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}
-    given = {k: _from_numpy(v) for k, v in given.items() if v is not None}
-    if not encoder_decoder:
-        ids = given.get("input_ids")
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-            raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="prompt", input="input_ids (a [batch, length] tensor)",
-                         known="input_ids, attention_mask")
-        mask = given.get("attention_mask", torch.ones_like(ids))
-        return {"tokens": ids, "mask": mask.to(torch.long), "length": ids.shape[1], "encoder": {}}
-    encoder_inputs = {k: v for k, v in given.items() if not k.startswith("decoder_")}
-    batch = next(iter(encoder_inputs.values())).shape[0]
-    tokens = given.get("decoder_input_ids")
-    if tokens is None:
-        start = start_id if start_id is not None else _start_token(model)
-        if start is None:
-            raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="prompt", input="decoder_input_ids",
-                         known="decoder_input_ids, or decoder_start_token_id= (the model's config has none)")
-        tokens = torch.full((batch, 1), int(start), dtype=torch.long)
-    names = set(encoder.input_names) if encoder is not None else set(encoder_inputs)
-    missing = sorted(names - set(encoder_inputs))
-    if missing:
-        raise refuse(rules.GENERATION_INPUT_UNKNOWN, program="encoder", input=missing[0],
-                     known=", ".join(sorted(encoder_inputs)) + " (the prompt's inputs)")
-    return {"tokens": tokens, "mask": torch.ones_like(tokens), "length": tokens.shape[1],
-            "encoder": encoder_inputs, "encoder_mask": encoder_inputs.get("attention_mask")}
-
-
-def _start_token(model: Any) -> int | None:
-    for config in (getattr(model, "generation_config", None), getattr(model, "config", None)):
-        value = getattr(config, "decoder_start_token_id", None)
-        if value is not None:
-            return int(value)
-    return None
+                             output=present_name(name), outputs=", ".join(outputs) or "none")
 
 
 def _warn_positions(prompt: Mapping[str, Any], signatures: Mapping[str, StepSignature], ctx: DiagnosticContext,
@@ -205,6 +168,7 @@ class _Loop:
         self.states: tuple[Any, Any] | None = None   # the encoder's states: PyTorch's, ONNX Runtime's
         # step -> (program, its inputs with PyTorch's cache, PyTorch's logits), for the first real divergence
         self.replays: dict[int, tuple[str, dict[str, Any], Any]] = {}
+        self.stopped: str | None = None   # why the loop ended before its last step (PyTorch's step failed)
 
     def encode(self, prompt: Mapping[str, Any]) -> dict[str, Any]:
         """Run the encoder on both sides once; compare its states (a divergence there is step -1)."""
@@ -234,6 +198,8 @@ class _Loop:
         for step in range(self.steps):
             which = "first_step" if step == 0 and "first_step" in self.signatures else "decoder"
             row, chosen = self.step(step, which, prompt, tokens, mask, past)
+            if row is None:  # PyTorch's step failed after others ran: the steps that ran are kept
+                break
             rows.append(row)
             if row["divergence"] == "error":
                 break
@@ -258,15 +224,21 @@ class _Loop:
         return {role: value for role, value in values.items() if role in taken}
 
     def step(self, step: int, which: str, prompt: Mapping[str, Any], tokens: Any, mask: Any,
-             past: int) -> tuple[dict[str, Any], Any]:
+             past: int) -> tuple[dict[str, Any] | None, Any]:
         sig = self.signatures[which]
         values = self.values(sig, prompt, tokens, mask, past)
         torch_past = self.torch.past()
         try:
             logits, present = self.torch.step(values)
-        except Exception as exc:  # noqa: BLE001 - the user's model: a refusal naming it, not a traceback
-            raise refuse(rules.GENERATION_MODEL_CALL_FAILED, phase="prompt" if step == 0 else f"decode (step {step})",
-                         model=type(self.torch.model).__name__, error=f"{type(exc).__name__}: {exc}"[:400]) from exc
+        except Exception as exc:  # noqa: BLE001 - the user's model: said naming it, not a traceback
+            fields = {"phase": "prompt" if step == 0 else f"decode (step {step})",
+                      "model": type(self.torch.model).__name__,
+                      "error": call_failure(self.torch.model, exc, past + tokens.shape[1])}
+            if step == 0:  # a model the loop cannot call at all
+                raise refuse(rules.GENERATION_MODEL_CALL_FAILED, **fields) from exc
+            self.ctx.emit(rules.GENERATION_MODEL_CALL_FAILED, **fields)
+            self.stopped = rules.GENERATION_MODEL_CALL_FAILED.format(**fields)
+            return None, None
         chosen = logits[:, -1].argmax(-1).cpu()
         row: dict[str, Any] = {"step": step, "phase": "prompt" if step == 0 else "decode",
                                "new_tokens": tokens.shape[1],
@@ -380,10 +352,10 @@ def _empty_cache(name: str, present: Mapping[str, Any]) -> Any:
     """The empty cache of the first step: PyTorch's returned cache of the same name with no positions."""
     import torch
 
-    tensor = present.get("present." + name[len("past_key_values."):])
+    tensor = present.get(present_name(name))
     if tensor is None:
         raise refuse(rules.GENERATION_CACHE_UNPAIRED, program="decoder", input=name,
-                     output="present." + name[len("past_key_values."):],
+                     output=present_name(name),
                      outputs=", ".join(present) or "none (PyTorch's model returned no cache)")
     shape = list(tensor.shape)
     shape[-2] = 0

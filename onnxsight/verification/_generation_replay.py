@@ -15,7 +15,9 @@ from typing import Any, Mapping, Sequence
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, module_path, node_location
 from onnxsight.verification._generation_sides import StepModel
+from onnxsight.verification._inputs import sizes_outside_ranges
 from onnxsight.verification._metrics import compare, to_numpy
+from onnxsight.verification._runners import VerificationError
 from onnxsight.verification._tolerance import Tolerance
 
 
@@ -55,14 +57,21 @@ def compare_per_node(model: StepModel, feeds: Mapping[str, Any], eager: Any, fir
         return None
     try:
         args, kwargs = call_of(model.program, feeds)
-        verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
-                              onnx_model=model.model if model.replaced else None)
-        if verification.info.get("error"):
-            # NOTE: ONNX Runtime failed running the step (a node fed a wrongly shaped value): in isolated
-            # mode each node is fed PyTorch's inputs, so the failing reader runs and the value that is
-            # wrong is compared.
+        with sizes_outside_ranges():  # ONNX Runtime ran the step: a range the export narrowed is said after
             verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
-                                  onnx_model=model.model if model.replaced else None, mode="isolated")
+                                  onnx_model=model.model if model.replaced else None)
+            if verification.info.get("error"):
+                # NOTE: ONNX Runtime failed running the step (a node fed a wrongly shaped value): in isolated
+                # mode each node is fed PyTorch's inputs, so the failing reader runs and the value that is
+                # wrong is compared.
+                verification = verify(model.program, args, kwargs, providers=providers, tolerance=tolerance,
+                                      onnx_model=model.model if model.replaced else None, mode="isolated")
+    except VerificationError as exc:
+        if exc.rule == rules.VERIFY_INPUT_SHAPE.code:  # a static axis of another size: the export's example
+            _outside_export(ctx, step, phase, what, model.which, _message(exc))
+        else:
+            _unavailable(ctx, step, phase, what, model.which, f"{type(exc).__name__}: {exc}"[:400])
+        return None
     except Exception as exc:  # noqa: BLE001 - the step's divergence stands; why it has no node is said
         _unavailable(ctx, step, phase, what, model.which, f"{type(exc).__name__}: {exc}"[:400])
         return None
@@ -150,6 +159,16 @@ def _unavailable(ctx: DiagnosticContext, step: int, phase: str, what: str, which
              cause="no per-node comparison of that step ran (GEN009)", properties={"step": step, "program": which})
 
 
+def _outside_export(ctx: DiagnosticContext, step: int, phase: str, what: str, which: str, detail: str) -> None:
+    ctx.emit(rules.GENERATION_STEP_OUTSIDE_EXPORT, step=step, phase=phase, program=which, detail=detail, what=what,
+             properties={"step": step, "program": which})
+
+
+def _message(exc: VerificationError) -> str:
+    """The refusal's message without its ``CODE [name]`` prefix."""
+    return exc.diagnostics[0].message if exc.diagnostics else str(exc)
+
+
 def _capture_or_drift(model: StepModel, feeds: Mapping[str, Any], eager: Any, step: int, phase: str, what: str,
                       ctx: DiagnosticContext, tolerance: Tolerance, output: str | None) -> None:
     """Every value agrees on PyTorch's inputs: the exported program against the eager model (GEN008), or the
@@ -162,9 +181,15 @@ def _capture_or_drift(model: StepModel, feeds: Mapping[str, Any], eager: Any, st
     program = model.program
     name = output if output in program.output_names else program.output_names[0]
     args, kwargs = call_of(program, feeds)
-    with torch.no_grad(), library_pytrees():
-        leaves = [leaf for leaf in pytree.tree_leaves(program.exported_program.module()(*args, **kwargs))
-                  if isinstance(leaf, torch.Tensor)]
+    try:
+        with torch.no_grad(), library_pytrees():
+            leaves = [leaf for leaf in pytree.tree_leaves(program.exported_program.module()(*args, **kwargs))
+                      if isinstance(leaf, torch.Tensor)]
+    except Exception as exc:  # noqa: BLE001 - a guard of torch.export that fails on this step's sizes
+        guard = isinstance(exc, AssertionError) and str(exc).startswith("Guard failed")
+        detail = str(exc) if guard else f"{type(exc).__name__}: {exc}"
+        _outside_export(ctx, step, phase, what, model.which, detail[:400])
+        return
     captured = leaves[program.output_names.index(name)]
     metrics = compare(to_numpy(eager), to_numpy(captured), tolerance.for_value(name, captured.dtype))
     if not metrics.passed:

@@ -18,9 +18,13 @@ import numpy as np
 
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext
+from onnxsight.exporter import past_name
 from onnxsight.verification._checks import is_program
-from onnxsight.verification._generation_io import PAST, PRESENT, past_of
-from onnxsight.verification._runners import OrtRunner, full_float32, refuse
+from onnxsight.verification._chunks import OrtFailure
+from onnxsight.verification._engine import report_ort_error
+from onnxsight.verification._generation_io import PRESENT
+from onnxsight.verification._graph import GraphIndex
+from onnxsight.verification._runners import OrtRunner, VerificationError, full_float32, refuse
 
 # role -> the keyword the transformers model's forward() takes it by (encoder-decoders: decoder_*)
 _DECODER_ONLY = {"tokens": "input_ids", "attention_mask": "attention_mask", "position_ids": "position_ids",
@@ -37,6 +41,15 @@ def cache_argument(model: Any) -> str:
     except (TypeError, ValueError):
         return "past_key_values"
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+def forward_takes(module: Any, name: str) -> bool:
+    """Whether ``module.forward`` takes keyword ``name`` (by name, or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def named_cache(cache: Any) -> dict[str, Any]:
@@ -57,8 +70,35 @@ def named_cache(cache: Any) -> dict[str, Any]:
     return named
 
 
+def step_cache(model: Any, *, encoder_decoder: bool) -> Any:
+    """An empty cache in the layout the step programs are exported with: a layer per the model's config,
+    every attention layer keeping every position.
+
+    NOTE: generate() gives a sliding-window layer (Mistral, Gemma2's local layers) a cache that drops the
+    positions outside its window; the exported step keeps them and its mask leaves them out, as optimum's
+    and ONNX Runtime GenAI's decoders do (a fixed window would be specialised on the export's example). The
+    logits are the same; so that the cache is compared position by position, PyTorch's side (and the
+    export's example, ``export_generation``) keep every position too.
+    """
+    from transformers import DynamicCache, EncoderDecoderCache
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    def dynamic() -> Any:
+        config = getattr(model, "config", None)
+        try:
+            cache = DynamicCache(config=config) if config is not None else DynamicCache()
+        except (TypeError, AttributeError, ValueError):  # not a transformers config: layers made as used
+            return DynamicCache()
+        cache.layers = [DynamicLayer() if isinstance(layer, DynamicSlidingWindowLayer) else layer
+                        for layer in cache.layers]
+        return cache
+
+    return EncoderDecoderCache(dynamic(), dynamic()) if encoder_decoder else dynamic()
+
+
 class TorchSide:
-    """The user's transformers model, driving its own cache (``DynamicCache``/``EncoderDecoderCache``)."""
+    """The user's model (a transformers model, or a decoder of the user's over a ``DynamicCache``), driving its
+    own cache (``DynamicCache``/``EncoderDecoderCache``, in ``step_cache``'s layout)."""
 
     def __init__(self, model: Any, *, encoder_decoder: bool) -> None:
         self.model = model
@@ -90,19 +130,11 @@ class TorchSide:
         return value.to(self.device) if hasattr(value, "to") and hasattr(value, "device") else value
 
     def new_cache(self) -> Any:
-        from transformers import DynamicCache, EncoderDecoderCache
-
-        def dynamic() -> Any:
-            try:
-                return DynamicCache(config=self.model.config)
-            except TypeError:  # an older transformers: no config argument
-                return DynamicCache()
-
-        return EncoderDecoderCache(dynamic(), dynamic()) if self.encoder_decoder else dynamic()
+        return step_cache(self.model, encoder_decoder=self.encoder_decoder)
 
     def past(self) -> dict[str, Any]:
         """The cache the next step reads, by ONNX input name (``past_key_values.0.key``)."""
-        return {PAST + name: tensor for name, tensor in named_cache(self.cache).items()}
+        return {past_name(name): tensor for name, tensor in _presents(self.cache).items()}
 
     def step(self, values: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         """One call of the model with ``values`` by role; (logits, the cache it returns by output name)."""
@@ -114,14 +146,33 @@ class TorchSide:
         if "encoder_outputs" in kwargs:
             kwargs["encoder_outputs"] = (kwargs["encoder_outputs"],)
         kwargs[self.cache_argument] = self.cache
-        kwargs["use_cache"] = True
+        if forward_takes(self.model, "use_cache"):  # transformers' models; a user's own decoder may not take it
+            kwargs["use_cache"] = True
         with torch.no_grad(), full_float32(str(self.device)):
             out = self.model(**kwargs)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if cache is not None:
             self.cache = cache
         logits = out.logits if hasattr(out, "logits") else out[0]
-        return logits, {PRESENT + name: tensor for name, tensor in named_cache(self.cache).items()}
+        return logits, _presents(self.cache)
+
+
+def call_failure(model: Any, exc: Exception, positions: int) -> str:
+    """PyTorch's error for a step that failed, with the model's position limit where the step went past it
+    (GPT-2's learned positions: an IndexError at the step whose tokens pass ``n_positions``)."""
+    text = f"{type(exc).__name__}: {exc}"[:400]
+    config = getattr(model, "config", None)
+    for attribute in ("n_positions", "max_target_positions", "max_position_embeddings"):
+        limit = getattr(config, attribute, None)
+        if isinstance(limit, int) and positions > limit:
+            return (f"{text} (this step's tokens reach position {positions - 1}, past the model's "
+                    f"config.{attribute} = {limit}: ask for fewer steps or a shorter prompt)")
+    return text
+
+
+def _presents(cache: Any) -> dict[str, Any]:
+    """A transformers cache's tensors by the output names of a step that returns it (``present.0.key``)."""
+    return {PRESENT + name: tensor for name, tensor in named_cache(cache).items()}
 
 
 def _parameters(module: Any) -> set[str]:
@@ -181,10 +232,18 @@ class OrtSide:
     def __init__(self, models: Sequence[StepModel], providers: Sequence[str], ctx: DiagnosticContext, *,
                  fallback: bool = False) -> None:
         self.runners: dict[str, OrtRunner] = {}
+        self.error: str | None = None   # a session ONNX Runtime could not create (ORT001 says why)
         for model in models:
             runner = OrtRunner(providers, ctx=ctx, fallback=fallback)
             runner.activate()
-            runner.load(model.model)
+            try:
+                runner.load(model.model)
+            except VerificationError:  # a provider that is not there: a bad call
+                raise
+            except Exception as exc:  # noqa: BLE001 - ORT001, and DTY002 at the line of an op without a kernel
+                error = report_ort_error(OrtFailure("session", exc), runner, ctx, GraphIndex.build(model.model))
+                self.error = f"ONNX Runtime could not load the {model.which}: {error}"
+                break
             self.runners[model.which] = runner
         self.providers = list(next(iter(self.runners.values())).providers) if self.runners else list(providers)
         self.cache: dict[str, np.ndarray] = {}   # cache input name -> what the next step is fed
@@ -196,10 +255,10 @@ class OrtSide:
 
     def keep_cache(self, outputs: Mapping[str, np.ndarray]) -> None:
         """Remember what the next step's cache inputs are fed: each ``present.X`` output becomes
-        ``past_key_values.X`` (:func:`~onnxsight.verification._generation_io.past_of`); an input no step
-        returns keeps its value (the cross-attention cache the first step computed)."""
+        ``past_key_values.X`` (the exporter's ``past_name``); an input no step returns keeps its value (the
+        cross-attention cache the first step computed)."""
         for name, value in outputs.items():
-            past = past_of(name)
+            past = past_name(name)
             if past is not None:
                 self.cache[past] = value
 

@@ -10,11 +10,31 @@ the dim's range.
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from onnxsight import rules
 from onnxsight.verification._runners import refuse
+
+_RANGES_CHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("onnxsight_ranges_checked", default=True)
+
+
+@contextmanager
+def sizes_outside_ranges() -> Iterator[None]:
+    """Within this block a size outside its dim's range is compared, not refused (VER003).
+
+    NOTE: for the generation loop's replay of a step ONNX Runtime has already run. The range is the exported
+    program's (torch.export narrows a dim, CAP007: LLaMA's mask to at least 4 positions), not the ONNX model's,
+    which has no guards; a fault at a 2-token prompt must still be named at its node. Whether the program itself
+    takes those sizes is checked after (GEN012). A block, not a verify() option: no user call skips the check.
+    """
+    token = _RANGES_CHECKED.set(False)
+    try:
+        yield
+    finally:
+        _RANGES_CHECKED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -258,7 +278,7 @@ def _bind(spec: InputSpec, tensor: Any, dims: Dims, sizes: dict[Any, int], specs
         symbol, given = size.node.expr, int(given)
         low, high = dims.ranges.get(symbol, (0, None))
         common = dict(input=spec.name, given=_shape(tensor.shape), expected=f"[{', '.join(spec.dim_names)}]")
-        if given < low or (high is not None and given > high):
+        if (given < low or (high is not None and given > high)) and _RANGES_CHECKED.get():
             raise refuse(rules.VERIFY_INPUT_SHAPE, properties=_ranges_of(spec, dims), **common,
                          detail=f"axis {axis} is {given}, outside {dims.describe(symbol)}")
         if symbol in sizes and sizes[symbol] != given:

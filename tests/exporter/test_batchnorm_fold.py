@@ -231,3 +231,29 @@ def test_a_checkpoint_without_the_batch_norm_statistics_is_refused(tmp_path: Any
     weights = {k: v for k, v in _randomised(build().eval()).state_dict().items() if "running_var" not in k}
     with pytest.raises(onnxsight.WeightsError, match="1.running_var"):
         program.save(tmp_path / "m.onnx", weights=weights)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_the_fold_computed_by_numpy_is_torchs_bit_for_bit(dtype: torch.dtype) -> None:
+    """Export folds in numpy (one thread, one pass); torch's float64 ops are the definition (and fake mode's)."""
+    from onnxsight.exporter.optimize._batchnorm import FoldedWeight, _numpy_fold, _torch_fold
+
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(dtype)
+
+    channels = 16
+    for _ in range(5):
+        params = [rand(channels), rand(channels), rand(channels), rand(channels).abs() + 1e-3]
+        weights = [  # (weight, channel axis, groups): Conv, ConvTranspose (grouped), Gemm transB=0, a transposed view
+            (rand(channels, 8, 3, 3).requires_grad_(), 0, 1), (rand(8, channels, 3, 3), 1, 1),
+            (rand(8, channels // 2, 3, 3), 1, 2), (rand(8, channels), 1, 1), (rand(8, channels).t(), 0, 1)]
+        for weight, axis, groups in weights:
+            fold = FoldedWeight("weight", (), (), 1e-5, axis, groups, dtype=dtype)
+            got, want = _numpy_fold(fold, [weight, *params]), _torch_fold(fold, [weight, *params])
+            assert got.dtype == want.dtype and torch.equal(got, want)
+        for bias in (None, rand(channels), rand(1)):
+            fold = FoldedWeight("bias", (), (), 1e-3, beta=0.7, dtype=dtype)
+            got, want = _numpy_fold(fold, [bias, *params]), _torch_fold(fold, [bias, *params])
+            assert got.dtype == want.dtype and torch.equal(got, want)

@@ -150,3 +150,21 @@ def test_an_optimize_value_that_is_no_choice_is_refused_naming_the_choices(value
         onnxsight.export(Mlp().eval(), (torch.randn(2, 8),), optimize=value)
     [diagnostic] = [d for d in info.value.diagnostics if d.code == "ARG005"]
     assert diagnostic.message == f"invalid value for optimize: expected True, False or 'ort-fusion', got {value!r}"
+
+
+class BFloat16Slopes(nn.Module):
+    """Falcon's and Bloom's ALiBi: slopes computed in the graph, rounded to bfloat16 (a constant subgraph)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        slopes = torch.pow(2.0, -torch.arange(1, 5, dtype=torch.float32) / 3)
+        return x * (slopes.to(torch.bfloat16) * 8).to(x.dtype)   # folded through bfloat16 values
+
+
+def test_a_constant_subgraph_rounded_to_bfloat16_is_folded() -> None:
+    x = torch.randn(2, 4)
+    program = _export(BFloat16Slopes(), (x,))
+    assert _ops(program) == Counter({"Mul": 1}), _ops(program)  # every constant folded, bfloat16 steps included
+    (constant,) = [onnx.numpy_helper.to_array(i) for i in program.model_proto.graph.initializer]
+    expected = (torch.pow(2.0, -torch.arange(1, 5, dtype=torch.float32) / 3).to(torch.bfloat16) * 8).float()
+    assert constant.tolist() == expected.tolist()   # rounded to bfloat16 as eager rounds it
+    assert onnxsight.verify(program, (x,)).passed

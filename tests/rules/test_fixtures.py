@@ -188,6 +188,16 @@ class CacheInput(torch.nn.Module):
         return x + cache.layers[0].keys.sum()
 
 
+class Broadcast(torch.nn.Module):
+    def forward(self, mask: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return mask + keys  # @CAP023
+
+
+class TiedThroughMask(torch.nn.Module):
+    def forward(self, mask: torch.Tensor, keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return (mask * 2 + ids) * keys  # @CAP024
+
+
 def _cache() -> Any:
     from transformers import DynamicCache
 
@@ -343,6 +353,13 @@ CASES: tuple[Case, ...] = (
          options={"module_functions": {torch.nn.TransformerEncoderLayer}}),
     Case("IO007", ComplexOutput, args=(torch.randn(2, 16),)),
     Case("CAP012", CacheInput, args=(torch.randn(4), _cache()), marker="export"),
+    Case("ARG027", CacheInput, args=(torch.randn(4), _cache()), marker="export",
+         options={"dynamic_shapes": {"x": None, "cache": [[{0: torch.export.Dim("batch")}] * 3]}}),
+    Case("CAP023", Broadcast, args=(torch.ones(2, 7), torch.ones(2, 3)),
+         options={"dynamic_shapes": {"mask": {1: torch.export.Dim.DYNAMIC}, "keys": {1: torch.export.Dim("length")}}}),
+    Case("CAP024", TiedThroughMask, args=(torch.ones(5), torch.ones(5), torch.ones(5)),
+         options={"dynamic_shapes": {"mask": {0: torch.export.Dim.DYNAMIC}, "keys": {0: torch.export.Dim("cache_length")},
+                                     "ids": {0: torch.export.Dim("seq_length")}}}),
     Case("VAL007", lambda: _fake(lambda: torch.nn.Linear(4, 4)), marker="export", files=("f",)),
 )
 

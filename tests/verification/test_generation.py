@@ -140,6 +140,22 @@ def test_a_position_off_by_one_is_found_at_the_rotary_embedding(llama: Any) -> N
     assert os.path.basename(location.file) == "modeling_llama.py" and "position_ids" in location.code
 
 
+@pytest.mark.slow
+def test_a_fault_at_a_prompt_shorter_than_the_exports_narrowed_mask_is_found_at_its_node(llama: Any) -> None:
+    """The export narrows the mask to at least 4 positions (CAP007, torch.export's guess); ONNX Runtime runs a
+    2-token prompt all the same, and the per-node comparison still names the fault's node (it said GEN009/GEN012,
+    the step outside the program's range, with no node)."""
+    model, programs = llama
+    short = {"input_ids": torch.tensor([[5, 9]]), "attention_mask": torch.ones(1, 2, dtype=torch.long)}
+    faulty = faults.shift_input(programs.decoder.model_proto, "position_ids", 1)
+    result = onnxsight.verify_generation(model, short, programs, steps=3, onnx_models={"decoder": faulty})
+    assert result.first_divergence["step"] == 0
+    assert os.path.basename(_diverged(result).location.file) == "modeling_llama.py" and len(_root(result))
+    assert onnxsight.verify_generation(model, short, programs, steps=3).passed
+    one = {"input_ids": torch.tensor([[5]]), "attention_mask": torch.ones(1, 1, dtype=torch.long)}
+    assert onnxsight.verify_generation(model, one, programs, steps=3).passed
+
+
 def test_a_mask_ignored_is_found_on_the_padded_prompt(llama: Any) -> None:
     model, programs = llama
     faulty = faults.ignore_input(programs.decoder.model_proto, "attention_mask")

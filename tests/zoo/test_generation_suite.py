@@ -18,7 +18,8 @@ from onnxsight.zoo._worker import run_model
 
 pytest.importorskip("transformers")
 
-MODELS = {"gen_llama", "gen_llama_mha", "gen_qwen2", "gen_gpt2", "gen_bart", "gen_marian", "gen_t5", "gen_whisper"}
+MODELS = {"gen_llama", "gen_llama_mha", "gen_qwen2", "gen_gpt2", "gen_bart", "gen_marian", "gen_t5", "gen_whisper",
+          "gen_mistral", "gen_gemma2", "gen_phi3", "gen_opt", "gen_gpt_neox", "gen_bloom", "gen_mbart", "gen_pegasus"}
 
 
 def _task(model: str, tmp_path) -> dict:
@@ -30,7 +31,8 @@ def test_the_suite_has_the_decoders_and_encoder_decoders() -> None:
     specs = load_suite("generation").specs
     assert {s.name for s in specs} == MODELS
     assert all(s.generation_steps == 16 and "generation" in s.tags for s in specs)
-    assert {"grouped-query", "decoder", "encoder-decoder", "audio"} <= {t for s in specs for t in s.tags}
+    assert {"grouped-query", "decoder", "encoder-decoder", "audio", "sliding-window", "alibi"} <= {
+        t for s in specs for t in s.tags}
 
 
 def test_gpt2_generation_record(tmp_path) -> None:

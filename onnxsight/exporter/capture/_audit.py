@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, Location
 from onnxsight.exporter.capture._fixes import Fix, RequestedDim, refine, render
+from onnxsight.exporter.capture._library_options import option_for
 from onnxsight.exporter.capture._torchlog import TorchLog
 
 Entries = dict[tuple[str, int], dict[str, Any]]
@@ -135,11 +136,12 @@ def cause(location: Location | None, origin: Location | None = None) -> str:
 
 def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[RequestedDim], value: int | None,
            fix: str, shapes: Any, *, size_cause: bool, every: Iterable[RequestedDim] = (),
-           static: str | None = None) -> None:
+           static: str | None = None, model: torch.nn.Module | None = None, kwargs: Any = None) -> None:
     """CAP005 (the code fixes the dim to a constant) or CAP008 (the example's size 0/1 is the cause).
 
     ``every``: all requested dims (a guard relating two is shown in both names); ``static``: the fix
     lines of every dim refused with this one, so that the static spec offered makes all of them static.
+    ``model``/``kwargs``: the call, for a form of the model's library that holds at every size (``_library_options``).
     """
     found = where(log, dims, specialised=True)
     dim = dims[0]
@@ -153,7 +155,8 @@ def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[R
     ctx.emit(rules.DYNAMIC_DIM_SPECIALIZED, location=found[0], input=dim.path, axis=dim.axis,
              dim=dim.name or "Dim.DYNAMIC", value=value if value is not None else "a constant",
              cause=cause(*found) + (f" (guard `{condition}`)" if condition else ""), suggestion=fix,
-             static=_static_code(static or fix, shapes))
+             static=_static_code(static or fix, shapes),
+             option=option_for(model, kwargs or {}, found, value) if model is not None else "")
     set_status(entries, dims, "refused", f"specialised to {value}: torch.export suggests `{fix}`", found)
 
 

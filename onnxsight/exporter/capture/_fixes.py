@@ -22,6 +22,8 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch.utils import _pytree as pytree
 
+from onnxsight.exporter.inputs._pytree_libs import active_containers
+
 _FIX = re.compile(r"^\s*(?P<name>[^=\s][^=]*?)\s*=\s*(?P<rhs>.+?)\s*$")
 
 
@@ -97,6 +99,12 @@ def _walk(spec: Any, value: Any, path: str, source: str) -> Iterator[RequestedDi
                 name = getattr(dim, "__name__", None)
                 yield RequestedDim(path, axis, name if isinstance(name, str) else None, int(value.shape[axis]),
                                    f"{source}.size()[{axis}]", tuple(int(n) for n in value.shape), leaf=id(value))
+    elif (container := active_containers().get(type(value))) is not None and isinstance(spec, list):
+        # a KV cache (its entry one spec per tensor: inputs/_cache_shapes): named as its ONNX inputs are
+        leaves, context = container.flatten(value)
+        prefix = dict(container.renames).get(path, path)
+        for name, leaf, item in zip(container.leaf_names(context), leaves, spec):
+            yield from _walk(item, leaf, f"{prefix}.{name}", f"{source}[{name!r}]")
     elif isinstance(value, Mapping) and isinstance(spec, Mapping):
         for key, item in value.items():
             if key in spec:

@@ -20,13 +20,14 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter.capture import _audit as audit
-from onnxsight.exporter.capture._fixes import (RequestedDim, derive_range_fixes, parse_fixes, refine, render,
-                                      requested_dims)
+from onnxsight.exporter.capture._fixes import RequestedDim, derive_range_fixes, parse_fixes, render, requested_dims
+from onnxsight.exporter.capture._tied import apart, model_line, refine, tied
 from onnxsight.exporter.capture._patches import applied as applied_patches
 from onnxsight.exporter._record import CaptureAttempt
 from onnxsight.exporter.capture._torchlog import TorchLog, recording
 from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_sequences
 from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
+from onnxsight.exporter.capture._early_stop import Watch
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
@@ -81,6 +82,8 @@ def _short(exc: BaseException, limit: int = 600) -> str:
     """torch's first paragraph: the sentence that says what went wrong, without its debugging advice."""
     text = str(exc).strip() or type(exc).__name__
     text = text.split("\n\n")[0].strip()
+    # torch's pointer to its own docs ends some messages (a dynamic_shapes structure mismatch): not the problem
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("For more information about this error"))
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
@@ -93,12 +96,13 @@ class _Try:
 
 
 def _run(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool,
-         oblivious: bool, watched: frozenset[str], echo: bool = False) -> _Try:
-    """One torch.export call with torch's logging recorded instead of printed (and printed too: ``echo``)."""
+         oblivious: bool, watched: frozenset[str], echo: bool = False, stop: Watch | None = None) -> _Try:
+    """One torch.export call with torch's logging recorded instead of printed (and printed too: ``echo``);
+    ``stop``: stopped at a guard that rules out size 2 for one of those dims (``_early_stop``)."""
     from torch.fx.experimental import _config as shapes_config
 
     start = time.perf_counter()
-    with recording(watched, echo=echo) as log, warnings.catch_warnings(record=True) as caught, \
+    with recording(watched, echo=echo, stop=stop) as log, warnings.catch_warnings(record=True) as caught, \
             shapes_config.patch(backed_size_oblivious=oblivious):
         # Every warning is recorded whatever the process's filters say ("ignore" would hide torch's from
         # the report, "error" would turn one into a capture failure); the user's own are re-issued after.
@@ -170,8 +174,12 @@ class _Session:
         for _ in range(MAX_FIX_ROUNDS + 1):
             args, kwargs = audit.grown(self.args, self.kwargs, self.dims) if mode == GROWN else (self.args,
                                                                                                 self.kwargs)
+            # NOTE: only the first size-oblivious capture stops early: its violation on a size-0/1 dim means the
+            # grown example next whatever the violation says; a retry's (self.retried) is judged in full.
+            stop = Watch({s: d.label for d in self.dims if d.size <= 1 for s in d.sources}, {}) \
+                if mode == OBLIVIOUS and self.retried is None else None
             attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
-                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose)
+                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose, stop=stop)
             label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
             if attempt.program is not None:
@@ -179,6 +187,16 @@ class _Session:
                 return self._accept(attempt, shapes, mode)
             exc = attempt.error
             assert exc is not None
+            stopped = attempt.log.stopped
+            if stopped is not None and any(error is stopped for error in _chain(exc)):
+                self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(stopped).__name__, str(stopped),
+                                                    rules.DYNAMIC_SHAPE_VIOLATION.code, log=attempt.log.log_lines()))
+                self.error = stopped
+                if stopped.value is not None:   # a size fixed: refused at this line if the grown example fails too
+                    self.deferred = (attempt, {stopped.dim: (stopped.value, f"{stopped.dim} = {stopped.value}")},
+                                     shapes)
+                mode = GROWN   # as its violation would have: _fix's fallback for a size-0/1 dim
+                continue
             rule = classify(exc)
             self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
                                                 rule.code, log=attempt.log.log_lines()))
@@ -195,7 +213,8 @@ class _Session:
             if rule is rules.BAD_DYNAMIC_SHAPES:  # the spec, not the strategy: every strategy refuses it alike
                 return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION:
-                self._strategy_failed(attempt, exc)
+                if not self._apart(attempt, exc):
+                    self._strategy_failed(attempt, exc)
                 return None
             refined = self._fix(attempt, shapes, exc, fallback=mode == OBLIVIOUS and self.retried is None,
                                 retry=mode == PLAIN)
@@ -247,7 +266,7 @@ class _Session:
                             for f in fixes):
             return GROWN
         try:
-            refined = refine(suggested, shapes) if fixes else None
+            refined = refine(suggested, shapes, self.model, self.args, self.kwargs) if fixes else None
         except Exception:  # noqa: BLE001 - a fix torch cannot apply itself is reported, not guessed
             refined = None
         if refined is None:
@@ -278,7 +297,7 @@ class _Session:
         for name, (value, text) in static.items():
             small = any(d.size <= 1 for d in by_label[name])
             audit.refuse(self.ctx, self.entries, attempt.log, by_label[name], value, text, shapes, size_cause=small,
-                         every=self.dims, static=together)
+                         every=self.dims, static=together, model=self.model, kwargs=self.kwargs)
             self._retag(rules.EXAMPLE_SIZE_SPECIALIZED if small else rules.DYNAMIC_DIM_SPECIALIZED)
         self.final = True
 
@@ -311,7 +330,17 @@ class _Session:
                                  "the example")
         if self.applied:
             audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
+        self._tied(program, attempt.log)
         return program
+
+    def _tied(self, program: torch.export.ExportedProgram, log: TorchLog) -> None:
+        """CAP024 for dims named apart that the program ties without a fix of torch's saying so (CAP007)."""
+        quiet = [d for d in self.dims if self.entries.get((d.path, d.axis), {}).get("status") != "narrowed"]
+        for dims, relation, found in tied(program, quiet, log):
+            self.ctx.emit(rules.DIMS_APART_TIED, location=found[0], dims=", ".join(d.describe() for d in dims),
+                          cause=audit.cause(*found), relation=relation)
+            audit.set_status(self.entries, [d for d in self.dims if d.label in {x.label for x in dims}], "narrowed",
+                             f"tied: {relation}", found)
 
     def _report_retried(self) -> None:
         """The size-oblivious retry did not capture the model: the plain capture's refusal or violation."""
@@ -327,6 +356,23 @@ class _Session:
         self.ctx.emit(rules.CAPTURE_STRATEGY_FAILED, location=user_frame(frames), stack=frames,
                       strategy=self.strategy, seconds=f"{attempt.seconds:.2f}", error_type=type(exc).__name__,
                       error=_short(exc, 300).splitlines()[0])  # the rest (torch's advice) is in the attempt
+
+    def _apart(self, attempt: _Try, exc: BaseException) -> bool:
+        """CAP023 where tracing failed broadcasting two dims the user named apart; False for other failures."""
+        dims, sizes = apart(exc, attempt.log, self.dims)
+        if not dims:
+            return False
+        frames = traceback_frames(exc)
+        found = model_line(frames)
+        self.ctx.emit(rules.DIMS_APART_MUST_MATCH, location=found[0], stack=frames,
+                      dims=" and ".join(d.describe() for d in dims), cause=audit.cause(*found),
+                      sizes=sizes, examples=" and ".join(str(d.size) for d in dims))
+        self._retag(rules.DIMS_APART_MUST_MATCH)
+        audit.set_status(self.entries, [d for d in self.dims if d.label in {x.label for x in dims}], "refused",
+                         f"broadcast against each other ({sizes}) with example sizes "
+                         f"{' and '.join(str(d.size) for d in dims)}", found)
+        self.final = True
+        return True
 
     def _violation(self, attempt: _Try, exc: BaseException) -> None:
         """CAP004: constraints torch.export offers no applicable fix for."""

@@ -36,6 +36,7 @@ from typing import Iterator
 import torch
 
 from onnxsight.diagnostics import Location, is_user_file
+from onnxsight.exporter.capture._early_stop import SizeOneGuard, Watch
 
 SHAPES_LOGGER = "torch.fx.experimental.symbolic_shapes"
 MAX_LINES = 200
@@ -56,13 +57,16 @@ class ShapeEvent:
 class TorchLog(logging.Handler):
     """Records torch's log lines and the ShapeEnv's decisions of one attempt."""
 
-    def __init__(self, watched: frozenset[str] = frozenset()) -> None:
+    def __init__(self, watched: frozenset[str] = frozenset(), stop: Watch | None = None) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
         self.events: list[ShapeEvent] = []
         self.dropped = 0
         self.watched = watched              # torch's source names of the dims asked dynamic
         self._symbols: set[str] = set()     # the symbols torch created for them
+        self.stop = stop                    # the size-0/1 dims whose doom stops the attempt (_early_stop)
+        self.stopped: SizeOneGuard | None = None
+        self._stopping = False
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -70,12 +74,14 @@ class TorchLog(logging.Handler):
                 event = self._event(record)
                 if event is not None:
                     self.events.append(event)
-                return
-            if record.levelno >= logging.WARNING:
+            elif record.levelno >= logging.WARNING:
                 first = record.getMessage().strip().splitlines() or [""]
                 self._add(f"{record.levelname} {record.name}: {first[0][:300]}")
         except Exception:  # noqa: BLE001 - a log record must never break the export
             return
+        if self._stopping:   # out of torch's trace, once (see _early_stop)
+            self._stopping = False
+            raise self.stopped  # type: ignore[misc]
 
     def source_symbols(self) -> dict[str, str]:
         """torch's source name (``L['x'].size()[0]``) -> the symbol created for it."""
@@ -105,11 +111,19 @@ class TorchLog(logging.Handler):
         message, args = str(record.msg), record.args if isinstance(record.args, tuple) else ()
         if "create_symbol" in message and len(args) >= 3 and str(args[2]) in self.watched:
             self._symbols.add(str(args[0]))
+            if self.stop is not None and len(args) >= 4:
+                self.stop.created(str(args[0]), str(args[2]), str(args[3]))
             return ShapeEvent("symbol", (str(args[0]),), str(args[2]), None)
         if "[guard added]" in message and len(args) >= 2:
             symbols = tuple(dict.fromkeys(_SYMBOL.findall(str(args[1]))))
             if self._symbols.intersection(symbols):
-                return ShapeEvent("guard", symbols, str(args[1]), *_locations())
+                event = ShapeEvent("guard", symbols, str(args[1]), *_locations())
+                where = event.origin or event.location
+                stop = None if self.stop is None or self.stopped is not None else \
+                    self.stop.dooms(str(args[0]), event.text, symbols, f" ({where})" if where else "")
+                if stop is not None:
+                    self.stopped, self._stopping = stop, True
+                return event
         if message.startswith("set_replacement") and len(args) >= 2 and str(args[0]) in self._symbols:
             return ShapeEvent("replacement", (str(args[0]),), str(args[1]), *_locations())
         return None
@@ -194,15 +208,16 @@ def _location(path: str, line: int, function: str) -> Location:
 
 
 @contextmanager
-def recording(watched: frozenset[str] = frozenset(), *, echo: bool = False) -> Iterator[TorchLog]:
+def recording(watched: frozenset[str] = frozenset(), *, echo: bool = False,
+              stop: Watch | None = None) -> Iterator[TorchLog]:
     """Route every torch logger's output, and what torch prints on stderr, to one :class:`TorchLog`.
 
     ``watched``: torch's source names of the dims asked dynamic; only their ShapeEnv decisions are
     kept, and the ShapeEnv's INFO logging is switched on only when there are some. ``echo`` (the
     user asked for torch's logs: ``verbose=True``, ``TORCH_LOGS``): torch's handlers and stderr print
-    as usual as well.
+    as usual as well. ``stop``: stop the attempt at a guard that dooms it (``_early_stop``).
     """
-    recorder = TorchLog(watched)
+    recorder = TorchLog(watched, stop)
     everyone = [logging.getLogger("torch")] + [
         logger for name, logger in list(logging.root.manager.loggerDict.items())
         if isinstance(logger, logging.Logger) and name.startswith("torch.") and not name.startswith("torch.__trace")]

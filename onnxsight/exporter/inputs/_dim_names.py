@@ -32,14 +32,21 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
     on in the ONNX model, not after forward()'s argument the user renamed. ``spelled``: a Dim name ->
     the string the user wrote for it where that is no identifier (``batch_size`` -> ``batch size``).
     """
-    onnx_name = dict(zip(program.graph_signature.user_inputs, input_names or []))
+    onnx_name = {placeholder: name for placeholder, name in zip(program.graph_signature.user_inputs, input_names or [])
+                 if name}  # None: the input keeps its own name
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
-    for placeholder, axis, node in axes:  # names the user chose first, wherever the symbol appears first
-        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or _debug_name(node)
-        symbol = str(node.expr)
-        if name and symbol not in names:
+    for own_only in (True, False):  # names the user chose, each symbol after its first named axis in input order
+        for placeholder, axis, node in axes:
+            name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or \
+                _debug_name(node, own_only=own_only)
+            symbol = str(node.expr)
+            if name and symbol not in names:
+                names[symbol] = _unique(name, taken)
+    for placeholder, axis, symbol in _replaced_axes(program):  # Dim("height") fixed to 8*_height: still "height"
+        name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis))
+        if name and symbol not in names and name.isidentifier():
             names[symbol] = _unique(name, taken)
     for placeholder, axis, node in axes:
         names.setdefault(str(node.expr), _unique(f"{onnx_name.get(placeholder, placeholder)}_dim_{axis}", taken))
@@ -64,12 +71,33 @@ def _symbolic_axes(program: torch.export.ExportedProgram) -> Iterator[tuple[str,
                 yield fx_node.name, axis, node
 
 
-def _debug_name(node: Any) -> str | None:
-    """The ``Dim`` name torch recorded for this axis (nested inputs: ``L['inputs']['a'].size()[0]``)."""
+def _replaced_axes(program: torch.export.ExportedProgram) -> Iterator[tuple[str, int, str]]:
+    """(placeholder name, axis, symbol) for every input axis whose own symbol torch replaced by an expression.
+
+    NOTE: a fix such as ``height = 8*_height`` (torch.export's, applied) makes the axis ``8*s56``
+    while shapes keep the axis's own symbol (``s100``, SymNode ``_expr``; ONNX shapes are written
+    from it), so the user's name goes on that symbol: the graph says ``height``, ``height//8``.
+    """
+    for fx_node in program.graph_module.graph.nodes:
+        if fx_node.op != "placeholder":
+            continue
+        for axis, dim in enumerate(getattr(fx_node.meta.get("val"), "shape", ())):
+            node = getattr(dim, "node", None)
+            own = getattr(node, "_expr", None)
+            if node is not None and getattr(own, "is_Symbol", False) and not getattr(node.expr, "is_Symbol", False):
+                yield fx_node.name, axis, str(own)
+
+
+def _debug_name(node: Any, *, own_only: bool = False) -> str | None:
+    """The ``Dim`` name torch recorded for this axis (nested inputs: ``L['inputs']['a'].size()[0]``).
+
+    ``own_only``: the axis's own symbol only, not the one torch replaced it by (a ``Dim.DYNAMIC`` axis tied to a
+    named one would otherwise lend the name of whichever axis torch kept, not of the first named one).
+    """
     env = node.shape_env
     debug = getattr(env, "source_name_to_debug_name", None) or {}
     sources = getattr(env, "var_to_sources", None) or {}
-    for symbol in (getattr(node, "_expr", None), node.expr):
+    for symbol in (getattr(node, "_expr", None),) if own_only else (getattr(node, "_expr", None), node.expr):
         for source in sources.get(symbol, ()):
             name = debug.get(source.name)
             if name:

@@ -25,9 +25,9 @@ from onnxsight.diagnostics import DiagnosticContext
 
 def dims_from_names(dynamic_shapes: Any) -> tuple[Any, dict[str, str]]:
     """(the spec with each string replaced by its ``Dim``, {Dim name: the user's string} where they differ)."""
-    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in _values(dynamic_shapes)):
+    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in spec_leaves(dynamic_shapes)):
         return dynamic_shapes, {}
-    dims: dict[str, Any] = {v.__name__: v for v in _values(dynamic_shapes) if _is_named_dim(v)}
+    dims: dict[str, Any] = {v.__name__: v for v in spec_leaves(dynamic_shapes) if _is_named_dim(v)}
     spelled: dict[str, str] = {}
     by_string: dict[str, Any] = {}
 
@@ -51,14 +51,14 @@ def dims_from_names(dynamic_shapes: Any) -> tuple[Any, dict[str, str]]:
     return convert(dynamic_shapes), spelled  # dict keys (argument names, axes) are never dim names
 
 
-def _values(spec: Any) -> Iterator[Any]:
+def spec_leaves(spec: Any) -> Iterator[Any]:
     """Every leaf value of a dynamic_shapes spec (dict keys are argument names or axes: not values)."""
     if isinstance(spec, Mapping):
         for value in spec.values():
-            yield from _values(value)
+            yield from spec_leaves(value)
     elif isinstance(spec, (list, tuple)):
         for value in spec:
-            yield from _values(value)
+            yield from spec_leaves(value)
     else:
         yield spec
 
@@ -79,7 +79,7 @@ def _identifier(name: str, *, taken: set[str]) -> str:
 
 def split_by_size(ctx: DiagnosticContext, dynamic_shapes: Any, model: Any, args: tuple, kwargs: dict) -> Any:
     """The spec with a dim name given to axes of different example sizes made one name per size (ARG023)."""
-    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in _values(dynamic_shapes)):
+    if isinstance(dynamic_shapes, str) or not any(isinstance(v, str) for v in spec_leaves(dynamic_shapes)):
         return dynamic_shapes
     try:
         positional = tuple(args) if isinstance(args, (tuple, list)) else (args,)
@@ -93,7 +93,7 @@ def split_by_size(ctx: DiagnosticContext, dynamic_shapes: Any, model: Any, args:
         return name
 
     _each_name(dynamic_shapes, bound, record)
-    taken = set(found) | {v.__name__ for v in _values(dynamic_shapes) if _is_named_dim(v)}
+    taken = set(found) | {v.__name__ for v in spec_leaves(dynamic_shapes) if _is_named_dim(v)}
     renamed: dict[tuple[str, int], str] = {}
     for name, axes in found.items():
         sizes = list(dict.fromkeys(size for _, _, size in axes))

@@ -9,10 +9,11 @@ but only for the duration of one export or one call of the program, so importing
 changes nothing globally, and a registration the user made themselves is left as it is.
 
 Flatten order is per layer: ``key, value`` of layer 0, then of layer 1, ... (as the ONNX
-inputs of decoders are laid out by optimum and ONNX Runtime GenAI), and the graph's
-inputs/outputs are named ``past_key_values.{layer}.key`` / ``present.{layer}.value``, whichever
-way forward() spells the argument: transformers 4.x and early 5.x ``past_key_values``, 5.24 ``cache``
-(tests/exporter/test_dynamic_cache.py runs with the installed one).
+inputs of decoders are laid out by optimum and ONNX Runtime GenAI); an ``EncoderDecoderCache``
+is its self-attention part, then its cross-attention part. The graph's inputs/outputs are named
+by ``_cache_names`` (``past_key_values.{layer}.key``, ``present.{layer}.decoder.value``; ``_io_names``
+applies them), whichever way forward() spells the argument: transformers 4.x and early 5.x
+``past_key_values``, 5.24 ``cache`` (tests/exporter/test_dynamic_cache.py runs with the installed one).
 
 Versions: the cache is read through ``Cache.layers`` of ``DynamicLayer`` / ``DynamicSlidingWindowLayer``
 (transformers 4.56 and later; tested on 5.24.0, the lock, by tests/exporter/test_library_versions.py);
@@ -24,17 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from torch.utils import _pytree as pytree
 
-from onnxsight import rules
-from onnxsight.diagnostics import DiagnosticContext
-
-KINDS = ("key", "value")
+from onnxsight.exporter.inputs._cache_names import CROSS_ATTENTION, PAST, SELF_ATTENTION, cache_leaf_names
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,7 @@ def _dynamic_unflatten(leaves: Sequence[Any], layout: Any) -> Any:
 
 
 def _dynamic_names(layout: Any) -> list[str]:
-    return [f"{layer}.{kind}" for layer in range(len(layout)) for kind in KINDS]
+    return cache_leaf_names(len(layout))
 
 
 # -- transformers.EncoderDecoderCache: the decoder's self-attention cache and the cross-attention one
@@ -119,11 +116,10 @@ def _encdec_unflatten(leaves: Sequence[Any], layouts: Any) -> Any:
 
 
 def _encdec_names(layouts: Any) -> list[str]:
-    return ([f"{layer}.decoder.{kind}" for layer in range(len(layouts[0])) for kind in KINDS]
-            + [f"{layer}.encoder.{kind}" for layer in range(len(layouts[1])) for kind in KINDS])
+    return cache_leaf_names(len(layouts[0]), SELF_ATTENTION) + cache_leaf_names(len(layouts[1]), CROSS_ATTENTION)
 
 
-_KV_NAMES = (("cache", "past_key_values"),)
+_KV_NAMES = (("cache", PAST),)
 CONTAINERS: tuple[Container, ...] = (
     Container("transformers.cache_utils", "DynamicCache", _dynamic_flatten, _dynamic_unflatten, _dynamic_names,
               _KV_NAMES),
@@ -202,47 +198,6 @@ def _restore(cls: type, saved: tuple[Any, ...]) -> None:
         fx_pytree.SUPPORTED_NODES_EXACT_MATCH[cls] = fx_exact
 
 
-# -- names ---------------------------------------------------------------------------------------------
-def _walk(spec: Any, prefix: str, active: dict[type, Container], names: list[str | None],
-          groups: list[tuple[str, str, list[str]]]) -> None:
-    """Append one name per leaf of ``spec``: ``prefix.{leaf}`` under a container, None elsewhere.
-
-    ``groups`` receives (argument, container type name, leaf names) per container met.
-    """
-    if spec.is_leaf():
-        names.append(None)
-        return
-    container = active.get(spec.type)
-    if container is not None:
-        prefix = dict(container.renames).get(prefix, prefix)
-        leaves = [f"{prefix}.{leaf}" for leaf in container.leaf_names(spec.context)]
-        names.extend(leaves)
-        groups.append((prefix, container.name, leaves))
-        return
-    for child in spec.children():
-        _walk(child, prefix, active, names, groups)
-
-
-def _report(ctx: DiagnosticContext, kind: str, groups: list[tuple[str, str, list[str]]]) -> None:
-    for argument, container, leaves in groups:
-        if leaves:
-            layers = len({leaf[len(argument) + 1:].split(".")[0] for leaf in leaves})
-            ctx.emit(rules.LIBRARY_CONTAINER_FLATTENED, kind=kind, argument=argument, container=container,
-                     layers=layers, count=len(leaves), first=leaves[0], last=leaves[-1])
-
-
-def _argument_names(model: Any, in_spec: Any) -> list[str]:
-    """forward()'s names of the positional arguments in ``in_spec``, then the keywords'."""
-    args_spec, kwargs_spec = in_spec.children()
-    try:
-        params = [p for p in inspect.signature(model.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    positional = [params[i].name if i < len(params) else f"arg{i}" for i in range(args_spec.num_children)]
-    return positional + [str(key) for key in (kwargs_spec.context or [])]
-
-
 def active_containers() -> dict[type, Container]:
     """The containers pytree flattens with our functions right now (inside :func:`library_pytrees`)."""
     found: dict[type, Container] = {}
@@ -251,55 +206,3 @@ def active_containers() -> dict[type, Container]:
         if cls is not None and _ours(cls, container):
             found[cls] = container
     return found
-
-
-def io_names(program: Any, model: Any, ctx: DiagnosticContext
-             ) -> tuple[list[str | None] | None, list[str | None] | None]:
-    """Names for the graph's tensor inputs and outputs that come from a library container, else None.
-
-    Leaves of a container argument are named ``{argument}.{layer}.key`` (``past_key_values.0.key``),
-    of a returned one ``present.{layer}.key``; other values get None (they keep their names). Call it
-    inside :func:`library_pytrees`. (None, None) when no input or output is such a container.
-    Each container flattened is noted (CAP012).
-    """
-    active = active_containers()
-    call_spec = getattr(program, "call_spec", None)
-    if not active or call_spec is None or call_spec.in_spec is None:
-        return None, None
-    return _input_names(program, model, active, ctx), _output_names(program, active, ctx)
-
-
-def _input_names(program: Any, model: Any, active: dict[type, Container],
-                 ctx: DiagnosticContext) -> list[str | None] | None:
-    import torch
-    from torch.export import graph_signature as gs
-
-    in_spec = program.call_spec.in_spec
-    leaf_names: list[str | None] = []
-    groups: list[tuple[str, str, list[str]]] = []
-    arguments = [*in_spec.children()[0].children(), *in_spec.children()[1].children()]
-    for spec, argument in zip(arguments, _argument_names(model, in_spec)):
-        _walk(spec, argument, active, leaf_names, groups)
-    _report(ctx, "input", groups)
-    user = {s.arg.name for s in program.graph_signature.input_specs
-            if s.kind == gs.InputKind.USER_INPUT and hasattr(s.arg, "name")}
-    placeholders = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
-    if not any(leaf_names) or len(leaf_names) != len(placeholders):
-        return None
-    return [name for name, node in zip(leaf_names, placeholders) if isinstance(node.meta.get("val"), torch.Tensor)]
-
-
-def _output_names(program: Any, active: dict[type, Container], ctx: DiagnosticContext) -> list[str | None] | None:
-    from torch.export import graph_signature as gs
-
-    out_spec = program.call_spec.out_spec
-    if out_spec is None:
-        return None
-    leaf_names: list[str | None] = []
-    groups: list[tuple[str, str, list[str]]] = []
-    _walk(out_spec, "present", active, leaf_names, groups)
-    _report(ctx, "output", groups)
-    specs = [s for s in program.graph_signature.output_specs if s.kind == gs.OutputKind.USER_OUTPUT]
-    if not any(leaf_names) or len(leaf_names) != len(specs):
-        return None
-    return [name for name, spec in zip(leaf_names, specs) if isinstance(spec.arg, gs.TensorArgument)]

@@ -10,6 +10,8 @@ layout is the one exception: its transpose is recorded as derived from it, and
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 import torch
@@ -28,12 +30,25 @@ _MAX_FOLDED = 1 << 16
 def tensor_of(proto: onnx.TensorProto) -> torch.Tensor | None:
     """The torch tensor of a TensorProto; None for dtypes numpy cannot carry into torch (float8, 4-bit)."""
     try:
-        array = numpy_helper.to_array(proto)
-        if proto.data_type == onnx.TensorProto.BFLOAT16:   # every bfloat16 is a float32: exact both ways
-            return torch.from_numpy(np.asarray(array, dtype=np.float32).copy()).to(torch.bfloat16)
-        return torch.from_numpy(np.array(array, copy=True))
+        return _from_numpy(numpy_helper.to_array(proto))
     except (TypeError, ValueError, RuntimeError):
         return None
+
+
+def _from_numpy(array: np.ndarray) -> torch.Tensor:
+    """A copy of ``array`` as a torch tensor, ml_dtypes' bfloat16 included (onnx's arrays of that dtype)."""
+    if array.dtype.name == "bfloat16":   # every bfloat16 is a float32: exact both ways
+        return torch.from_numpy(np.asarray(array, dtype=np.float32).copy()).to(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True))
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """``tensor`` as numpy for onnx's reference evaluator: a bfloat16 as ml_dtypes' bfloat16, bit for bit."""
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
 
 
 def constants_to_initializers(graph: Graph) -> int:
@@ -55,9 +70,8 @@ def constants_to_initializers(graph: Graph) -> int:
 
 def fold_constants(graph: Graph, opset: int) -> int:
     """Nodes whose every input is a constant with data -> initializers holding their results."""
-    from onnx.reference import ReferenceEvaluator
-
     folded = 0
+    evaluators: dict[tuple, Any] = {}
     for node in list(graph.nodes):
         if node.domain or node.op_type in _NEVER or any(a.type == onnx.AttributeProto.GRAPH for a in node.attribute) \
                 or any(name in graph.pinned for name in node.output):  # graph outputs stay made by a node
@@ -73,21 +87,42 @@ def fold_constants(graph: Graph, opset: int) -> int:
             continue
         largest = max((t.numel() for t in inputs if t is not None), default=0)
         try:
-            model = onnx.helper.make_model(onnx.helper.make_graph(
-                [node], "fold", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
-                                 for n in dict.fromkeys(n for n in node.input if n)],
-                [onnx.helper.make_tensor_value_info(node.output[0], onnx.TensorProto.UNDEFINED, None)]),
-                opset_imports=[onnx.helper.make_opsetid("", opset)])
-            feeds = {n: t.numpy() for n, t in zip(node.input, inputs) if n}
-            result = np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
+            evaluator, names = _evaluator(node, opset, evaluators)
+            feeds = {names[n]: _to_numpy(t) for n, t in zip(node.input, inputs) if n}
+            result = np.asarray(evaluator.run(None, feeds)[0])
         except Exception:  # noqa: BLE001 - a node the reference cannot run stays as it is
             continue
         if result.size > max(_MAX_FOLDED, largest) or result.dtype == object:
             continue
-        graph.initializers[node.output[0]] = torch.from_numpy(np.array(result, copy=True))
+        try:
+            graph.initializers[node.output[0]] = _from_numpy(result)
+        except TypeError:  # a dtype torch has no numpy form for (float8): the node stays
+            continue
         graph.remove([node])
         folded += 1
     return folded
+
+
+def _evaluator(node: onnx.NodeProto, opset: int, cache: dict[tuple, Any]) -> tuple[Any, dict[str, str]]:
+    """onnx's reference evaluator of ``node`` alone, its inputs renamed ``i0``, ``i1``, ... (and the names map).
+
+    NOTE: shared by the nodes of one op with the same attributes (each layer's copy of a mask or a rotary
+    table): building an evaluator costs more than running it.
+    """
+    from onnx.reference import ReferenceEvaluator
+
+    names = {name: f"i{k}" for k, name in enumerate(dict.fromkeys(n for n in node.input if n))}
+    inputs = [names.get(n, "") for n in node.input]
+    key = (node.op_type, tuple(inputs), tuple(a.SerializeToString(deterministic=True) for a in node.attribute))
+    if key not in cache:
+        alone = onnx.helper.make_node(node.op_type, inputs, ["o"])
+        alone.attribute.extend(node.attribute)
+        cache[key] = ReferenceEvaluator(onnx.helper.make_model(onnx.helper.make_graph(
+            [alone], "fold", [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+                              for n in names.values()],
+            [onnx.helper.make_tensor_value_info("o", onnx.TensorProto.UNDEFINED, None)]),
+            opset_imports=[onnx.helper.make_opsetid("", opset)]))
+    return cache[key], names
 
 
 def _fold_shape(graph: Graph, node: onnx.NodeProto) -> int:

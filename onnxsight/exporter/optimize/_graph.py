@@ -31,7 +31,7 @@ class Graph:
 
     proto: onnx.GraphProto
     initializers: dict[str, torch.Tensor]
-    nodes: list[onnx.NodeProto] = field(default_factory=list)   # written back to proto by :meth:`commit`
+    _nodes: list[onnx.NodeProto] = field(default_factory=list)   # :attr:`nodes`
     aliases: dict[str, str] = field(default_factory=dict)
     removed: dict[str, str] = field(default_factory=dict)
     derived: dict[str, tuple[str, tuple[int, ...] | None]] = field(default_factory=dict)
@@ -45,6 +45,25 @@ class Graph:
     # nothing is folded from them but their layout (``derived``).
     weights: set[str] = field(default_factory=set)
     _inferred: bool = False
+    _dropped: dict[int, onnx.NodeProto] = field(default_factory=dict)   # removed, still in ``_nodes``
+
+    @property
+    def nodes(self) -> list[onnx.NodeProto]:
+        """The nodes in order (written back to ``proto`` by :meth:`commit`).
+
+        NOTE: :meth:`remove` only marks nodes; the list is rebuilt without them when next asked for. The
+        passes remove one node at a time as often as many, and a new list for each was quadratic in the
+        graph's size. A list obtained before a removal keeps the removed nodes, as it did when each
+        removal made a new list.
+        """
+        if self._dropped:
+            self._nodes = [n for n in self._nodes if id(n) not in self._dropped]
+            self._dropped = {}
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: list[onnx.NodeProto]) -> None:
+        self._nodes, self._dropped = nodes, {}
 
     @classmethod
     def build(cls, proto: onnx.GraphProto, initializers: dict[str, torch.Tensor],
@@ -150,15 +169,16 @@ class Graph:
 
     def remove(self, nodes: Iterable[onnx.NodeProto]) -> None:
         """Drop ``nodes`` (their outputs must be unread by now)."""
-        doomed = {id(n) for n in nodes}
-        for node in [n for n in self.nodes if id(n) in doomed]:
+        doomed = {id(n): n for n in nodes if id(n) not in self._dropped}
+        for node in doomed.values():
             for name in node.output:
-                self.producer.pop(name, None)
+                if self.producer.get(name) is node:
+                    del self.producer[name]
             for name in node.input:
                 readers = self.readers.get(name)
                 if readers is not None:
                     self.readers[name] = [r for r in readers if id(r) not in doomed]
-        self.nodes = [n for n in self.nodes if id(n) not in doomed]
+        self._dropped.update(doomed)
 
     def set_input(self, node: onnx.NodeProto, index: int, name: str) -> None:
         old = node.input[index]
@@ -168,9 +188,8 @@ class Graph:
 
     def fresh(self, hint: str) -> str:
         """A value name no node, weight or graph input uses yet."""
-        taken = set(self.producer) | set(self.initializers) | set(self.readers)
         name, n = hint, 0
-        while name in taken:
+        while name in self.producer or name in self.initializers or name in self.readers:
             n += 1
             name = f"{hint}_{n}"
         return name

@@ -124,10 +124,14 @@ def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: 
 
 
 def dead_code(graph: Graph) -> int:
-    """Nodes none of whose outputs is read (after folding: the mask arithmetic nothing needs any more)."""
+    """Nodes none of whose outputs is read (after folding: the mask arithmetic nothing needs any more).
+
+    Each round looks again only at the nodes that made what the last round's nodes read (one walk over the
+    graph in all, not one per round: a chain of dead nodes no longer costs its length in full walks)."""
     total = 0
-    while True:
-        dead = [n for n in graph.nodes if all(not o or graph.uses(o) == 0 for o in n.output)]
+    candidates = graph.nodes
+    while candidates:
+        dead = [n for n in candidates if all(not o or graph.uses(o) == 0 for o in n.output)]
         if not dead:
             return total
         for node in dead:
@@ -136,6 +140,9 @@ def dead_code(graph: Graph) -> int:
                     graph.removed.setdefault(name, "dead code")
         graph.remove(dead)
         total += len(dead)
+        made = (graph.producer.get(name) for node in dead for name in node.input)
+        candidates = list({id(p): p for p in made if p is not None}.values())
+    return total
 
 
 def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> None:
@@ -164,8 +171,8 @@ def _finish(graph: Graph, translated: TranslatedGraph, weights: set[str]) -> Non
 
     translated.value_names.update({key: holder(value) for key, value in translated.value_names.items()})
     existing = alive | set(graph.initializers)
-    removed = {name: why for name, why in graph.removed.items()
-               if name not in existing and name in set(translated.value_names.values())}
+    named = set(translated.value_names.values())   # once: a set per removed value was quadratic
+    removed = {name: why for name, why in graph.removed.items() if name not in existing and name in named}
     translated.optimized_away.update(removed)
     translated.derived.update({k: v for k, v in graph.derived.items() if k in graph.initializers})
     translated.computed.update({k: v for k, v in graph.computed.items() if k in graph.initializers})

@@ -52,11 +52,14 @@ class TranslatedGraph:
 def translate_program(program: torch.export.ExportedProgram, registry: Registry, opset: int,
                       ctx: DiagnosticContext, *, input_names: Sequence[str | None] | None = None,
                       output_names: Sequence[str | None] | None = None,
+                      structure_names: Sequence[str | None] | None = None,
                       dim_names: dict[str, str] | None = None,
                       module_functions: bool | Iterable[type] = False) -> TranslatedGraph | None:
     """Translate the whole program; None when any node failed (diagnostics emitted).
 
     ``module_functions``: True, or nn.Module classes, to make module calls ONNX functions (_functions.py).
+    ``structure_names``: output names from the model's output structure (``logits``), used where the user
+    gave no ``output_names``; one that another value of the graph already has keeps the FX name.
     """
     gm = program.graph_module
     if find_unsupported(gm, registry, opset, ctx):
@@ -141,6 +144,12 @@ def translate_program(program: torch.export.ExportedProgram, registry: Registry,
     if output_names:
         for value, new in zip(final, output_names):
             renames[value.name] = new or value.name
+    elif structure_names:
+        taken = {v.name for v in graph_inputs} | set(initializers) | {o for n in builder.nodes for o in n.output}
+        for value, new in zip(final, structure_names):
+            if new and (new == value.name or new not in taken):
+                renames[value.name] = new
+                taken.add(new)
     if renames:
         _rename_io(builder.nodes, renames)
         for vlist in (graph_inputs, final):
