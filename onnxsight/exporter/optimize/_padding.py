@@ -38,10 +38,11 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     ONX008)."""
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
+    checked: dict[tuple, str | None] = {}   # every layer adds the same mask: its subgraph is run once
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
         add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        found = _padding_mask(graph, add) if add is not None and add.op_type == "Add" \
+        found = _padding_mask(graph, add, checked) if add is not None and add.op_type == "Add" \
             and where.output[0] not in graph.pinned else None
         if found is None:
             continue
@@ -74,7 +75,7 @@ def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
     return sorted(found)
 
 
-def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
+def _padding_mask(graph: Graph, add: onnx.NodeProto, checked: dict[tuple, str | None]) -> tuple[int, str] | None:
     """(index of the mask among ``add``'s inputs, the bool (batch, keys) value it broadcasts), or None.
 
     ``add`` = ``scores + Where(mask, 0, -inf)`` in float32, float16 or bfloat16 with 4-D scores of known (or
@@ -90,7 +91,10 @@ def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
         shape, mask = graph.symbolic_shape(add.output[0]), graph.symbolic_shape(where.input[0])
         if shape is None or mask is None or len(shape) != 4:
             continue
-        keys = _broadcast_keys(graph, where.input[0], (shape[0], shape[-1]), mask)
+        key = (where.input[0], shape[0], shape[-1], mask)
+        if key not in checked:
+            checked[key] = _broadcast_keys(graph, where.input[0], (shape[0], shape[-1]), mask)
+        keys = checked[key]
         if keys is not None:
             return index, keys
     return None

@@ -160,12 +160,10 @@ def linear_reshapes(graph: Graph) -> int:
                                                   + [weight[0]]), hint=f"reshape_{flat.output[0]}")
         emit.op("Add", emit.op("MatMul", x, gemm.input[1], hint=f"matmul_{gemm.output[0]}"), gemm.input[2],
                 out=back.output[0])
-        add = graph.producer[back.output[0]]
         emit.place(flat)
         for name in (flat.output[0], gemm.output[0]):
             graph.removed[name] = "linear layers on N-D inputs"
-        graph.remove([flat, gemm, back])
-        graph.producer[back.output[0]] = add   # remove() dropped it with the Reshape that made it before
+        graph.remove([flat, gemm, back])   # back's output is the Add's now: remove() leaves its producer
         done += 1
     return done
 
