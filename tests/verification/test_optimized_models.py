@@ -32,14 +32,18 @@ def _bert_model() -> Any:
     return model
 
 
+def _saved(model: Any, args: tuple, factory: Any, name: str) -> tuple[onnxsight.ONNXProgram, tuple, str]:
+    """``model`` exported at the defaults and saved: (program, args, path)."""
+    program = onnxsight.export(model, args)
+    path = str(factory.mktemp(name) / f"{name}.onnx")
+    program.save(path)
+    return program, args, path
+
+
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     model = _bert_model()
-    args = (torch.randint(0, 100, (1, 8)),)
-    program = onnxsight.export(model, args)
-    path = str(tmp_path_factory.mktemp("bert") / "bert.onnx")
-    program.save(path)
-    return program, args, path
+    return _saved(model, (torch.randint(0, 100, (1, 8)),), tmp_path_factory, "bert")
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +52,7 @@ def masked_bert(tmp_path_factory: Any) -> tuple[Any, onnxsight.ONNXProgram, tupl
     model = _bert_model()
     mask = torch.ones(2, 8, dtype=torch.int64)
     mask[1, 5:] = 0
-    args = (torch.randint(0, 100, (2, 8)), mask)
-    program = onnxsight.export(model, args)
-    path = str(tmp_path_factory.mktemp("masked_bert") / "bert.onnx")
-    program.save(path)
-    return model, program, args, path
+    return model, *_saved(model, (torch.randint(0, 100, (2, 8)), mask), tmp_path_factory, "masked_bert")
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +63,7 @@ def vit(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
                                     num_attention_heads=HEADS, intermediate_size=4 * HIDDEN)
     model = transformers.ViTModel(config, add_pooling_layer=False).eval()
     model.config.return_dict = False
-    args = (torch.randn(1, 3, 32, 32),)
-    program = onnxsight.export(model, args)
-    path = str(tmp_path_factory.mktemp("vit") / "vit.onnx")
-    program.save(path)
-    return program, args, path
+    return _saved(model, (torch.randn(1, 3, 32, 32),), tmp_path_factory, "vit")
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +73,7 @@ def gpt2(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     config = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS)
     model = transformers.GPT2Model(config).eval()
     model.config.return_dict, model.config.use_cache = False, False
-    args = (torch.randint(0, 100, (2, 8)),)
-    program = onnxsight.export(model, args)
-    path = str(tmp_path_factory.mktemp("gpt2") / "gpt2.onnx")
-    program.save(path)
-    return program, args, path
+    return _saved(model, (torch.randint(0, 100, (2, 8)),), tmp_path_factory, "gpt2")
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +88,7 @@ def llama(tmp_path_factory: Any) -> tuple[onnxsight.ONNXProgram, tuple, str]:
     model.config.return_dict, model.config.use_cache = False, False
     mask = torch.ones(2, 8, dtype=torch.int64)
     mask[1, 5:] = 0
-    args = (torch.randint(0, 100, (2, 8)), mask)
-    program = onnxsight.export(model, args)
-    path = str(tmp_path_factory.mktemp("llama") / "llama.onnx")
-    program.save(path)
-    return program, args, path
+    return _saved(model, (torch.randint(0, 100, (2, 8)), mask), tmp_path_factory, "llama")
 
 
 class Encoder(nn.Module):
