@@ -14,7 +14,7 @@ bypassed one, which pass removed which value) is what per-node verification pair
 record; the model's weights are never folded (``save(weights=)`` replaces them with a checkpoint's, a fake-mode
 export has no data), where onnxscript's folder evaluates what it can; and the cost: onnxscript's ``optimize`` takes
 0.3 to 1 s on the small models of ``bench/ort_fusion.py`` (already lean), an onnx-ir round trip alone 0.06 to 0.13
-s, this whole stage 0.05 to 0.2 s. The fusions themselves are the libraries' (ONNX Runtime's optimizer,
+s, this whole stage 30 to 50 ms. The fusions themselves are the libraries' (ONNX Runtime's optimizer,
 onnxscript's ``optimize_for_ort``): the stage writes the forms they match, and verification checks what they made.
 """
 
