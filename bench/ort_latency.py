@@ -151,7 +151,8 @@ def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
             if name in DECODE:   # afresh: an export runs forward(), which appends to the DynamicCache
                 model, args = _build(name, batch, seq)
             try:
-                ort_fusion.export(tool, model, args, path, 18, ort_fusion.dynamic_shapes(name) if name in DECODE else None)
+                ort_fusion.export(tool, model, args, path, 18,
+                                  ort_fusion.dynamic_shapes(name) if name in DECODE else None)
             except Exception as exc:  # noqa: BLE001
                 variants.append({"model": name, "batch": batch, "tool": tool, "stage": "exported",
                                  "error": f"export failed: {type(exc).__name__}"})

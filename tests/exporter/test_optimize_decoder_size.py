@@ -1,5 +1,6 @@
 """What the decoder forms of ``optimize="ort-fusion"`` cost in nodes: per layer, what ONNX Runtime's fusers
-need per layer, and once per graph, the shared cos/sin and mask (docs/optimization.md, "The switch"). Each model is exported with 1 and 2 layers, at the defaults and with ``optimize="ort-fusion"``; the
+need per layer, and once per graph, the shared cos/sin and mask (docs/optimization.md, "The switch"). Each model is
+exported with 1 and 2 layers, at the defaults and with ``optimize="ort-fusion"``; the
 form's nodes per layer are the growth of the difference from 1 to 2 layers.
 
 - GPT-2 (``fusion_gpt_attention_no_past.py``): the mask ``Where(Slice(Slice(table, Unsqueeze(Sub(Squeeze(

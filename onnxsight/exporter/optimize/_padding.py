@@ -23,12 +23,12 @@ _MAX_MASK_NODES = 64
 
 
 # NOTE: a padding mask that is an input of the model (BERT's ``attention_mask``) is not a constant, so torch's
-# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the patterns ONNX
-# Runtime's attention fuser and onnxscript's match (Softmax feeds the MatMul with V directly). Such a mask is
-# rewritten into BERT's form, ``scores + Where(1 - mask, lowest, 0)`` with ``lowest`` the scores' dtype's most
-# negative finite value, which ORT's fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to
-# at least one key gives torch's numbers (the masked keys' weights underflow to 0; in float16 a masked score
-# below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
+# fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the pattern ONNX
+# Runtime's BERT attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten
+# into BERT's form, ``scores + Where(1 - mask, lowest, 0)`` with ``lowest`` the scores' dtype's most negative
+# finite value, which ORT's fuser reads as a key-padding mask (``mask_filter_value = lowest``), and onnxscript's
+# rewriter as an attention bias. Every row that attends to at least one key gives torch's numbers (the masked
+# keys' weights underflow to 0; in float16 a masked score below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
 # only) gives the mean of the values in float32 and bfloat16, as ONNX Runtime's fused Attention does (in float16
 # another average, or NaN where every masked score became -inf); PyTorch gives zeros there. verify() with such an
 # input names the first attention output as the root cause.
