@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation test-ort-fusion bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -208,6 +208,11 @@ bench-fake: setup
 # ORT's transformer optimizer and onnxscript's rewriter, at their defaults, on onnxsight's and torch.onnx's graphs
 # (fused ops, node counts: docs/ort-fusion.md, docs/ort-fusion-dynamic.md), then ORT CPU latency of both, as
 # exported and after each fuser, batch 1 and 8, interleaved (docs/ort-latency.md; guide: docs/optimization.md).
+# Every model of bench/ort_fusion.py, static and dynamic, fused by ORT's optimizer and by onnxscript's rewriter at their
+# defaults: the fusions docs/ort-fusion*.md report, loaded in ONNX Runtime and verified against PyTorch (about 2 min).
+test-ort-fusion: setup
+	$(PY) -m pytest -q -n 0 -m slow tests/verification/test_fused_bench_models.py
+
 bench-ort: setup
 	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json --md docs/ort-fusion.md
 	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json --md docs/ort-fusion-dynamic.md
