@@ -1,4 +1,4 @@
-"""ORT transformer-optimizer fusions on onnxsight's and torch.onnx's graphs, same models, same run.
+"""ORT's transformer optimizer and onnxscript's rewriter on onnxsight's and torch.onnx's graphs, same models, same run.
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
@@ -7,12 +7,12 @@ BERT called with an ``attention_mask`` whose second half is padding; ``llama-gqa
 ``llama-cache`` and ``gpt2-cache`` are one decode step over a ``DynamicCache`` of 16 past
 positions, torch.onnx getting the cache registered as a pytree node the way transformers' own exporter does,
 ``transformers.exporters.exporter_dynamo.register_cache_pytrees_for_model``), each exported
-by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
-then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
-model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
-decoders: see ``OPTIONS``). Prints, per model and exporter, the node count and
-the op-type histogram as exported, and the fused operator counts
-(``get_fused_operator_statistics()``) after the optimizer.
+by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset, both at their defaults,
+then run through ``onnxruntime.transformers.optimizer.optimize_model(path, model_type=..., num_heads=4,
+hidden_size=256)`` at its default ``opt_level`` and through onnxscript's ``optimize_for_ort`` at its defaults.
+Prints, per model and exporter, the node count as exported, the fused operators each fuser made and the nodes it
+left, and whether ONNX Runtime loads onnxscript's model (``--md``/``--json``: the generated pages
+docs/ort-fusion*.md; ``make test-ort-fusion`` verifies every fused model against PyTorch).
 
     python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json] [--dynamic]
 """
@@ -41,9 +41,9 @@ MODEL_TYPES["gpt2-cache"] = "gpt2"   # the same for GPT-2
 MODEL_TYPES["llama-mask"] = "gpt2"   # LLaMA called with (input_ids, attention_mask), the second half padding
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
 ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache", "llama-mask")
-# model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
-# ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
-# static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
+# model name -> optimize_model's options for optimize="ort-fusion" (bench/ort_profile.py). NOTE: decoders at
+# opt_level=0: model_type="gpt2" first runs ORT's level-1 optimisations, whose constant folding folds the
+# Shape-based sizes and causal mask of a static-shape graph before the Python fusers look for them.
 OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ORT_FUSION if name != "bert-mask"}
 PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
