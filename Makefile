@@ -187,6 +187,18 @@ bench-rnn: setup
 test-rnn-matrix: setup
 	$(PY) -m tests.exporter.rnn_matrix --out docs/rnn-matrix.json
 
+# PyTorch's own ONNX export tests (test/onnx/test_pytorch_onnx_onnxruntime.py's tracing class at opset 20,
+# exporter/test_small_models_e2e.py, exporter/test_api.py) run with onnxsight and with torch.onnx (dynamo=True)
+# the same way: docs/upstream-matrix.json (docs/migration.md quotes it). Upstream's files are read from a PyTorch
+# checkout beside this one, never committed: make upstream-matrix PYTORCH=../upstream-torch. Skips without it.
+# About an hour on a busy 2-core machine; SLICE=1/4 runs a quarter (with --append) at a time.
+PYTORCH ?=
+SLICE   ?= 1/1
+.PHONY: upstream-matrix
+upstream-matrix: vision-venv
+	nice -n 10 $(VPY) -m tests.exporter.upstream_matrix --pytorch "$(PYTORCH)" --slice $(SLICE) --append \
+		--out docs/upstream-matrix.json
+
 # How long the command line takes to start (whole processes; `import onnxsight` must not load torch).
 bench-startup: setup
 	$(PY) bench/startup.py

@@ -52,6 +52,8 @@ _INTERNAL = {
     "past_name": "onnxsight.exporter.inputs._cache_names",
     "present_name": "onnxsight.exporter.inputs._cache_names",
     "OPTIMIZED_AWAY_KEY": "onnxsight.exporter.optimize._passes",
+    "training_dependent": "onnxsight.exporter.capture._modes",
+    "onnxscript_translation": "onnxsight.exporter.translate._onnxscript",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -19,7 +19,8 @@ from onnxsight.exporter.capture._modes import eval_semantics, training_dependent
 from onnxsight.exporter.capture._program import adopt_program
 from onnxsight.exporter.capture._quantized import refuse_eager_quantized
 from onnxsight.exporter.capture._strategies import capture
-from onnxsight.exporter.decompose._core_aten import decompose, functionalize_inplace, needs_decomposition
+from onnxsight.exporter.decompose._core_aten import (decompose, functionalize_inplace, needs_decomposition,
+                                                     storage_swaps)
 from onnxsight.exporter.inputs._aliases import Aliased, check_writes, separate
 from onnxsight.exporter.inputs._dim_strings import dims_from_names, split_by_size
 from onnxsight.exporter.inputs._fake import materialise_buffers, real_mode, refuse_fake_file
@@ -201,7 +202,11 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         try:
             decomposed = exported if reason is None else decompose(exported, tuple(keep))
         except Exception as exc:  # noqa: BLE001
-            ctx.emit(rules.DECOMPOSITION_FAILED, error_type=type(exc).__name__, error=str(exc)[:500])
+            swaps = storage_swaps(exported)
+            for node in swaps:   # x.set_(y) on an input: DEC003 at the line, not torch's assertion
+                ctx.emit(rules.STORAGE_SWAP_ON_INPUT, node=node, input=node.args[0].name)
+            if not swaps:
+                ctx.emit(rules.DECOMPOSITION_FAILED, error_type=type(exc).__name__, error=str(exc)[:500])
             _fail(errors.DecompositionError, "decomposition to core ATen failed", ctx, record)
         record.exported_program = decomposed
     with record.stage("translate") as stage:
@@ -320,6 +325,8 @@ def _report_io(ctx: DiagnosticContext, model: torch.nn.Module, program: ONNXProg
     for path, spec in zip(paths, user_outputs):
         if isinstance(spec.arg, gs.ConstantArgument) and spec.arg.value is None:
             ctx.emit(rules.NONE_OUTPUT_DROPPED, path=path or "output")
+        elif isinstance(spec.arg, gs.ConstantArgument):   # a number the model returned, fixed at trace time
+            ctx.emit(rules.PYTHON_OUTPUT_DROPPED, path=path or "output", value=repr(spec.arg.value))
         elif isinstance(spec.arg, gs.TensorArgument):
             mapping.append(f"{path or 'output'} -> {next(onnx_names, '?')}")
     if _has_dict(out_spec):

@@ -14,8 +14,12 @@ from typing import Any, Sequence
 from onnxsight.diagnostics import Diagnostic, Level, repeats
 
 
-class ExportError(Exception):
-    """A failed export. ``diagnostics`` holds every finding; ``report_path`` the report files, if any."""
+class ExportError(RuntimeError):
+    """A failed export. ``diagnostics`` holds every finding; ``report_path`` the report files, if any.
+
+    A ``RuntimeError``, as torch.onnx's export errors are: code moved from torch.onnx that catches
+    ``RuntimeError`` (upstream's own tests of models eager PyTorch refuses) keeps catching it.
+    """
 
     stage = "export"
 

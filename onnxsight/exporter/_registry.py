@@ -49,6 +49,7 @@ OP_MODULES: tuple[str, ...] = (
     "onnxsight.exporter.ops.moe",
     "onnxsight.exporter.ops.quantize",
     "onnxsight.exporter.ops.quantize_affine",
+    "onnxsight.exporter.ops.fake_quantize",
 )
 
 _ATTR = "__onnxsight_translations__"

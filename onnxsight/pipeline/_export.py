@@ -82,6 +82,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
         if torch_onnx:
             options = torch_onnx_options(model, torch_onnx, inspect.signature(export).parameters)
             module_functions = options.core.get("module_functions", module_functions)
+            if "custom_translations" in options.core:   # torch.onnx's table; the user's own win where both name an op
+                custom_translations = {**options.core["custom_translations"], **(custom_translations or {})}
         if examples is not None or isinstance(dynamic_shapes, str):
             dynamic_shapes, calls = resolve_dynamic_shapes(model, args, kwargs, dynamic_shapes, dynamic_axes,
                                                            examples)

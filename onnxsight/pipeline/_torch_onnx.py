@@ -5,7 +5,8 @@ A call written for torch.onnx should keep working when ``torch.onnx.export`` bec
 judged here, once, before any work:
 
 - means the same here: accepted (``export_modules_as_functions`` is ``module_functions``,
-  ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
+  ``custom_translation_table`` is ``custom_translations`` with its ONNX Script functions run into the
+  builder, ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
 - cannot change the result: ignored, with an ARG019 note (``dynamo=True``; ``optimize=`` is onnxsight's own keyword, the optimize stage);
 - asks for what onnxsight does not do: refused with ARG018, naming what to write instead.
 
@@ -118,10 +119,26 @@ def _keep_initializers(ctx: DiagnosticContext, options: TorchOnnxOptions, model:
 
 
 def _custom_translation_table(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
-    if value:
-        _refuse(ctx, "custom_translation_table", value, "its translations are ONNX Script functions, which "
-                "onnxsight does not call", "pass custom_translations={op: fn}, where fn emits the nodes "
-                "with onnxsight's GraphBuilder (onnxsight.exporter.translation)")
+    """ONNX Script translations, run into onnxsight's builder (``translate/_onnxscript.py``)."""
+    if not value:
+        return
+    if not isinstance(value, Mapping):
+        ctx.emit(rules.INVALID_ARGUMENT, argument="custom_translation_table",
+                 error=f"expected a dict {{op: ONNX Script function}}, got {type(value).__name__}")
+        return
+    from onnxsight.exporter import onnxscript_translation
+
+    table = {}
+    for target, fn in value.items():
+        if isinstance(fn, (list, tuple)) and len(fn) == 1:
+            fn = fn[0]
+        if not callable(fn):
+            _refuse(ctx, "custom_translation_table", value, f"the entry for {target} is not one function "
+                    "(torch.onnx's lists of overloads chosen by dtype are not supported)",
+                    "give one ONNX Script function per op, or custom_translations= with onnxsight's GraphBuilder")
+            return
+        table[target] = onnxscript_translation(fn)
+    options.core["custom_translations"] = table
 
 
 def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
@@ -129,6 +146,15 @@ def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, val
     training = bool(getattr(model, "training", False))
     if mode == "EVAL" or (mode == "PRESERVE" and not training):
         return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
+    import torch
+
+    from onnxsight.exporter import training_dependent
+
+    if isinstance(model, torch.nn.Module) and not training_dependent(model, in_any_mode=True):
+        _ignore(ctx, "training", value, f"no module of {type(model).__name__} behaves differently in training mode "
+                "(no dropout, batch norm, instance norm with running statistics or recurrent dropout), so its "
+                "training graph is the inference graph onnxsight exports")
+        return
     if mode == "TRAINING":
         reason = "onnxsight exports inference graphs (dropout off, batch norm using its running statistics)"
     else:

@@ -18,20 +18,22 @@ TORCH_ONNX_ARGUMENT_REFUSED = define(
     "Remove the argument, or write what the message names instead.",
     what="Checks the keyword arguments of `torch.onnx.export` given to `onnxsight.export`: those that "
          "ask for something onnxsight does not do (the TorchScript exporter, weights left out of the "
-         "file, translations written in ONNX Script) are refused before any work.",
+         "file, training graphs of models with dropout or batch norm) are refused before any work.",
     why="Accepting an argument and ignoring it would export a model other than the one asked for "
         "without a word: a file with weights where none were wanted, a graph captured by another "
-        "exporter, a custom translation table that is never called.",
+        "exporter, an inference graph where a training graph was asked for.",
     example="""
-        onnxsight.export(model, (x,), custom_translation_table={torch.ops.aten.stft.default: stft})
-        # ARG018: custom_translation_table holds ONNX Script functions; use custom_translations=
+        onnxsight.export(model, (x,), operator_export_type=torch.onnx.OperatorExportTypes.ONNX_ATEN_FALLBACK)
+        # ARG018: onnxsight exports standard ONNX operators only; give each op without an ONNX form a
+        # translation in custom_translations=
     """,
     how="""
         ```python
         onnxsight.export(model, (x,), custom_translations={torch.ops.aten.stft.default: my_stft})
         ```
-        where `my_stft(builder, node, ...)` emits ONNX nodes with onnxsight's GraphBuilder
-        (see `onnxsight.exporter.translation`).
+        where `my_stft(builder, ...)` emits ONNX nodes with onnxsight's GraphBuilder
+        (see `onnxsight.exporter.translation`); torch.onnx's `custom_translation_table` of ONNX Script
+        functions is accepted as it is.
     """,
     tags=("arguments", "torch.onnx"))
 

@@ -130,8 +130,9 @@ DATA_DEPENDENT_CONTROL_FLOW = define(
     "CAP002", "data-dependent-control-flow", E,
     "{cause} depends on tensor data, which {strategy} cannot trace: {error}",
     "Use torch.cond for data-dependent branches, or make the condition depend on shapes only.",
-    what="Reports a Python `if`/`while` (or `bool()`/`int()` call) whose value depends on the "
-         "contents of a tensor, which torch.export cannot trace.",
+    what="Reports a Python `if`/`while` (or `bool()` call) whose value depends on the "
+         "contents of a tensor, which torch.export cannot trace (a number read from a tensor and used "
+         "as a size, an index or `int()` is CAP018).",
     why="A traced graph has one path; a branch on data would be frozen to the path the example "
         "input took, giving wrong results for other inputs, so torch.export refuses it.",
     example="""
@@ -150,6 +151,11 @@ DATA_DEPENDENT_CONTROL_FLOW = define(
         ```
 
         or compute both sides and select with `torch.where`.
+
+        When the line shown first is a library's, called from yours, the branch is the library's: a
+        `torch.distributions` distribution checking its arguments (`if not torch._is_all_true(valid):`) is
+        one; construct it with `validate_args=False` (`Normal(loc, scale, validate_args=False).sample()`
+        exports as `RandomNormalLike`).
     """,
     tags=("capture", "control-flow"))
 
@@ -525,6 +531,104 @@ DIMS_APART_TIED = define(
         "warning goes.",
     tags=("capture", "dynamic-shapes"))
 
+DATA_DEPENDENT_INTEGER = define(
+    "CAP018", "data-dependent-integer", E,
+    "{cause} needs a Python number computed from tensor data (a size, an index, a slice bound, a "
+    "count, or a scalar argument such as addmm's beta), which {strategy} cannot trace: {error}",
+    "Pass the number as a Python int if it is fixed; otherwise read it with .item(), bound it with "
+    "torch._check, and build the size with torch.arange (see the rule's page for each op).",
+    what="Reports a line where a number read from a tensor's contents is used as a Python integer: a "
+         "size (`torch.arange(end_tensor, out=...)`, `torch.linspace(s, e, steps_tensor)`, `one_hot(x, "
+         "n_tensor)`), a 0-d tensor as an index (`x[i] = v`), a tensor as a slice bound or step "
+         "(`x[:n:step]`), `int(t)`, or a 0-d tensor as an op's scalar argument (`torch.addmm(x, a, b, "
+         "beta=beta_tensor)`, which torch checks against 0).",
+    why="torch.export traces shapes, not values: an integer read from data is an unknown symbol, and "
+        "these ops ask for its exact value (to size the output or pick the elements), which the graph "
+        "cannot know. It differs from CAP002, a branch on data: there the fix is `torch.cond`; here it is "
+        "to keep the number symbolic, which ONNX expresses (`Range`, `Gather`, shapes computed at run time).",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x, steps):
+                return torch.linspace(0, 1, steps)     # CAP018: steps is a tensor
+    """,
+    how="""
+        If the number is the same for every input, pass it as a Python int (it becomes a constant). Otherwise
+        read it once with `.item()`, state what you know with `torch._check`, and write the op with ones
+        that take a symbolic size:
+
+        ```python
+        n = steps.item(); torch._check(n >= 2)
+        ramp = start + (end - start) * torch.arange(n) / (n - 1)      # linspace
+        k = num_classes.item(); torch._check(k >= 1)
+        hot = (x.unsqueeze(-1) == torch.arange(k)).long()             # one_hot
+        x[ind.reshape(1)] = data                                      # a 0-d index tensor
+        rows = torch.arange(0, stop.item(), step.item())              # x[:stop:step] as an index
+        ```
+
+        `torch.arange(n)` with `n` from `.item()` exports as ONNX `Range`.
+    """,
+    tags=("capture", "data-dependent"))
+
+UINT8_MASK = define(
+    "CAP019", "uint8-mask", E,
+    "{cause} uses a uint8 tensor as a mask{subject}, which {strategy} refuses (eager PyTorch still "
+    "accepts it, deprecated): {error}",
+    "Make the mask bool: mask.bool() (or build it with a comparison, which gives bool).",
+    what="Reports a `torch.where` condition or an index mask of dtype uint8 (`torch.uint8`, PyTorch's "
+         "mask dtype before bool existed), which eager PyTorch still reads as a bool mask but "
+         "torch.export's fake kernels refuse.",
+    why="The export cannot go on past the refused op; onnxsight does not cast the mask for you, because "
+        "a uint8 tensor used as an index with values other than 0 and 1 means integer indices, not a "
+        "mask, and only the code says which was meant.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return x[torch.tensor([0, 1, 0], dtype=torch.uint8)]   # CAP019
+    """,
+    how="""
+        Use a bool mask:
+
+        ```python
+        return x[torch.tensor([False, True, False])]
+        return torch.where(cond.bool(), a, b)
+        ```
+    """,
+    tags=("capture",))
+
+OUTPUT_TYPE_NOT_FLATTENABLE = define(
+    "CAP020", "output-type-not-a-pytree", E,
+    "forward() returns a {subject}, a type torch.export cannot flatten into tensors: {error}",
+    "Register the type with torch.utils._pytree.register_pytree_node, or return a plain dict or tuple.",
+    what="Reports an output (or an output's element) whose type is a subclass of dict, list or tuple "
+         "that is not registered with PyTorch's pytree, such as a user's `OrderedDict` subclass.",
+    why="torch.export flattens outputs into tensors by their registered structure; an unregistered "
+        "subclass is opaque to it, so the export stops. onnxsight does not register the type for you: "
+        "registration is global to the process and decides how every later program rebuilds it.",
+    example="""
+        class Output(OrderedDict):
+            logits: torch.Tensor
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return Output(logits=x)      # CAP020
+    """,
+    how="""
+        Register the type once, next to its definition:
+
+        ```python
+        import torch.utils._pytree as pytree
+
+        pytree.register_pytree_node(
+            Output,
+            lambda out: (list(out.values()), list(out.keys())),
+            lambda values, keys: Output(zip(keys, values)),
+        )
+        ```
+
+        or return `dict(Output(...))`. Its tensors are the ONNX outputs, in order (IO002).
+    """,
+    tags=("capture", "io"))
+
 # -- DEC: decomposition --------------------------------------------------------------------------
 DECOMPOSITION_FAILED = define(
     "DEC001", "decomposition-failed", E,
@@ -544,3 +648,30 @@ DECOMPOSITION_FAILED = define(
         ```
     """,
     tags=("decompose",))
+
+STORAGE_SWAP_ON_INPUT = define(
+    "DEC003", "storage-swap-on-input", E,
+    "`{input}.set_(...)` makes input `{input}` another tensor's storage; an ONNX input is a value, not "
+    "storage that can be swapped",
+    "Use the other tensor instead of swapping storage: x = y (and return it).",
+    what="Reports `Tensor.set_` on an input of `forward()`, which makes the caller's tensor another "
+         "tensor's view (its size changes with it); torch.export's decomposition stops on it.",
+    why="An ONNX graph computes outputs from inputs; it cannot make the caller's input another size or "
+        "alias another input. The line's effect inside forward() is only a rename, which plain Python "
+        "expresses.",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                x.set_(y)          # DEC003
+                return x
+    """,
+    how="""
+        Name the other tensor:
+
+        ```python
+        def forward(self, x, y):
+            x = y
+            return x
+        ```
+    """,
+    tags=("decompose", "io"))

@@ -15,7 +15,9 @@ EAGER_QUANTIZED_MODULE = define(
     "calibrate; m = convert_pt2e(m); onnxsight.export(m, args).",
     what="Refuses a model holding eager-mode quantized modules (`torch.ao.nn.quantized`, "
          "`torch.ao.nn.quantized.dynamic`, `torch.ao.nn.intrinsic.quantized`) or quantized tensors "
-         "(`torch.quint8`, `torch.qint8`) that torch.export cannot capture, naming the module.",
+         "(`torch.quint8`, `torch.qint8`) that torch.export cannot capture, naming the module; and an op "
+         "in `forward()` that makes quantized tensors (`torch.quantize_per_tensor`), at its line; and eager-mode "
+         "QAT's fake-quantize modules (`prepare_qat`), which branch on their switch buffers.",
     why="Eager-mode quantization runs packed `quantized::` kernels on quantized tensors that "
         "torch.export does not trace (the path of the retired TorchScript exporter). PT2E "
         "quantization produces the same int8 model as an ATen graph with explicit quantize and "

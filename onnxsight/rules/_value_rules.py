@@ -186,6 +186,29 @@ NONE_OUTPUT_DROPPED = define(
     how="Return only tensors, or use `output_names` and read outputs by name.",
     tags=("io",))
 
+PYTHON_OUTPUT_DROPPED = define(
+    "VAL011", "python-value-output-dropped", W,
+    "output {path} is a Python value ({value}), fixed when the model was traced; it is not an ONNX "
+    "output, so the graph's outputs are the model's tensors only",
+    "Return it as a tensor computed from the inputs if the ONNX model must give it; otherwise leave it "
+    "out of forward()'s outputs.",
+    what="Warns about a Python number, bool or string among `forward()`'s outputs beside tensors (a "
+         "Python input returned as it is, `x.shape[0] > 2` of a static shape).",
+    why="torch.export records such a value as the constant it was while tracing, not as a computation. "
+        "A constant output would present that trace-time value as something the model computes; leaving "
+        "it out shifts the positions of the outputs after it, which this warning names. (A model that "
+        "returns only Python values is refused, IO006.)",
+    example="""
+        class M(torch.nn.Module):
+            def forward(self, x, flag: bool):
+                return x * 2, flag           # VAL011: output[1] = False
+    """,
+    how="""
+        Return a tensor if the value depends on the inputs (`torch.tensor(flag)` of a bool tensor
+        input), or read outputs by name (`output_names`), or stop returning the value.
+    """,
+    tags=("io",))
+
 NAMES_MISMATCH = define(
     "IO004", "io-names-count-mismatch", E,
     "{kind} names {names} ({given}) do not match the {actual} {kind}s of the graph",

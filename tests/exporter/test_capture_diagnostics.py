@@ -61,10 +61,17 @@ class PadToMultipleOf8(torch.nn.Module):
         return x.view(x.shape[0], -1, 8).sum(-1)  # @pad8
 
 
+class DataDependentCount(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int((x > 0).sum())  # @datadep-int
+        return x * n if n > 2 else x
+
+
 class DataDependentBranch(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = int((x > 0).sum())  # @datadep
-        return x * n if n > 2 else x
+        if (x > 0).sum() > 2:  # @datadep
+            return x * 2
+        return x
 
 
 class ViewFour(torch.nn.Module):
@@ -136,6 +143,8 @@ CASES = (
          exported=True, status={("x", 3): "narrowed"}),
     Case("data-dependent", DataDependentBranch, (torch.randn(4, 3),), None, "CAP002", "datadep",
          ("data",)),
+    Case("data-dependent-integer", DataDependentCount, (torch.randn(4, 3),), None, "CAP018", "datadep-int",
+         ("needs a Python number computed from tensor data",)),
     Case("view-specialises-batch", ViewFour, (torch.randn(4, 6),), {"x": {0: Dim("batch")}}, "CAP005", "view4",
          ("input `x` axis 0 (batch)", "fixes it to 4", "`batch = 4`", "x.view(4, 6)",
           "dynamic_shapes = {'x': {0: 4}}"),
@@ -315,10 +324,15 @@ def _exceptions() -> list[tuple[str, Callable[[], BaseException], str]]:
         ("UserError-INVALID_INPUT-dynamic_shapes",
          lambda: _user_error("INVALID_INPUT", "mismatch between `inputs` and `dynamic_shapes`"), "ARG003"),
         ("UserError-ANTI_PATTERN-from-guard",
-         lambda: _user_error("ANTI_PATTERN", cause=GuardOnDataDependentSymNode(sympy.Symbol("u0"), "u0")),
+         lambda: _user_error("ANTI_PATTERN", cause=GuardOnDataDependentSymNode(sympy.Eq(sympy.Symbol("u0"), 1),
+                                                                              "Eq(u0, 1)")),
          "CAP002"),
         ("ConstraintViolationError", lambda: ConstraintViolationError("s0 not in range"), "CAP004"),
-        ("GuardOnDataDependentSymNode", lambda: GuardOnDataDependentSymNode(sympy.Symbol("u0"), "u0"), "CAP002"),
+        ("GuardOnDataDependentSymNode", lambda: GuardOnDataDependentSymNode(sympy.Eq(sympy.Symbol("u0"), 1),
+                                                                            "Eq(u0, 1)"), "CAP002"),
+        # the guard asks for the value itself (a size, an index), not a branch's direction
+        ("GuardOnDataDependentSymNode-integer", lambda: GuardOnDataDependentSymNode(sympy.Symbol("u0"), "u0"),
+         "CAP018"),
         ("DataDependentOutputException", lambda: DataDependentOutputException(nonzero), "CAP002"),
         ("DynamicOutputShapeException", lambda: DynamicOutputShapeException(nonzero), "CAP002"),
         ("Unsupported", lambda: Unsupported("generator"), "CAP003"),

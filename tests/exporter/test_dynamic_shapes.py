@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -41,6 +43,20 @@ def test_dynamic_axes_by_input_name_and_list_form() -> None:
                                dynamic_axes={"features": [0]})
     assert _dims(program) == ["features_dim_0", 8]
     assert program.model_proto.graph.input[0].name == "features"
+
+
+def test_dynamic_axes_leave_a_tuple_argument_static_in_its_own_structure() -> None:
+    """Upstream's test_symbolic_shape_inference_time: an LSTM given (input, (h0, c0)), axes on the input only."""
+    lstm, h0, c0 = torch.nn.LSTM(5, 3), torch.randn(1, 2, 3), torch.randn(1, 2, 3)
+    program = onnxsight.export(lstm, (torch.randn(11, 2, 5), (h0, c0)), input_names=["x", "y"],
+                               dynamic_axes={"x": [0]})
+    assert _dims(program) == ["x_dim_0", 2, 5]
+    x = torch.randn(4, 2, 5)
+    for got, want in zip(program(x, (h0, c0)), (lambda o: (o[0], *o[1]))(lstm(x, (h0, c0)))):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(onnxsight.ExportError) as info:  # the batch is h0's, which is static
+        onnxsight.export(lstm, (torch.randn(11, 2, 5), (h0, c0)), input_names=["x", "y"], dynamic_axes={"x": [0, 1]})
+    assert [d.code for d in info.value.diagnostics if d.level.value == "error"] == ["CAP005"]
 
 
 @pytest.mark.parametrize("style", ["dynamic_shapes", "dynamic_axes"])
@@ -101,3 +117,22 @@ def test_batch_one_example_keeps_the_batch_dynamic(style: str) -> None:
     for batch in (1, 2, 5):
         x = torch.randn(batch, 8)
         torch.testing.assert_close(program(x)[0], model(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("given", ["tuple", "list"])
+def test_a_list_spec_for_a_tuple_argument_and_the_reverse_export(given: str) -> None:
+    """The spec's list-or-tuple says nothing about the dims: it takes the argument's type (torch.export's ARG003)."""
+    class Pair(torch.nn.Module):
+        def forward(self, x: torch.Tensor, pair: Any) -> torch.Tensor:
+            return x + pair[0] * pair[1]
+
+    batch = torch.export.Dim("batch")
+    pair = [torch.randn(2, 3), torch.randn(2, 3)]
+    if given == "tuple":
+        pair = tuple(pair)
+    spec = [{0: batch}, {0: batch}] if given == "tuple" else ({0: batch}, {0: batch})
+    program = onnxsight.export(Pair(), (torch.randn(2, 3), pair), dynamic_shapes={"x": {0: batch}, "pair": spec})
+    assert [_dims(program, index)[0] for index in range(3)] == ["batch"] * 3
+    assert not [d for d in program.diagnostics if d.code == "ARG003"]
+    x, a, b = torch.randn(5, 3), torch.randn(5, 3), torch.randn(5, 3)
+    torch.testing.assert_close(program(x, type(pair)([a, b]))[0], x + a * b)

@@ -194,12 +194,10 @@ def test_torch_onnx_keywords_that_mean_the_same_are_accepted(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("argument", "value", "instead"), [
-    ("custom_translation_table", {torch.ops.aten.relu.default: lambda x: x}, "custom_translations="),
     ("dynamo", False, "drop dynamo=False"),
     ("fallback", True, "drop fallback=True"),
     ("export_params", False, "external_data=True"),
     ("keep_initializers_as_inputs", True, "argument of forward()"),
-    ("training", torch.onnx.TrainingMode.TRAINING, "model.eval()"),
     ("operator_export_type", torch.onnx.OperatorExportTypes.ONNX_ATEN_FALLBACK, "custom_translations="),
     ("custom_opsets", {"mydomain": 2}, "custom_translations="),
     ("profile", True, "report=True"),
@@ -224,10 +222,33 @@ def test_training_eval_of_a_model_in_training_mode_exports_eval_semantics_and_ke
 
 
 def test_training_preserve_of_a_model_in_training_mode_is_refused_and_the_mode_kept() -> None:
-    model = Small().train()
-    with pytest.raises(onnxsight.exporter.InvalidArgumentError, match=r"Small is in training mode.*model\.eval\(\)"):
+    model = DropoutNet().train()
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError,
+                       match=r"DropoutNet is in training mode.*model\.eval\(\)"):
         onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.PRESERVE)
     assert model.training
+
+
+def test_training_mode_training_of_a_model_with_dropout_is_refused() -> None:
+    model = DropoutNet().eval()
+    with pytest.raises(onnxsight.exporter.InvalidArgumentError) as info:
+        onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.TRAINING)
+    (diagnostic,) = info.value.diagnostics
+    assert diagnostic.code == "ARG018" and "inference graphs" in diagnostic.message and "model.eval()" in diagnostic.message
+    assert not model.training
+
+
+@pytest.mark.parametrize("mode", ["TRAINING", "PRESERVE"])
+def test_training_modes_of_a_model_no_module_of_which_depends_on_the_mode_export_with_a_note(mode: str) -> None:
+    """Upstream's test_embedding and test_instancenorm_training (instance norm without running statistics):
+    the training graph is the inference graph, so the argument changes nothing (ARG019), where it was refused."""
+    model = torch.nn.Sequential(torch.nn.InstanceNorm1d(4, affine=True), torch.nn.Linear(4, 4)).train()
+    x = torch.randn(2, 4, 4)
+    program = onnxsight.export(model, (x,), training=getattr(torch.onnx.TrainingMode, mode))
+    (note,) = [d for d in program.diagnostics if d.code == "ARG019"]
+    assert note.fields["argument"] == "training" and "no module of Sequential behaves differently" in note.message
+    assert model.training
+    torch.testing.assert_close(program(x)[0], model(x), atol=1e-5, rtol=1e-5)
 
 
 class DropoutNet(torch.nn.Module):

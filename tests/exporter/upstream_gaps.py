@@ -185,6 +185,46 @@ def _scatter_reduce_self_rank_zero() -> list[Call]:
     return [Call(ScatterReductions(), (empty, torch.tensor([], dtype=torch.int64), empty))]
 
 
+class GridSample(torch.nn.Module):
+    def __init__(self, mode: str, padding_mode: str, align_corners: bool) -> None:
+        super().__init__()
+        self.mode, self.padding_mode, self.align_corners = mode, padding_mode, align_corners
+
+    def forward(self, input: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.grid_sample(input, grid, self.mode, self.padding_mode, self.align_corners)
+
+
+def _grid_sample() -> list[Call]:
+    # the test's volumes (N, C, D, H, W) for every 3-D mode, padding and align_corners, at its opset 20
+    volume, grid = torch.randn(1, 1, 2, 3, 2), torch.randn(1, 3, 2, 4, 3)
+    return [Call(GridSample(mode, padding, align), (volume, grid), {"opset_version": 20})
+            for mode in ("bilinear", "nearest") for padding in ("zeros", "border", "reflection")
+            for align in (True, False)]
+
+
+class FakeQuantizeConstant(torch.nn.Module):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return torch.fake_quantize_per_tensor_affine(input, 1.0 / 127, 0, -128, 127)
+
+
+class FakeQuantizeGiven(torch.nn.Module):
+    def forward(self, input: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor) -> torch.Tensor:
+        return torch.fake_quantize_per_tensor_affine(input, scale, zero_point, -128, 127)
+
+
+class FakeQuantizeChannels(torch.nn.Module):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        scale = torch.ones(4) / 127.0
+        zero_point = torch.zeros(4, dtype=torch.int)
+        once = torch.fake_quantize_per_channel_affine(input, scale, zero_point, 1, 0, 255)
+        return torch.fake_quantize_per_channel_affine(once, scale, zero_point, 1, -128, 127)
+
+
+class RandIntLike(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.randint_like(x, 3, 4) + x   # always 3 + x
+
+
 E2E, API, ORT = ("test/onnx/exporter/test_small_models_e2e.py", "test/onnx/exporter/test_api.py",
                  "test/onnx/test_pytorch_onnx_onnxruntime.py")
 CASES: tuple[Case, ...] = (
@@ -199,6 +239,13 @@ CASES: tuple[Case, ...] = (
     Case("test_slice_dynamic", ORT, _slice_dynamic),
     Case("test_mixed_optional", ORT, _mixed_optional),
     Case("test_scatter_reduce_self_rank_zero", ORT, _scatter_reduce_self_rank_zero),
+    # found by the matrix (tests/exporter/upstream_matrix.py) beyond the twelve
+    Case("test_grid_sample", ORT, _grid_sample),
+    Case("test_fake_quantize_per_tensor", ORT, lambda: [Call(FakeQuantizeConstant(), (torch.randn(6, 4, 3, 3),))]),
+    Case("test_fake_quantize_per_tensor_dynamic_scale_zeropoint", ORT,
+         lambda: [Call(FakeQuantizeGiven(), (torch.randn(6, 4, 3, 3), torch.tensor(1.0 / 127), torch.tensor(0)))]),
+    Case("test_fake_quantize_per_channel", ORT, lambda: [Call(FakeQuantizeChannels(), (torch.randn(6, 4, 3, 3),))]),
+    Case("test_randint_like", ORT, lambda: [Call(RandIntLike(), (torch.randn(2, 3, 4),))]),
 )
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from onnxsight.exporter._api import export
-from onnxsight.exporter._errors import CaptureError
+from onnxsight.exporter._errors import CaptureError, TranslationError
 
 
 class MLP(torch.nn.Module):
@@ -92,3 +92,34 @@ def test_float_model_with_float_functional_is_not_refused() -> None:
 
     program = export(Residual().eval(), (torch.randn(2, 4),))
     assert not [d for d in program.diagnostics if d.code == "QNT001"]
+
+
+def test_quantize_op_in_forward_is_named_at_its_line() -> None:
+    """upstream's test_quantize_per_tensor: torch.quantize_per_tensor in forward() captures (its fake kernel
+    returns float32) but makes a quantized tensor: QNT001 at the line, not a missing translation (OPS002)."""
+    class Quantize(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.quantize_per_tensor(x, 0.2, 0, torch.qint8)
+
+    with pytest.raises(TranslationError) as info:
+        export(Quantize(), (torch.randn(4, 6),))
+    [found] = [d for d in info.value.diagnostics if d.level.name == "ERROR"]
+    assert found.code == "QNT001" and found.location.file == __file__
+    assert found.message.startswith("aten.quantize_per_tensor.default (makes torch.qint8 tensors)")
+
+
+def test_eager_qat_fake_quantize_is_named() -> None:
+    """upstream's test_fake_quantize_activation: prepare_qat's FakeQuantize branches on its switch buffers
+    (a data-dependent branch in torch's code): QNT001 names it before capture, with the PT2E flow."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3))
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("x86")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.prepare_qat(model.train(), inplace=True)
+    model.apply(torch.ao.quantization.disable_observer)
+    with pytest.raises(CaptureError) as info:
+        export(model.eval(), (torch.randn(4, 2),))
+    found = {d.fields["submodule"]: d.fields["kind"] for d in info.value.diagnostics if d.code == "QNT001"}
+    fused = "torch.ao.quantization.fake_quantize.FusedMovingAvgObsFakeQuantize"
+    assert found == {"0.weight_fake_quant": fused, "0.activation_post_process": fused}
+    assert not [d for d in info.value.diagnostics if d.code.startswith("CAP")]

@@ -109,6 +109,36 @@ class DataDependentBranch(torch.nn.Module):
         return x
 
 
+class LinspaceSteps(torch.nn.Module):
+    def forward(self, steps: torch.Tensor) -> torch.Tensor:
+        return torch.linspace(0, 1, steps)  # @CAP018
+
+
+class ByteMask(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[torch.tensor([0, 1, 0, 1], dtype=torch.uint8)]  # @CAP019
+
+
+class Record(dict):
+    """A dict subclass no pytree knows (CAP020)."""
+
+
+class RecordOutput(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Record:
+        return Record(y=x + 1)
+
+
+class WithFlag(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        return x * 2, x.shape[0] > 2
+
+
+class SwapStorage(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x.set_(y)  # @DEC003
+        return x
+
+
 class Specialised(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.reshape(4, 8)  # @CAP005
@@ -305,6 +335,11 @@ CASES: tuple[Case, ...] = (
     Case("ARG022", TwoArgs, args=(torch.randn(4), torch.randn(4)), marker="export", options={"input_names": ["x"]}),
     Case("CAP001", DataDependentBranch, marker="CAP002"),
     Case("CAP002", DataDependentBranch),
+    Case("CAP018", LinspaceSteps, args=(torch.tensor(5),)),
+    Case("CAP019", ByteMask),
+    Case("CAP020", RecordOutput, marker="export"),
+    Case("VAL011", WithFlag, marker="export"),
+    Case("DEC003", SwapStorage, args=(torch.ones(2, 3), torch.randn(4, 6))),
     Case("CAP005", Specialised, args=(torch.randn(4, 8),),
          options={"dynamic_shapes": {"x": {0: torch.export.Dim("batch")}}}),
     Case("CAP007", PositionLimit, args=(torch.randn(2, 5, 4),),

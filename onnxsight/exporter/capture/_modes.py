@@ -49,17 +49,18 @@ def eval_semantics(model: torch.nn.Module) -> Iterator[None]:
             module.training = flag
 
 
-def training_dependent(model: torch.nn.Module) -> list[str]:
+def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False) -> list[str]:
     """``name (Class)`` of each submodule in training mode whose behaviour depends on the mode.
 
     Dropout, batch norm, instance norm with running statistics, recurrent layers and attention with
     dropout: the modules whose training graph differs from the one :func:`eval_semantics` captures.
+    ``in_any_mode``: such submodules whatever their mode (what ``training=TrainingMode.TRAINING`` would switch).
     """
     if is_exported_graph(model):
         return []
     found = []
     for name, module in model.named_modules():
-        if module.training and _mode_dependent(module):
+        if (module.training or in_any_mode) and _mode_dependent(module):
             found.append(f"{name or 'the model'} ({type(module).__name__})")
     return found
 

@@ -10,6 +10,7 @@ onnxsight exports.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Sequence
 
 import torch
@@ -35,7 +36,17 @@ def _why(module: torch.nn.Module) -> str | None:
         return f"it holds {quantized[0].dtype} tensors, which torch.export cannot trace"
     if cls.__module__.startswith(_QUANTIZED_PACKAGES) and cls.__name__ in _STUB_CLASSES:
         return "it computes on quantized tensors, which torch.export cannot trace"
+    if _is_fake_quantize(module):
+        return ("eager-mode QAT's fake quantization branches on its observer and fake-quant switches (buffers), "
+                "which torch.export cannot trace")
     return None
+
+
+def _is_fake_quantize(module: torch.nn.Module) -> bool:
+    """A module of eager-mode QAT (``prepare_qat``): torch.ao.quantization's FakeQuantize and its kin."""
+    fake_quantize = sys.modules.get("torch.ao.quantization.fake_quantize")   # imported by whoever made one
+    base = getattr(fake_quantize, "FakeQuantizeBase", None)
+    return base is not None and isinstance(module, base)
 
 
 def refuse_eager_quantized(ctx: DiagnosticContext, model: Any, inputs: Sequence[tuple[str, Any]]) -> bool:

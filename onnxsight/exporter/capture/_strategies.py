@@ -20,6 +20,7 @@ import torch
 from onnxsight import rules
 from onnxsight.diagnostics import DiagnosticContext, is_user_file, traceback_frames, user_frame
 from onnxsight.exporter.capture import _audit as audit
+from onnxsight.exporter.capture import _refused as refused
 from onnxsight.exporter.capture._fixes import RequestedDim, derive_range_fixes, parse_fixes, render, requested_dims
 from onnxsight.exporter.capture._tied import apart, model_line, refine, tied
 from onnxsight.exporter.capture._patches import applied as applied_patches
@@ -57,9 +58,18 @@ def classify(exc: BaseException) -> rules.Rule:
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
 
-    for error in _chain(exc):
-        if isinstance(error, PackedSequenceRefused):
-            return rules.PACKED_SEQUENCE_REFUSED
+    chain = list(_chain(exc))
+    if any(isinstance(error, PackedSequenceRefused) for error in chain):
+        return rules.PACKED_SEQUENCE_REFUSED
+    # NOTE: strict capture wraps a guard on a data-dependent value (an unbacked symbol from a tensor's
+    # contents) in a UserError(CONSTRAINT_VIOLATION); it names no dim the user asked dynamic.
+    guard = next((error for error in chain if isinstance(error, GuardOnDataDependentSymNode)), None)
+    if guard is not None and refused.needs_integer(guard):
+        return rules.DATA_DEPENDENT_INTEGER
+    if guard is not None or any(isinstance(error, (DataDependentOutputException, DynamicOutputShapeException))
+                                for error in chain):
+        return rules.DATA_DEPENDENT_CONTROL_FLOW
+    for error in chain:
         if isinstance(error, UserError):
             kind = error.error_type
             if kind in (UserErrorType.CONSTRAINT_VIOLATION, UserErrorType.DYNAMIC_DIM):
@@ -70,11 +80,12 @@ def classify(exc: BaseException) -> rules.Rule:
                 return rules.BAD_DYNAMIC_SHAPES
         elif isinstance(error, ConstraintViolationError):
             return rules.DYNAMIC_SHAPE_VIOLATION
-        elif isinstance(error, (GuardOnDataDependentSymNode, DataDependentOutputException,
-                                DynamicOutputShapeException)):
-            return rules.DATA_DEPENDENT_CONTROL_FLOW
         elif isinstance(error, (Unsupported, UncapturedHigherOrderOpError)):
             return rules.UNSUPPORTED_PYTHON_CONSTRUCT
+    if refused.uint8_mask(exc) is not None:
+        return rules.UINT8_MASK
+    if refused.unflattenable_output(exc) is not None:
+        return rules.OUTPUT_TYPE_NOT_FLATTENABLE
     return rules.ALL_CAPTURE_FAILED
 
 
@@ -167,6 +178,7 @@ class _Session:
     # The plain capture's violation (a guard without a fix, or a fix that makes a dim static: its
     # {label: (value, fix)}), retried size-oblivious; reported when that retry does not capture the model.
     retried: tuple[_Try, BaseException, dict[str, Any] | None, Any] | None = None
+    sized_failed: bool = False           # the size-oblivious capture failed other than by a violation
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
         """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
@@ -206,6 +218,14 @@ class _Session:
                 return None
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == OBLIVIOUS:
                 mode = GROWN  # size-oblivious capture hit something else: capture a grown example
+                self.sized_failed = True
+                continue
+            if rule is not rules.DYNAMIC_SHAPE_VIOLATION and mode == GROWN and self.sized_failed:
+                # NOTE: torch's own check on sizes failed at both (repeat_interleave: repeats of size 1 or of the
+                # input's): the model computes with the example's size 0/1. A plain capture says so as a
+                # violation (CAP008), where the grown example's error would be CAP006 with torch's words.
+                self.sized_failed = False
+                mode = PLAIN
                 continue
             if rule is not rules.DYNAMIC_SHAPE_VIOLATION and self.deferred is not None:
                 self._refuse(*self.deferred)  # the grown example failed too: the size-1 specialisation is why
@@ -424,5 +444,6 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
     location = user_frame(frames)
     ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
              error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
-             dims="the dynamic dims", cause=audit.cause(location))
+             dims="the dynamic dims", cause=audit.cause(location, refused.library_origin(exc)),
+             subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "")
     return None

@@ -194,3 +194,12 @@ def functionalize_inplace(program: torch.export.ExportedProgram, registry: Any, 
     if rewritten:
         program.graph_module.recompile()
     return rewritten
+
+
+def storage_swaps(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    """The ``Tensor.set_`` calls on an input of forward() (DEC003): torch's decomposition refuses them."""
+    inputs = {spec.arg.name for spec in program.graph_signature.input_specs
+              if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT}
+    return [node for node in program.graph.nodes
+            if node.op == "call_function" and getattr(node.target, "overloadpacket", None) is aten.set_
+            and node.args and isinstance(node.args[0], torch.fx.Node) and node.args[0].name in inputs]

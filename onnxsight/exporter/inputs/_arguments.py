@@ -399,7 +399,10 @@ def convert_dynamic_axes(ctx: DiagnosticContext, model: torch.nn.Module, args: t
     shapes.update({arg: nested_spec(arguments[arg], specs) for arg, specs in nested.items()})
     if not shapes:
         return None, names
-    return {name: shapes.get(name) for name in bound}, names
+    # An argument without dynamic axes is static: None for each of its tensors, in its own structure
+    # (torch.export refuses a bare None for a tuple such as an LSTM's (h0, c0)).
+    return {name: shapes[name] if name in shapes else torch.utils._pytree.tree_map(lambda _: None, arguments[name])
+            for name in bound}, names
 
 
 def named_dims(dynamic_shapes: Any, args: tuple, kwargs: dict, model: torch.nn.Module) -> dict[tuple[str, int], str]:

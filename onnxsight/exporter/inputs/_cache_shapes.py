@@ -39,10 +39,12 @@ _DICT_FORMS = (("key_cache", "value_cache"), ("self_attention_cache", "cross_att
 def cache_shapes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> Any:
     """``dynamic_shapes`` with each cache argument's entry as one spec per tensor (ARG027 where none fits).
 
-    Call inside ``library_pytrees()``; anything that is not a cache's entry is returned as it was.
+    Call inside ``library_pytrees()``; anything that is not a cache's entry is returned as it was, except
+    that a list given for a tuple argument (or a tuple for a list) of the same length takes the argument's
+    type: torch.export refuses the difference, which says nothing about the dims.
     """
     active = active_containers()
-    if dynamic_shapes is None or not active:
+    if dynamic_shapes is None:
         return dynamic_shapes
     try:
         bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
@@ -66,7 +68,8 @@ def _normalised(ctx: DiagnosticContext, active: dict[type, Container], value: An
         return {key: _normalised(ctx, active, value[key], item, f"{where}][{key!r}") if key in value else item
                 for key, item in spec.items()}
     if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and len(value) == len(spec):
-        return type(spec)(_normalised(ctx, active, item, item_spec, f"{where}][{index}")
+        plain = type(value) in (list, tuple) and type(spec) in (list, tuple)
+        return (type(value) if plain else type(spec))(_normalised(ctx, active, item, item_spec, f"{where}][{index}")
                           for index, (item, item_spec) in enumerate(zip(value, spec)))
     return spec
 

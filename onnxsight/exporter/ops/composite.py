@@ -44,6 +44,32 @@ def _batched(b: GraphBuilder, input: Value, weight: Value, conv: Any) -> Value:
     return drop_batch(b, conv(add_batch(b, input)))
 
 
+@translation(aten._convolution.default)
+def aten__convolution(b: GraphBuilder, input: Value, weight: Value, bias: Value | None, stride: Sequence[int],
+                      padding: Sequence[int], dilation: Sequence[int], transposed: bool,
+                      output_padding: Sequence[int], groups: int, benchmark: bool, deterministic: bool,
+                      cudnn_enabled: bool, allow_tf32: bool) -> Value:
+    """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding,
+    SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark,
+    bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor
+
+    The backend flags choose kernels (and TF32's lower precision on CUDA), not the result: ONNX's Conv
+    computes the convolution itself.
+    """
+    return aten_convolution(b, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+@translation(aten._convolution.deprecated)
+def aten__convolution_deprecated(b: GraphBuilder, input: Value, weight: Value, bias: Value | None,
+                                 stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                                 transposed: bool, output_padding: Sequence[int], groups: int, benchmark: bool,
+                                 deterministic: bool, cudnn_enabled: bool) -> Value:
+    """_convolution.deprecated(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, int[] padding,
+    SymInt[] dilation, bool transposed, int[] output_padding, SymInt groups, bool benchmark,
+    bool deterministic, bool cudnn_enabled) -> Tensor"""
+    return aten_convolution(b, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
 @translation(aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding)
 def aten_conv_padding(b: GraphBuilder, input: Value, weight: Value, bias: Value | None = None,
                       stride: Sequence[int] = (1,), padding: str = "valid", dilation: Sequence[int] = (1,),

@@ -17,7 +17,7 @@ from onnx import helper
 
 from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
-from onnxsight.exporter._registry import translation
+from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops import float4
 
 aten = torch.ops.aten
@@ -324,6 +324,44 @@ def aten_randint(b: GraphBuilder, high: int, size: Sequence[int | Value], *, dty
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     return aten_randint_low(b, 0, high, size, dtype=dtype)
+
+
+@translation(aten.randint_like.low_dtype)
+def aten_randint_like_low_dtype(b: GraphBuilder, self: Value, low: int | Value, high: int | Value, *,
+                                dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+                                pin_memory: bool | None = None, memory_format: Any = None) -> Value:
+    """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None,
+    Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None)
+    -> Tensor
+
+    Integers drawn uniformly from [low, high) in ``self``'s shape, of ``self``'s dtype unless given.
+    """
+    if not isinstance(low, int) or not isinstance(high, int):
+        raise UnsupportedVariant("low/high", "a symbolic bound", "Python ints")
+    zeros = _full(b, b.shape_of(self), 0, torch.float64)
+    uniform = _random_like(b, "RandomUniformLike", zeros, torch.float64,
+                           low=float(low), high=float(high))
+    return b.cast(b.op("Floor", uniform), _dtype(b, dtype, self))
+
+
+@translation(aten.randint_like.default)
+def aten_randint_like(b: GraphBuilder, self: Value, high: int | Value, *, dtype: torch.dtype | None = None,
+                      layout: Any = None, device: Any = None, pin_memory: bool | None = None,
+                      memory_format: Any = None) -> Value:
+    """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    return aten_randint_like_low_dtype(b, self, 0, high, dtype=dtype)
+
+
+@translation(aten.normal_functional.default)
+def aten_normal_functional(b: GraphBuilder, self: Value, mean: float = 0.0, std: float = 1.0, *,
+                           generator: Any = None) -> Value:
+    """normal_functional(Tensor self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor
+
+    ``self``'s shape and dtype filled from N(mean, std): the functional form of ``normal_``
+    (``torch.nn.init.normal_``).
+    """
+    return _random_like(b, "RandomNormalLike", self, _dtype(b, None, self), mean=float(mean), scale=float(std))
 
 
 @translation(aten.randperm.default)

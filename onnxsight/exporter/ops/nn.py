@@ -45,6 +45,21 @@ def aten_convolution(b: GraphBuilder, input: Value, weight: Value, bias: Value |
     return b.op("Add", out, b.op("Unsqueeze", bias, b.const(list(range(1, spatial + 1)), torch.int64)))
 
 
+@translation(aten.conv_tbc.default)
+def aten_conv_tbc(b: GraphBuilder, self: Value, weight: Value, bias: Value, pad: int = 0) -> Value:
+    """conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
+
+    Time-batch-channel convolution (fairseq's): ``self`` (time, batch, in), ``weight`` (kernel, in, out);
+    the same Conv over (batch, in, time) with the weight as (out, in, kernel).
+    """
+    x = b.op("Transpose", self, perm=[1, 2, 0])
+    w = b.op("Transpose", weight, perm=[2, 1, 0])
+    attrs = {"kernel_shape": [weight.shape[0]]} if weight.shape is not None and isinstance(weight.shape[0], int) \
+        else {}
+    out = b.op("Conv", x, w, bias, pads=[int(pad), int(pad)], **attrs)
+    return b.op("Transpose", out, perm=[2, 0, 1])
+
+
 # -- padding -----------------------------------------------------------------------------------------
 def _pad(b: GraphBuilder, x: Value, padding: Sequence[int | Value], mode: str, value: float | None = None) -> Value:
     """torch's pad list (last axis first, begin/end pairs) as ONNX Pad's (all axes, begins then ends).

@@ -145,9 +145,26 @@ def _find_unsupported(graph_module: torch.fx.GraphModule, registry: Registry, op
             _vision_op_unsupported(node, registry, op, ctx)
         elif _is_custom(node.target):
             custom.setdefault(target_key(node.target), []).append(node)
+        elif (quantized := _quantized_output(node)) is not None:
+            ctx.emit(rules.EAGER_QUANTIZED_MODULE, node=node, submodule=op, kind=f"makes {quantized} tensors",
+                     detail="ONNX has no quantized tensor (integers with their scale and zero point in one value); "
+                            "torch.ops.quantized_decomposed's op of that name returns the integers, which export")
         else:
             ctx.emit(rules.UNSUPPORTED_OP, node=node, op=op)
     return count
+
+
+def _quantized_output(node: torch.fx.Node) -> torch.dtype | None:
+    """The dtype of an eager-mode quantized tensor (torch.qint8...) the op is asked for, or None.
+
+    ``torch.quantize_per_tensor(x, 0.2, 0, torch.qint8)`` captures (its meta kernel makes a qint8 tensor)
+    but is eager-mode quantization as much as a quantized module is (QNT001), not a missing translation.
+    """
+    # NOTE: the op's fake kernel returns a float32 tensor: the quantized dtype is the op's argument
+    return next((a for a in (*node.args, *node.kwargs.values()) if a in _QUANTIZED_DTYPES), None)
+
+
+_QUANTIZED_DTYPES = (torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4)
 
 
 def _vision_op_unsupported(node: torch.fx.Node, registry: Registry, op: str, ctx: DiagnosticContext) -> None:

@@ -61,7 +61,11 @@ def test_like_ops_keep_or_change_dtype() -> None:
     (lambda x: torch.randint(2, 9, (64, 4)), torch.int64, "2..8"),
     (lambda x: torch.randperm(50), torch.int64, "permutation"),
     (lambda x: torch.bernoulli(torch.full_like(x, 0.5)), torch.float32, "0/1"),
-], ids=["rand", "randn_like", "rand_like", "randint", "randperm", "bernoulli"])
+    (lambda x: torch.randint_like(x, 2, 9), torch.float32, "2..8"),
+    (lambda x: torch.randint_like(x, 9, dtype=torch.int32) + 2, torch.int32, "2..10"),
+    (lambda x: torch.nn.init.normal_(torch.empty_like(x), 5.0, 10.0), torch.float32, "N(5, 10)"),
+], ids=["rand", "randn_like", "rand_like", "randint", "randperm", "bernoulli", "randint_like.low_dtype",
+        "randint_like", "normal_functional"])
 def test_random_ops_have_the_right_shape_dtype_and_support(make, dtype: torch.dtype,  # noqa: ANN001
                                                            support: str) -> None:
     """Random ops never match eager element for element: check shape, dtype and the values' support."""
@@ -76,8 +80,12 @@ def test_random_ops_have_the_right_shape_dtype_and_support(make, dtype: torch.dt
         assert values <= set(range(2, 9)) and len(values) > 1
     elif support == "permutation":
         assert sorted(actual.tolist()) == list(range(50))
+    elif support == "2..10":
+        assert values <= set(range(2, 11)) and len(values) > 1
     elif support == "0/1":
         assert values == {0.0, 1.0}
+    elif support == "N(5, 10)":   # 2048 draws: the mean's standard error is 0.22, the spread's about 0.16
+        assert abs(actual.mean().item() - 5.0) < 1.0 and abs(actual.std().item() - 10.0) < 1.0
     else:
         assert actual.isfinite().all() and len(values) > 100
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import onnxsight
 
-from tests.exporter.ops.nn_checks import assert_samples_pass, export_and_compare
+from tests.exporter.ops.nn_checks import assert_samples_pass, count, export_and_compare
 from tests.exporter.ops.opinfo_harness import assert_op_passes
 
 CONV = ["nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv_transpose1d",
@@ -96,6 +96,37 @@ def test_convolution(module: torch.nn.Module) -> None:
     x = torch.randn(*[2, module.in_channels, 9, 9][:rank])
     ops = export_and_compare(module, x)
     assert ("ConvTranspose" if isinstance(module, torch.nn.ConvTranspose2d) else "Conv") in ops
+
+
+class ConvTBC(torch.nn.Module):
+    """fairseq's time-batch-channel convolution, as upstream's test_conv_tbc writes it."""
+
+    def __init__(self, pad: int) -> None:
+        super().__init__()
+        self.weight, self.bias, self.pad = torch.nn.Parameter(torch.randn(5, 3, 4)), torch.nn.Parameter(
+            torch.randn(4)), pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.conv_tbc(x.contiguous(), self.weight, self.bias, self.pad)
+
+
+@pytest.mark.parametrize("pad", [0, 2])
+def test_conv_tbc(pad: int) -> None:
+    ops = export_and_compare(ConvTBC(pad), torch.randn(10, 7, 3))
+    assert count(ops, "Conv") == 1
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_with_backend_flags(transposed: bool) -> None:
+    """aten._convolution (both overloads): torch.jit-era code calling it with cudnn/TF32 flags."""
+    weight = torch.randn(4, 3, 3, 3) if not transposed else torch.randn(3, 2, 3, 3)
+
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        common = (x, weight, None, [2, 2], [1, 0], [1, 1], transposed, [0, 0], 1, False, False, True)
+        return torch._convolution(*common, True), torch._convolution(*common)
+
+    ops = export_and_compare(both, torch.randn(1, 3, 9, 8))
+    assert count(ops, "ConvTranspose" if transposed else "Conv") == 2
 
 
 def test_conv_dynamic_batch() -> None:
