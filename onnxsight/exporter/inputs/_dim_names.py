@@ -13,7 +13,9 @@ symbol gets the name of the dim it stands for:
 - a replaced symbol, the name of its replacement, or an expression of named ones (``2*batch``).
 
 Two different symbols never share a name: a second dim called ``batch`` that torch keeps
-apart from the first becomes ``batch_2``, so verify(dim_sizes=...) binds each dim.
+apart from the first becomes ``batch_2``, so verify(dim_sizes=...) binds each dim. The exception is
+one ``Dim`` object on axes of equal example size that torch left two symbols (a ``DynamicCache``'s
+keys of some layers): the user declared them one dim, and the graph says so.
 """
 
 from __future__ import annotations

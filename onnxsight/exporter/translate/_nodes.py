@@ -25,12 +25,12 @@ from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_ke
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
 
 
-
 def _sum_in_order(dim: str) -> str:
     """``seq + past`` as ``past + seq``: a sum of named dims in one order, whichever of two symbols torch printed first
     (a layer's key length and its value's are then one name; onnxscript's attention rule compares them)."""
     terms = dim.split(" + ")
     return " + ".join(sorted(terms)) if len(terms) > 1 and all(t.isidentifier() for t in terms) else dim
+
 
 class _Failed:
     """Marks a node whose translation failed, so dependants are skipped rather than crashing."""
