@@ -14,7 +14,7 @@ LOCK   ?= requirements/lock.txt
 EXTRAS ?= dev,bench,docs,quant
 
 
-.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
+.PHONY: setup demo test test-latest test-oldest lock test-ops test-mutation test-zoo test-zoo-opsets test-generation test-ort-fusion bench-generation test-vision vision-venv test-ray test-all bench bench-zoo bench-rnn bench-startup bench-large bench-fake bench-ort bench-mask-guard bench-ort-profile sarif-validate docs browser-deps screenshot clean
 
 # torch is installed first, on its own, so that the `torch>=2.13` in pyproject.toml is already met
 # when the second line resolves it and no dependency picks a torch build. Where pip is configured
@@ -217,11 +217,17 @@ RUNS   ?= 3
 bench-fake: setup
 	nice -n 10 $(PY) bench/fake_export.py --layers $(LAYERS) --runs $(RUNS)
 
-# ORT's transformer optimizer on onnxsight's and torch.onnx's graphs (fused ops, node counts), then ORT CPU
-# latency of both, as exported and optimised, batch 1 and 8, interleaved (docs/optimization.md).
+# ORT's transformer optimizer and onnxscript's rewriter, at their defaults, on onnxsight's and torch.onnx's graphs
+# (fused ops, node counts: docs/ort-fusion.md, docs/ort-fusion-dynamic.md), then ORT CPU latency of both, as
+# exported and after each fuser, batch 1 and 8, interleaved (docs/ort-latency.md; guide: docs/optimization.md).
+# Every model of bench/ort_fusion.py, static and dynamic, fused by ORT's optimizer and by onnxscript's rewriter at their
+# defaults: the fusions docs/ort-fusion*.md report, loaded in ONNX Runtime and verified against PyTorch (about 2 min).
+test-ort-fusion: setup
+	$(PY) -m pytest -q -n 0 -m slow tests/verification/test_fused_bench_models.py
+
 bench-ort: setup
-	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json
-	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json
+	$(PY) bench/ort_fusion.py --json docs/ort-fusion.json --md docs/ort-fusion.md
+	$(PY) bench/ort_fusion.py --dynamic --json docs/ort-fusion-dynamic.json --md docs/ort-fusion-dynamic.md
 	$(PY) bench/ort_latency.py --decode llama-cache,gpt2-cache --md docs/ort-latency.md --json docs/ort-latency.json
 
 # Per-token latency of a greedy generation loop: eager PyTorch, onnxsight's step programs and torch.onnx's in
@@ -239,7 +245,7 @@ bench-generation-cuda: setup
 # The same latency benchmark on ONNX Runtime's CUDA execution provider (onnxruntime-gpu on a machine with a
 # GPU; skips with the reason where there is none), float32 and, after the optimizer, float16 too.
 # Where the GPU machine lacks this project's torch: `bench/ort_latency.py --save DIR` here, then
-# `bench/ort_latency.py --load DIR --device cuda --float16` there (docs/optimization.md, "Latency on CUDA").
+# `bench/ort_latency.py --load DIR --device cuda --float16` there (docs/optimization.md, "Latency").
 .PHONY: bench-ort-cuda
 bench-ort-cuda: setup
 	@if $(PY) -c "import onnxruntime as o, sys; sys.exit('CUDAExecutionProvider' not in o.get_available_providers())"; then \
@@ -249,20 +255,20 @@ bench-ort-cuda: setup
 	else echo "bench-ort-cuda: skipped: this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu and a GPU needed)"; fi
 
 # What torch's fully-masked-row guard costs on a whole model: the small BERT with an attention_mask at sequence
-# 128 and 512, batch 1 and 8, as exported (the guard's row maximum a TopK), with ReduceMax, and without the
-# guard; ORT CPU latency interleaved, and the guard's share of ORT's kernel time (docs/optimization.md).
+# 128 and 512, batch 1 and 8, exported with optimize=False (the guard's row maximum a TopK), with ReduceMax, and
+# without the guard; ORT CPU latency interleaved, and the guard's share of ORT's kernel time (docs/mask-guard.json).
 bench-mask-guard: setup
 	$(PY) bench/mask_guard.py --runs 7 --seconds 2 --json docs/mask-guard.json
 
 # Per-op ORT CPU kernel times (ORT's profiler) of GPT-2 as exported, after ORT's transformer optimizer, and after
-# it without its SkipLayerNormalization fusion, batch 8 and 1 (docs/optimization.md, "Latency").
+# it without its SkipLayerNormalization fusion, batch 8 and 1 (docs/ort-profile-gpt2-batch*.json).
 bench-ort-profile: setup
 	$(PY) bench/ort_profile.py --batch 8 --rounds 7 --json docs/ort-profile-gpt2-batch8.json
 	$(PY) bench/ort_profile.py --batch 1 --rounds 7 --json docs/ort-profile-gpt2-batch1.json
 
 # ORT CPU latency of opset-23 BERT/LLaMA/grouped-query-LLaMA graphs with the standard's Attention/RMSNormalization
 # and without (decomposed), as exported and after ORT's transformer optimizer, interleaved; grouped-query LLaMA also
-# with enable_gqa and against torch.onnx at opsets 23 and 18, and at sequence 512 (docs/optimization.md).
+# with enable_gqa and against torch.onnx at opsets 23 and 18, and at sequence 512 (docs/optimization.md, "Opset 23").
 .PHONY: bench-opset23
 bench-opset23: setup
 	$(PY) bench/opset23.py --runs 7 --json docs/opset23-latency.json
@@ -288,17 +294,14 @@ docs: setup
 	$(PY) -m onnxsight.rules.docs docs/rules
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
-# Headless chromium for tests/reports/test_browser.py. Never fails: without root, apt-get or
-# network it says so and the browser tests skip with the same hint.
-browser-deps:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "browser-deps: installing chromium with apt-get"; \
-	    export DEBIAN_FRONTEND=noninteractive; \
-	    apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } || \
-	    echo "browser-deps: could not install chromium; the browser tests will be skipped"; \
-	  else echo "browser-deps: chromium is missing (installing it needs root and apt-get); the browser tests will be skipped"; fi; }
+# Headless chromium for the browser tests (tests/reports/test_browser.py, tests/zoo/test_dashboard_browser.py,
+# tests/test_docs_site.py): a chromium on PATH as it is, else playwright's (pip; the dev extra) downloaded into
+# ~/.cache/ms-playwright, no root needed. Never fails: without network it says so and the browser tests skip with
+# the same command.
+browser-deps: setup
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  $(PY) -m playwright install chromium >/dev/null 2>&1 || \
+	  echo "browser-deps: '$(PY) -m playwright install chromium' could not download chromium; the browser tests will be skipped"
 
 # The README's screenshot of the HTML report (docs/img/report.png), taken by the browser test.
 screenshot: setup browser-deps

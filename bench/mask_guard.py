@@ -4,10 +4,11 @@ with the row maximum a ``ReduceMax`` and with no guard at all.
 
 ``scaled_dot_product_attention`` with a bool mask gives zeros for a query row whose every key is masked; the
 translation guards ``Softmax`` for it, ``Where(TopK(scores, k=1) == -inf, 0, Softmax(scores))``. Where the
-mask comes from a model input (BERT's ``attention_mask``), the default ``optimize=True`` keeps the guard. The
-model: the small BERT of ``bench/ort_fusion.py`` (``transformers`` config, 4 layers, hidden 256, 4 heads,
-intermediate 1024, random weights), called with ``input_ids`` and an ``attention_mask`` whose last eighth is
-padding, exported by onnxsight at its defaults (opset 18, static shapes) at each batch and sequence length.
+mask comes from a model input (BERT's ``attention_mask``), ``optimize=False`` keeps the guard (the default writes
+the mask with a finite fill instead, without it: the note ONX008). The model: the small BERT of
+``bench/ort_fusion.py`` (``transformers`` config, 4 layers, hidden 256, 4 heads, intermediate 1024, random
+weights), called with ``input_ids`` and an ``attention_mask`` whose last eighth is padding, exported by onnxsight
+with ``optimize=False`` (opset 18, static shapes) at each batch and sequence length.
 The other two variants are that exported file edited: every guard's ``TopK`` replaced by
 ``ReduceMax(scores, axes=[-1], keepdims=1)`` (what the guard was before, and what half precision keeps), or
 every guard removed (``Softmax`` read directly: not the model's numbers for a sequence of padding only, a
@@ -90,14 +91,16 @@ def variant(model: Any, name: str) -> Any:
 
 
 def export(batch: int, seq: int, tmp: str) -> tuple[dict[str, str], list[Any], int]:
-    """Export once (onnxsight's defaults: opset 18, optimize=True), write the three variants; their paths, the
-    feeds, the guards."""
+    """Export once (opset 18, optimize=False: the export that keeps the guard), write the three variants; their
+    paths, the feeds, the guards."""
     import onnx
+
+    import onnxsight
 
     model, args = ort_latency.padded_bert(batch, seq, layers=ort_fusion.LAYERS, hidden=ort_fusion.HIDDEN,
                                           heads=ort_fusion.HEADS)
     path = os.path.join(tmp, f"bert-{batch}-{seq}.onnx")
-    ort_fusion.export("onnxsight", model, args, path, 18)
+    onnxsight.export(model, args, path, opset_version=18, optimize=False)
     exported = onnx.load(path)
     paths = {}
     for name in VARIANTS:

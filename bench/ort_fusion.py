@@ -1,4 +1,4 @@
-"""ORT transformer-optimizer fusions on onnxsight's and torch.onnx's graphs, same models, same run.
+"""ORT's transformer optimizer and onnxscript's rewriter on onnxsight's and torch.onnx's graphs, same models, same run.
 
 Small BERT, GPT-2, ViT and LLaMA models built from ``transformers`` configs
 (4 layers, hidden 256, 4 heads, random weights: never from a hub; ``bert-mask`` is
@@ -7,12 +7,12 @@ BERT called with an ``attention_mask`` whose second half is padding; ``llama-gqa
 ``llama-cache`` and ``gpt2-cache`` are one decode step over a ``DynamicCache`` of 16 past
 positions, torch.onnx getting the cache registered as a pytree node the way transformers' own exporter does,
 ``transformers.exporters.exporter_dynamo.register_cache_pytrees_for_model``), each exported
-by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset,
-then run through ``onnxruntime.transformers.optimizer.optimize_model(path,
-model_type=..., num_heads=4, hidden_size=256)`` (``opt_level=0`` for the
-decoders: see ``OPTIONS``). Prints, per model and exporter, the node count and
-the op-type histogram as exported, and the fused operator counts
-(``get_fused_operator_statistics()``) after the optimizer.
+by onnxsight and by ``torch.onnx.export(..., dynamo=True)`` at the same opset, both at their defaults,
+then run through ``onnxruntime.transformers.optimizer.optimize_model(path, model_type=..., num_heads=4,
+hidden_size=256)`` at its default ``opt_level`` and through onnxscript's ``optimize_for_ort`` at its defaults.
+Prints, per model and exporter, the node count as exported, the fused operators each fuser made and the nodes it
+left, and whether ONNX Runtime loads onnxscript's model (``--md``/``--json``: the generated pages
+docs/ort-fusion*.md; ``make test-ort-fusion`` verifies every fused model against PyTorch).
 
     python bench/ort_fusion.py [--models bert,gpt2,vit,llama] [--opset 18] [--json out.json] [--dynamic]
 """
@@ -41,9 +41,9 @@ MODEL_TYPES["gpt2-cache"] = "gpt2"   # the same for GPT-2
 MODEL_TYPES["llama-mask"] = "gpt2"   # LLaMA called with (input_ids, attention_mask), the second half padding
 # models whose attention fuses only with export(..., optimize="ort-fusion"): exported both ways
 ORT_FUSION = ("bert-mask", "gpt2", "llama", "llama-gqa", "llama-cache", "gpt2-cache", "llama-mask")
-# model name -> optimize_model's other options. NOTE: decoders at opt_level=0: model_type="gpt2" first runs
-# ORT's level-1 optimisations, whose constant folding folds the Shape-based sizes and causal mask of a
-# static-shape graph before the Python fusers look for them (no attention fuses then, on either exporter).
+# model name -> optimize_model's options for optimize="ort-fusion" (bench/ort_profile.py). NOTE: decoders at
+# opt_level=0: model_type="gpt2" first runs ORT's level-1 optimisations, whose constant folding folds the
+# Shape-based sizes and causal mask of a static-shape graph before the Python fusers look for them.
 OPTIONS: dict[str, dict[str, Any]] = {name: {"opt_level": 0} for name in ORT_FUSION if name != "bert-mask"}
 PAST = 16   # llama-cache: past positions in the cache
 FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "SkipLayerNormalization",
@@ -162,11 +162,37 @@ def optimize(path: str, model_type: str, out: str | None = None, *, heads: int =
     return {op: n for op, n in stats.items() if n and op in FUSED_OPS}, optimized
 
 
-def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
+def rewrite(path: str) -> tuple[dict[str, int] | str, int | None, str]:
+    """onnxscript's ``optimize_for_ort`` at its defaults: the fused ops in the graph it gives (non-zero counts, or
+    the error it raised), its node count, and whether ONNX Runtime loads it ("loads" or the error)."""
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    quiet = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            warnings.simplefilter("ignore")
+            model, _ = optimize_for_ort(ir.load(path))
+    except Exception as exc:  # noqa: BLE001 - the rewriter crashing is a result to report
+        return f"{type(exc).__name__}: {str(exc)[:80]}", None, ""
+    ops = collections.Counter(node.op_type for node in model.graph)
+    out = path.replace(".onnx", "-onnxscript.onnx")
+    ir.save(model, out)   # beside the export: its external data (torch.onnx's) resolves from there
+    try:
+        ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+        loads = "loads"
+    except Exception as exc:  # noqa: BLE001
+        loads = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+    return {op: n for op, n in ops.items() if op in FUSED_OPS}, len(model.graph), loads
+
+
+def run(models: list[str], opset: int, dynamic: bool = False, ort_fusion: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            for tool in ("onnxsight", *(("onnxsight ort-fusion",) if name in ORT_FUSION else ()), "torch.onnx"):
+            forms = ("onnxsight ort-fusion",) if ort_fusion and name in ORT_FUSION else ()
+            for tool in ("onnxsight", *forms, "torch.onnx"):
                 model, args = build(name)   # afresh: an export runs forward(), which appends to a DynamicCache
                 path = os.path.join(tmp, f"{name}-{tool}.onnx")
                 try:
@@ -176,9 +202,11 @@ def run(models: list[str], opset: int, dynamic: bool = False) -> list[dict]:
                     rows.append({"model": name, "tool": tool, "error": f"{type(exc).__name__}: {error}"[:200]})
                     continue
                 ops = histogram(path)
-                fused, _ = optimize(path, MODEL_TYPES[name], **OPTIONS.get(name, {}))
+                fused, optimized = optimize(path, MODEL_TYPES[name])
+                rewritten, rewritten_nodes, loads = rewrite(path)
                 rows.append({"model": name, "tool": tool, "nodes": sum(ops.values()), "ops": dict(ops.most_common()),
-                             "fused": fused})
+                             "fused": fused, "fused_nodes": len(optimized.model.graph.node) if optimized else None,
+                             "onnxscript": rewritten, "onnxscript_nodes": rewritten_nodes, "onnxscript_loads": loads})
     return rows
 
 
@@ -187,20 +215,40 @@ def fused_text(fused: dict | str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    by = {(r["model"], r["tool"]): r for r in rows}
-    lines = ["| model | nodes onnxsight / torch.onnx | fusions on onnxsight's graph | fusions on torch.onnx's graph |",
-             "|---|---|---|---|"]
-    for name in dict.fromkeys(r["model"] for r in rows):
-        ours, theirs = by[(name, "onnxsight")], by[(name, "torch.onnx")]
-        nodes = " / ".join(str(r.get("nodes", "error")) for r in (ours, theirs))
-        lines.append(f"| {name} | {nodes} | {fused_text(ours.get('fused', ours.get('error')))} | "
-                     f"{fused_text(theirs.get('fused', theirs.get('error')))} |")
-        forms = by.get((name, "onnxsight ort-fusion"))
-        if forms is not None:
-            nodes = " / ".join(str(r.get("nodes", "error")) for r in (forms, theirs))
-            lines.append(f'| {name}, `optimize="ort-fusion"` | {nodes} | '
-                         f"{fused_text(forms.get('fused', forms.get('error')))} | (as above) |")
+    """One row per model and exporter: nodes as exported, then each fuser's fused ops and the nodes it leaves."""
+    lines = ["| model | exporter | nodes | ORT `optimize_model` | nodes after | onnxscript `optimize_for_ort` | "
+             "nodes after |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['tool']} | {r['error']} | | | | |")
+            continue
+        rewritten = fused_text(r["onnxscript"])
+        if r.get("onnxscript_loads") not in ("loads", ""):
+            rewritten += f" (ORT does not load it: {r['onnxscript_loads']})"
+        lines.append(f"| {r['model']} | {r['tool']} | {r['nodes']} | {fused_text(r['fused'])} | "
+                     f"{r.get('fused_nodes') or '-'} | {rewritten} | {r.get('onnxscript_nodes') or '-'} |")
     return "\n".join(lines)
+
+
+def page(text: str, options: argparse.Namespace) -> str:
+    """The generated page: a title, how the table was measured (versions, command), the table."""
+    import onnxruntime
+    import onnxscript
+    import torch
+    import transformers
+
+    sizes = "a dynamic batch and sequence (and past length)" if options.dynamic else "static sizes"
+    command = " ".join(["python bench/ort_fusion.py", *(["--dynamic"] if options.dynamic else []),
+                        f"--opset {options.opset}" if options.opset != 18 else ""]).strip()
+    return (f"# Fusions at the defaults, {sizes} (generated)\n\n"
+            f"`{command}` (a `make bench-ort` step; the guide is [Graphs for ONNX Runtime](optimization.md)): "
+            f"{LAYERS}-layer models from `transformers` configs (hidden {HIDDEN}, {HEADS} heads, sequence {SEQ}, "
+            f"random weights), each exported by onnxsight and by `torch.onnx.export(..., dynamo=True)` at opset "
+            f"{options.opset} with {sizes}, both at their defaults; then ONNX Runtime's "
+            "`optimize_model(path, model_type=..., num_heads=..., hidden_size=...)` at its default `opt_level` and "
+            "onnxscript's `optimize_for_ort(model)`. Node counts are `len(graph.node)`; a fuser's model that ONNX "
+            f"Runtime does not load says so. torch {torch.__version__}, transformers {transformers.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}, onnxscript {onnxscript.__version__}.\n\n{text}\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -208,15 +256,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default=",".join(MODEL_TYPES))
     parser.add_argument("--opset", type=int, default=18)
     parser.add_argument("--json", help="also write the rows (op histograms included) here")
+    parser.add_argument("--md", help="also write the table here, with how it was measured (a generated page)")
     parser.add_argument("--ops", action="store_true", help="print each graph's op histogram")
     parser.add_argument("--dynamic", action="store_true",
                         help="export with a dynamic batch (and sequence, for token models): dynamic_shapes=")
+    parser.add_argument("--ort-fusion", action="store_true", help='also export with optimize="ort-fusion"')
     options = parser.parse_args(argv)
-    rows = run(options.models.split(","), options.opset, options.dynamic)
+    rows = run(options.models.split(","), options.opset, options.dynamic, options.ort_fusion)
     if options.ops:
         for row in rows:
             print(row["model"], row["tool"], row.get("ops", row.get("error")))
-    print(table(rows))
+    text = table(rows)
+    print(text)
+    if options.md:
+        with open(options.md, "w") as handle:
+            handle.write(page(text, options))
     if options.json:
         with open(options.json, "w") as handle:
             json.dump(rows, handle, indent=1)

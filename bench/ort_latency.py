@@ -1,12 +1,12 @@
-"""ONNX Runtime CPU latency of onnxsight's and torch.onnx's graphs, as exported and after ORT's transformer
-optimizer, in the same run, interleaved.
+"""ONNX Runtime CPU latency of onnxsight's and torch.onnx's graphs, as exported and after each fuser (ORT's
+transformer optimizer, onnxscript's ``optimize_for_ort``, both at their defaults), in the same run, interleaved.
 
 Models: the BERT, GPT-2, ViT and LLaMA models of ``bench/ort_fusion.py`` (transformers configs, 4 layers,
 hidden 256, 4 heads, sequence 16 / 64x64 images, random weights) and ResNet-50 (``bench/models.py``: its
 architecture written out, torchvision does not import on this CPU torch; the transformer optimizer does not
 apply to it, so it is timed as exported; its batch norms get random statistics, as a trained network has, since
 torch.onnx drops the all-zero biases that folding a fresh network's batch norms gives). Each is exported by both tools at batch 1 and at batch 8 (static
-shapes, opset 18; onnxsight with ``optimize="ort-fusion"``, what a user of ORT's optimizer exports with). Where attention is a larger part of the time (``--long``, on by default, batch 1,
+shapes, opset 18, both exporters at their defaults). Where attention is a larger part of the time (``--long``, on by default, batch 1,
 ``--long-iters`` calls per round): BERT-base (12 layers, hidden 768, 12 heads) at sequence ``--seq`` (128)
 and the small BERT at sequence 512 (attention about a quarter of its work), both called with an
 ``attention_mask`` whose last eighth is padding, and ViT-base (224x224 images: 197 tokens). Every session runs on one intra-op thread (the machine is shared: fewer threads,
@@ -16,8 +16,12 @@ keeps the mean. Reported: the median over rounds and the spread (max - min) / me
 onnxsight / torch.onnx as the median of the rounds' ratios with their range (a round's two times share its load).
 
 ``--decode llama-cache,gpt2-cache`` adds decode steps over a KV cache (``ort_fusion.build``'s models: 16 past
-positions at export, exported with dynamic batch, new tokens and past length, the only way ORT's optimizer fuses
-a cache step's attention), timed with one new token per sequence and ``DECODE_PAST`` cached positions.
+positions at export, exported with dynamic batch, new tokens and past length, as a generation loop runs them),
+timed with one new token per sequence and ``DECODE_PAST`` cached positions.
+
+Each exported model is then fused by ``optimize_model(path, model_type=..., num_heads=..., hidden_size=...)`` at its
+default ``opt_level`` (the ``ORT-optimized`` rows) and by ``onnxscript.rewriter.ort_fusions.optimize_for_ort``
+(``onnxscript-optimized``); a fuser that fails, or whose model ONNX Runtime does not load, is a row saying so.
 
 ``--device cuda`` times the sessions on ONNX Runtime's CUDA execution provider (onnxruntime-gpu) instead, with
 the inputs copied to the GPU once and the outputs left there (IO binding: the time is the model's, not the
@@ -147,8 +151,7 @@ def prepare(settings: list[tuple[str, int]], seq: int, tmp: str) -> list[dict]:
             if name in DECODE:   # afresh: an export runs forward(), which appends to the DynamicCache
                 model, args = _build(name, batch, seq)
             try:
-                # onnxsight with optimize="ort-fusion": the export a user who runs ORT's optimizer asks for
-                ort_fusion.export("onnxsight ort-fusion" if tool == "onnxsight" else tool, model, args, path, 18,
+                ort_fusion.export(tool, model, args, path, 18,
                                   ort_fusion.dynamic_shapes(name) if name in DECODE else None)
             except Exception as exc:  # noqa: BLE001
                 variants.append({"model": name, "batch": batch, "tool": tool, "stage": "exported",
@@ -170,9 +173,13 @@ def _decode_feeds(name: str, batch: int) -> list[Any]:
             *(rng.standard_normal(shape, dtype=np.float32) for _ in range(2 * ort_fusion.LAYERS))]
 
 
+# The fusers each exported model goes through (its rows' stage), at their defaults.
+FUSERS = ("ORT-optimized", "onnxscript-optimized")
+
+
 def optimize(variants: list[dict], device: str = "cpu", float16: bool = False) -> list[dict]:
-    """The exported variants, each followed by its ORT-optimized one where the transformer optimizer applies
-    (and, with ``float16``, that one converted to half precision too)."""
+    """The exported variants, each followed by its fused ones where the fusers apply: ORT's transformer optimizer
+    (with ``float16``, that one converted to half precision too) and onnxscript's ``optimize_for_ort``."""
     out_variants = []
     for v in variants:
         out_variants.append(v)
@@ -180,13 +187,11 @@ def optimize(variants: list[dict], device: str = "cpu", float16: bool = False) -
         if fusion is None or "error" in v:
             continue
         out = v["path"].replace(".onnx", "-opt.onnx")
-        options = {**ort_fusion.OPTIONS.get(v["model"], {}), **({"use_gpu": True} if device == "cuda" else {})}
+        options = {"use_gpu": True} if device == "cuda" else {}
         fused, optimized = ort_fusion.optimize(v["path"], fusion[0], out, heads=fusion[1], hidden=fusion[2],
                                                  **options)
-        entry = {**{k: v[k] for k in ("model", "batch", "tool")}, "stage": "ORT-optimized",
-                 "fused": ort_fusion.fused_text(fused),
-                 "attention": (fused.get("Attention", 0) + fused.get("MultiHeadAttention", 0)
-                               if isinstance(fused, dict) else None)}
+        entry = {**{k: v[k] for k in ("model", "batch", "tool")}, "stage": FUSERS[0],
+                 "fused": ort_fusion.fused_text(fused), "attention": _attention(fused)}
         if optimized is None:
             entry["error"] = f"optimizer failed: {fused}"
         else:
@@ -197,9 +202,23 @@ def optimize(variants: list[dict], device: str = "cpu", float16: bool = False) -
             optimized.convert_float_to_float16(keep_io_types=True)
             half = out.replace(".onnx", "-fp16.onnx")
             optimized.save_model_to_file(half)
-            out_variants.append({**entry, "stage": "ORT-optimized, float16", "path": half,
+            out_variants.append({**entry, "stage": f"{FUSERS[0]}, float16", "path": half,
                                  "nodes": len(optimized.model.graph.node)})
+        rewritten, nodes, loads = ort_fusion.rewrite(v["path"])
+        entry = {**{k: v[k] for k in ("model", "batch", "tool")}, "stage": FUSERS[1],
+                 "fused": ort_fusion.fused_text(rewritten), "attention": _attention(rewritten)}
+        if loads != "loads":
+            entry["error"] = f"rewriter failed: {rewritten}" if not loads else f"ORT does not load it: {loads[:60]}"
+        else:
+            entry.update(path=v["path"].replace(".onnx", "-onnxscript.onnx"), feeds=v["feeds"], nodes=nodes)
+        out_variants.append(entry)
     return out_variants
+
+
+def _attention(fused: dict | str) -> int | None:
+    """Attention ops a fuser made (any kind), None where it failed."""
+    kinds = ("Attention", "MultiHeadAttention", "GroupQueryAttention")
+    return sum(fused.get(k, 0) for k in kinds) if isinstance(fused, dict) else None
 
 
 def _nodes(path: str) -> int:
@@ -331,7 +350,7 @@ def round_ratio(ours: dict | None, theirs: dict | None) -> str:
 
 
 def table(variants: list[dict]) -> str:
-    lines = ["| model | batch | graph | nodes onnxsight / torch.onnx | Attention fused onnxsight / torch.onnx | "
+    lines = ["| model | batch | graph | nodes onnxsight / torch.onnx | attention fused onnxsight / torch.onnx | "
              "ms onnxsight | ms torch.onnx | onnxsight / torch.onnx per round |", "|---|---|---|---|---|---|---|---|"]
     keys = dict.fromkeys((v["model"], v["batch"], v["stage"]) for v in variants)
     by = {(v["model"], v["batch"], v["stage"], v["tool"]): v for v in variants}
@@ -345,7 +364,7 @@ def table(variants: list[dict]) -> str:
         ours, theirs = by.get((model, batch, stage, "onnxsight")), by.get((model, batch, stage, "torch.onnx"))
         nodes = " / ".join(str((v or {}).get("nodes", "-")) for v in (ours, theirs))
         attention = " / ".join(str(v["attention"]) if v and v.get("attention") is not None else "-"
-                               for v in (ours, theirs)) if stage.startswith("ORT-optimized") else "-"
+                               for v in (ours, theirs)) if stage != "exported" else "-"
         ratio = round_ratio(ours, theirs)
         lines.append(f"| {model} | {batch} | {stage} | {nodes} | {attention} | {ms(ours)} | {ms(theirs)} | "
                      f"{ratio} |")
@@ -395,14 +414,33 @@ def main(argv: list[str] | None = None) -> None:
         measure(variants, options.runs, options.iters, options.long_iters, options.device)
     text = table(variants)
     print(text)
-    write(text, variants, options.md, options.json, omit=("feeds", "path"))
+    write(text, variants, options.md, options.json, omit=("feeds", "path"), header=_header(options, argv))
 
 
-def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...]) -> None:
-    """The table to ``md`` and every row (less ``omit``, the arrays and paths) to ``json_path``, where given."""
+def _header(options: argparse.Namespace, argv: list[str] | None) -> str:
+    """The generated page's title and how its table was measured."""
+    import platform
+
+    import onnxruntime
+
+    device = "CUDA execution provider" if options.device == "cuda" else "CPU, one intra-op thread"
+    command = " ".join(["python bench/ort_latency.py", *(argv if argv is not None else sys.argv[1:])])
+    return (f"# ONNX Runtime latency, {options.device.upper()} (generated)\n\n"
+            f"`{command}` (guide: [Graphs for ONNX Runtime](optimization.md)): onnxsight's and torch.onnx's "
+            "exports of the same models at their defaults (opset 18), as exported and after each fuser at its "
+            f"defaults; onnxruntime {onnxruntime.__version__}, {device}, {platform.machine()}. After an untimed "
+            f"warm-up, {options.runs} rounds each time every variant in turn; a cell is the median over rounds and "
+            "± half their range, the ratio the median of the rounds' ratios (each round times both exporters' "
+            "graphs one after the other) with their range. Every round's time is in the JSON beside this page.\n")
+
+
+def write(text: str, rows: list[dict], md: str | None, json_path: str | None, omit: tuple[str, ...],
+          header: str = "") -> None:
+    """The table (after ``header``, a generated page's title and method) to ``md`` and every row (less ``omit``,
+    the arrays and paths) to ``json_path``, where given."""
     if md:
         with open(md, "w") as handle:
-            handle.write(text + "\n")
+            handle.write((header + "\n" if header else "") + text + "\n")
     if json_path:
         with open(json_path, "w") as handle:
             json.dump([{k: v for k, v in row.items() if k not in omit} for row in rows], handle, indent=1)

@@ -132,11 +132,11 @@ def test_the_api_reference_is_generated_from_docstrings(site: Path) -> None:
 @pytest.mark.browser
 def test_every_page_opens_in_chromium_and_the_navigation_works(site: Path) -> None:
     """Each page loads with no console error and no request outside the site; the nav's links lead to pages."""
-    from tests.reports.test_browser import Browser, chromium_binary, evaluate, open_page
+    from tests.reports.test_browser import NO_BROWSER, Browser, chromium_binary, evaluate, open_page
 
     binary = chromium_binary()
     if binary is None:
-        pytest.skip("chromium is not installed; run `make browser-deps` (apt-get install -y chromium)")
+        pytest.skip(NO_BROWSER)
     browser = Browser(binary)
     try:
         own = site.resolve().as_uri() + "/"

@@ -72,10 +72,10 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     export ends.
 
     ``optimize=False`` skips the optimize stage: the graph as translated, every FX value under its own name.
-    ``optimize="ort-fusion"`` also writes attention in the forms ONNX Runtime's transformer optimizer fuses
-    where that is not free (BERT's padding masks, GPT-2's and LLaMA's attention: docs/optimization.md), and at
-    opset 23 attention and RMS norms without the standard's Attention and RMSNormalization, which ORT's
-    optimizer does not know.
+    ``optimize="ort-fusion"`` also writes the forms ONNX Runtime's legacy Python transformer optimizer needs where
+    they are not free (GPT-2's and LLaMA's attention for its decoder fusers at ``opt_level=0``, a pre-LN block's
+    projection biases as rows: docs/optimization.md), and at opset 23 attention and RMS norms without the
+    standard's Attention and RMSNormalization, which that optimizer does not know.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)

@@ -64,10 +64,10 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
     (ARG019) where it cannot change the result, refused (ARG018) otherwise (``pipeline/_torch_onnx.py``).
 
     ``optimize=False`` keeps the graph as translated (docs/optimization.md lists the passes it skips);
-    ``optimize="ort-fusion"`` also writes the forms ONNX Runtime's transformer optimizer needs to fuse
-    attention where they are not free (BERT's padding masks, GPT-2's and LLaMA's attention), and at opset 23
-    attention and RMS norms without the standard's Attention and RMSNormalization, which that optimizer does not
-    know.
+    ``optimize="ort-fusion"`` also writes the forms ONNX Runtime's legacy Python transformer optimizer needs where
+    they are not free (GPT-2's and LLaMA's attention for its decoder fusers at ``opt_level=0``, a pre-LN block's
+    projection biases as rows), and at opset 23 attention and RMS norms without the standard's Attention and
+    RMSNormalization, which that optimizer does not know.
     """
     if (args is None or args == ()) and not kwargs and _is_program(model) and model.example_inputs is not None:
         args, kwargs = model.example_inputs  # an ExportedProgram: verified at the inputs it was captured with

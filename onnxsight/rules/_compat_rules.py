@@ -152,44 +152,44 @@ OPSET_RAISED_FOR_DTYPE = define(
 
 FULLY_MASKED_ROWS_AVERAGE = define(
     "ONX008", "padding-mask-shaped-for-attention-fusion", N,
-    "{count} attention(s) read the padding mask from input {input} as scores + (1 - mask) * lowest, {dtype}'s "
-    "{lowest} (a decoder: its causal mask and the padding mask with lowest as fill), the form "
-    "ONNX Runtime's attention fusion matches: a row whose every key is masked (a sequence of padding only) "
-    "gives an average of the values there (float32, bfloat16: their mean; float16: weighted by its rounded "
-    "scores, NaN where they overflow), where PyTorch gives zeros",
+    "{count} attention(s) read their mask from input {input} with {dtype}'s lowest {lowest} as fill instead of -inf "
+    "and without torch's guard for rows whose every key is masked, the form ONNX Runtime's and onnxscript's "
+    "attention fusions match: a row whose every key is masked (a sequence of padding only) gives an average of "
+    "the values there (float32, bfloat16: their mean; float16: weighted by its rounded scores, NaN where they "
+    "overflow), where PyTorch gives zeros",
     "Nothing to do while every sequence has a token that is not padding; to keep PyTorch's zeros for "
-    "sequences of padding only, export with the default optimize=True (ONNX Runtime then fuses no attention "
-    "for this mask).",
-    what="Notes that the optimize stage, asked with `optimize=\"ort-fusion\"`, rewrote "
-         "`scaled_dot_product_attention` with a padding mask computed "
-         "from a model input (BERT's `attention_mask`) into BERT's additive form, dropping torch's guard for "
-         "rows whose every key is masked, so that `onnxruntime.transformers.optimizer.optimize_model` fuses "
-         "each layer into one `Attention`; or a LLaMA-like decoder's causal mask combined with such a padding "
-         "mask (a prompt with padded sequences, a decode step over a KV cache) into the form ONNX Runtime's "
-         "rotary-attention fuser takes for a 2-D padding mask, `Where(blocked, lowest, 1 - Cast(Expand(mask)))`, "
-         "fused into one `MultiHeadAttention` per layer with it as `attention_bias`. The decoder's mask is "
-         "first checked causal and padding from that input by running it at sample sizes on several masks.",
-    why="No guard fits inside the pattern ONNX Runtime's fuser matches, and its fused `Attention` averages "
-        "the values of a fully masked row too. `lowest` is the most negative finite value of the scores' "
-        "dtype; in float16 a masked score below about -16 plus it overflows to -inf, so a fully masked row "
-        "is an average weighted by its rounded scores, or NaN. Rows with at least one key to attend to give "
-        "PyTorch's numbers; only sequences of padding only differ, and `onnxsight.verify` with such an "
-        "input names the first attention output as the root cause (ACC002). In a decoder, a left-padded "
-        "sequence's padding positions are such rows (they attend no earlier key); `-inf` as fill would give "
-        "NaN there in ONNX Runtime's `MultiHeadAttention`, which the next layer spreads to every position, "
-        "where the finite fill keeps the positions that are not padding exact.",
+    "sequences of padding only, export with optimize=False (torch's guard kept; no attention fusion for this mask).",
+    what="Notes that the optimize stage wrote `scaled_dot_product_attention` whose mask is a model input's (batch, "
+         "keys) padding mask (BERT's `attention_mask`) in BERT's form, `Where(Cast(1 - m), lowest, 1 - m)` of the "
+         "mask expanded over the queries, with the scores' lowest finite value as fill and without torch's guard "
+         "for rows whose every key is masked, which `onnxruntime.transformers.optimizer.optimize_model` turns into "
+         "one `Attention` per layer and onnxscript's `optimize_for_ort` too (the mask is first checked to be such "
+         "a padding mask by running its subgraph on several masks); or, with `optimize=\"ort-fusion\"`, a "
+         "LLaMA-like decoder's causal mask combined with such a padding mask in the form ONNX Runtime's "
+         "rotary-attention fuser takes (`Where(blocked, lowest, 1 - Cast(Expand(mask)))`). Any other mask keeps "
+         "torch's guard (written as torch.onnx writes it), and PyTorch's zeros.",
+    why="No guard fits inside the pattern ONNX Runtime's BERT and decoder fusers match, and their fused ops "
+        "average the values of a fully masked row too. `lowest` is the most negative finite value of the "
+        "scores' dtype; in float16 a masked score below about -16 plus it overflows to -inf, so a fully masked "
+        "row is an average weighted by its rounded scores, or NaN. Rows with at least one key to attend to give "
+        "PyTorch's numbers; only sequences of padding only differ, and `onnxsight.verify` with such an input "
+        "names the first attention output as the root cause (ACC002). In a decoder, a left-padded sequence's "
+        "padding positions are such rows (they attend no earlier key); `-inf` as fill would give NaN there in "
+        "ONNX Runtime's fused attention, which the next layer spreads to every position, where the finite fill "
+        "keeps the positions that are not padding exact.",
     example="""
-        prog = onnxsight.export(bert, (input_ids, attention_mask), optimize="ort-fusion")
-        # ONX008: 4 attention(s) read the padding mask from input attention_mask as scores + (1 - mask) * lowest,
-        # float32's -3.4028235e+38 ...
+        prog = onnxsight.export(bert, (input_ids, attention_mask))
+        # ONX008: 4 attention(s) read their mask from input attention_mask with float32's lowest
+        # -3.4028235e+38 as fill ...
         onnxsight.verify(prog, (input_ids, torch.zeros_like(attention_mask)))   # ACC002 at the first attention
     """,
     how="""
         Usually nothing. If a batch can hold a sequence of padding only and its outputs are used, export
-        with the default optimisation, which keeps torch's guard:
+        without the optimize stage, which keeps torch's guard (ONNX Runtime then fuses no attention for
+        this mask):
 
         ```python
-        onnxsight.export(bert, (input_ids, attention_mask))
+        onnxsight.export(bert, (input_ids, attention_mask), optimize=False)
         ```
     """,
     tags=("onnx", "attention", "onnxruntime"))

@@ -166,3 +166,24 @@ def test_cnn_with_dynamic_height_width_and_interpolation() -> None:
         x = torch.randn(*shape)
         torch.testing.assert_close(program(x)[0], model(x), rtol=1e-4, atol=1e-4)
     assert onnxsight.verify(program, random_inputs=True, dim_sizes={"batch": 3, "height": 47, "width": 61}).passed
+
+
+def test_a_caches_past_length_is_one_name_on_every_layer() -> None:
+    # issue 33: torch.export left two layers' key lengths symbols of their own although all share Dim("past"),
+    # and the graph said past_2, past_3; onnxscript's attention rule then fused the first layer's attention only
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=4, num_attention_heads=2,
+                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    model = transformers.LlamaModel(config).eval()
+    model.config.return_dict, model.config.use_cache = False, True
+    cache = transformers.DynamicCache([(torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16)) for _ in range(4)])
+    ids = torch.randint(0, 100, (1, 16))
+    program = onnxsight.export(model, (), kwargs={"input_ids": ids, "cache": cache},
+                               dynamic_shapes={"input_ids": {0: "batch", 1: "seq"},
+                                               "cache": [{0: "batch", 2: "past"}] * 8})
+    shapes = _shapes(program)
+    assert {tuple(s) for n, s in shapes["inputs"].items() if n.startswith("past_key_values")} == \
+        {("batch", 2, "past", 16)}
+    assert {tuple(s) for n, s in shapes["outputs"].items() if n.startswith("present")} == \
+        {("batch", 2, "past + seq", 16)}

@@ -1,6 +1,8 @@
-"""Attention shaped for ONNX Runtime's transformer optimizer: a pre-LN block's projection biases stored as
-[1, N] rows (so ORT's level-1 MatMulAddFusion leaves the block to the Python fusers), the same numbers, and a
-fake-mode export saved with a checkpoint writes them right."""
+"""Attention shaped for the fusers: at the defaults, the form onnxscript's rewriter and ONNX Runtime's transformer
+optimizer both fuse (BERT's padding mask from an input with a finite fill, ONX008; any other guard as torch.onnx
+writes it); with ``optimize="ort-fusion"``, a pre-LN
+block's projection biases stored as [1, N] rows (so ORT's level-1 MatMulAddFusion leaves the block to the Python
+fusers), the same numbers, and a fake-mode export saved with a checkpoint writes them right."""
 
 from __future__ import annotations
 
@@ -53,11 +55,36 @@ def _fused(path: str, model_type: str = "vit", **options: Any) -> Counter:
     return Counter(n.op_type for n in optimized.model.graph.node)
 
 
+def _rewritten(path: str) -> tuple[Counter, Any]:
+    """onnxscript's ``optimize_for_ort`` at its defaults: the op counts, and an ORT session of the model it gives."""
+    import onnx_ir as ir
+    import onnxruntime as ort
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    model, _ = optimize_for_ort(ir.load(path))
+    out = path.replace(".onnx", "-rewritten.onnx")
+    ir.save(model, out)
+    return Counter(n.op_type for n in model.graph), ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+
+
+def test_a_pre_ln_block_fuses_into_one_attention_with_onnxscript(tmp_path: Any) -> None:
+    # 1-D biases: onnxscript packs the Q/K/V biases of a fused Attention along axis 0, which [1, N] rows break
+    torch.manual_seed(0)
+    model, x = PreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
+    program = onnxsight.export(model, (x,))
+    assert not [t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")]
+    program.save(tmp_path / "m.onnx")
+    ops, session = _rewritten(str(tmp_path / "m.onnx"))
+    assert ops["Attention"] == 1, ops
+    torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), model(x), rtol=1e-4,
+                               atol=1e-4)
+
+
 @pytest.mark.parametrize("opt_level", [None, 0], ids=["default", "opt_level-0"])
 def test_a_pre_ln_block_fuses_into_one_attention(tmp_path: Any, opt_level: int | None) -> None:
     torch.manual_seed(0)
     model, x = PreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
-    program = onnxsight.export(model, (x,))
+    program = onnxsight.export(model, (x,), optimize="ort-fusion")
     rows = {t.name: list(t.dims) for t in program.model_proto.graph.initializer if t.name.endswith(".bias.row")}
     assert rows == {f"{p}.bias.row": [1, HIDDEN] for p in "qkvo"}
     torch.testing.assert_close(program(x)[0], model(x), rtol=1e-5, atol=1e-5)
@@ -87,7 +114,7 @@ def test_fake_export_saved_with_a_checkpoint_writes_the_bias_rows(tmp_path: Any)
     real, x = PreLNBlock().eval(), torch.randn(2, 6, HIDDEN)
     with onnxsight.fake_mode():
         fake = PreLNBlock().eval()
-    program = onnxsight.export(fake, (x,))
+    program = onnxsight.export(fake, (x,), optimize="ort-fusion")
     assert "q.bias.row" in program.initializers
     path = tmp_path / "m.onnx"
     program.save(path, weights=real.state_dict())
@@ -108,7 +135,7 @@ def test_a_post_ln_block_keeps_its_biases_as_they_are() -> None:
             attended = torch.nn.functional.scaled_dot_product_attention(*heads)
             return self.next_norm(h + self.o(attended.transpose(1, 2).reshape(x.shape)))
 
-    program = onnxsight.export(PostLN().eval(), (torch.randn(2, 6, HIDDEN),))
+    program = onnxsight.export(PostLN().eval(), (torch.randn(2, 6, HIDDEN),), optimize="ort-fusion")
     assert not [t.name for t in program.model_proto.graph.initializer if t.name.endswith(".row")]
 
 
@@ -129,15 +156,15 @@ def test_a_key_padding_mask_from_an_input_takes_berts_additive_form() -> None:
     torch.manual_seed(0)
     model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
     keys = torch.tensor([[True] * 6, [True, False, True, True, False, False]])
-    exact = onnxsight.export(model, (x, keys))  # the default keeps torch's guard: no ONX008, zeros for padding
+    exact = onnxsight.export(model, (x, keys), optimize=False)  # torch's guard kept: no ONX008, zeros for padding
     assert "TopK" in Counter(n.op_type for n in exact.model_proto.graph.node)
     assert not [d for d in exact.diagnostics if d.code == "ONX008"]
-    program = onnxsight.export(model, (x, keys), optimize="ort-fusion")
+    program = onnxsight.export(model, (x, keys))
     ops = Counter(n.op_type for n in program.model_proto.graph.node)
-    assert "TopK" not in ops and ops["Unsqueeze"] == 2 and ops["Sub"] == 1, ops  # the guard is gone
+    assert "TopK" not in ops and ops["Unsqueeze"] == 2 and ops["Expand"] == 1 and ops["Sub"] == 1, ops  # no guard
     torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)
     note = next(d for d in program.diagnostics if d.code == "ONX008")
-    assert note.message.startswith("1 attention(s) read the padding mask from input mask as scores")
+    assert note.message.startswith("1 attention(s) read their mask from input mask with float32's lowest")
     # a sequence of padding only: torch gives zeros, the additive form the mean of the values
     dead = keys.clone()
     dead[1] = False
@@ -149,19 +176,24 @@ def test_a_key_padding_mask_from_an_input_takes_berts_additive_form() -> None:
     torch.testing.assert_close(got[1], v[1].mean(dim=-2, keepdim=True).expand_as(got[1]), rtol=1e-5, atol=1e-5)
 
 
-def test_a_mask_that_is_not_a_key_padding_mask_keeps_the_guard() -> None:
+def test_a_full_mask_from_an_input_keeps_torchs_zeros_under_the_guard_torch_onnx_writes(tmp_path: Any) -> None:
+    """Not a key-padding mask (no BERT form): the guard stays, written as torch.onnx writes it,
+    ``Where(IsNaN(Softmax), 0, Softmax)``, which onnxscript's attention rule takes in; no TopK."""
     torch.manual_seed(0)
     model, x = PaddedAttention().eval(), torch.randn(2, 6, HIDDEN)
     full = torch.rand(2, 1, 6, 6) > 0.3
     full[0, 0, 2] = False  # a fully masked row: torch's zeros
-    program = onnxsight.export(model, (x, full), optimize="ort-fusion")
-    assert "TopK" in Counter(n.op_type for n in program.model_proto.graph.node)
+    program = onnxsight.export(model, (x, full))
+    ops = Counter(n.op_type for n in program.model_proto.graph.node)
+    assert "TopK" not in ops and ops["IsNaN"] == 1, ops
     assert not [d for d in program.diagnostics if d.code == "ONX008"]
     torch.testing.assert_close(program(x, full)[0], model(x, full), rtol=1e-5, atol=1e-5)
+    program.save(tmp_path / "m.onnx")
+    assert _rewritten(str(tmp_path / "m.onnx"))[0]["MultiHeadAttention"] == 1
 
 
-def test_bert_with_a_padding_mask_fuses_its_residual_layer_norms_at_the_defaults(tmp_path: Any) -> None:
-    # NOTE: the default export keeps torch's fully-masked-row guard; its row maximum must leave ONNX Runtime's
+def test_bert_with_a_padding_mask_fuses_its_residual_layer_norms_with_torchs_guard(tmp_path: Any) -> None:
+    # NOTE: optimize=False keeps torch's fully-masked-row guard; its row maximum must leave ONNX Runtime's
     # symbolic shape inference the shapes (opset 18's ReduceMax did not), or no SkipLayerNormalization fuses.
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -173,7 +205,7 @@ def test_bert_with_a_padding_mask_fuses_its_residual_layer_norms_at_the_defaults
     model.eval()
     ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
     mask[:, 4:] = 0
-    program = onnxsight.export(model, (ids, mask))
+    program = onnxsight.export(model, (ids, mask), optimize=False)
     ops = Counter(n.op_type for n in program.model_proto.graph.node)
     assert ops["TopK"] == layers and "ReduceMax" not in ops, ops  # the guard is kept, exact
     path = str(tmp_path / "bert-mask.onnx")
@@ -204,7 +236,7 @@ def test_the_guard_keeps_nan_where_torch_does(position: int) -> None:
     q, k, v = (torch.randn(2, 2, 6, 8) for _ in range(3))
     keys = torch.tensor([[True] * 6, [False] * 6])
     model = MaskedSdpa()
-    program = onnxsight.export(model, (q, k, v, keys))
+    program = onnxsight.export(model, (q, k, v, keys), optimize=False)   # the translation's guard
     poisoned = k.clone()
     poisoned[1, :, position, 0] = float("nan")
     expected = model(q, poisoned, v, keys)
@@ -213,3 +245,6 @@ def test_the_guard_keeps_nan_where_torch_does(position: int) -> None:
     zeros = model(q, k, v, keys)  # without NaN: torch's zeros for the sequence of padding only
     assert torch.all(zeros[1] == 0)
     torch.testing.assert_close(program(q, k, v, keys)[0], zeros, rtol=1e-5, atol=1e-5)
+    finite = onnxsight.export(model, (q, k, v, keys))   # the default's finite fill keeps the NaN too
+    torch.testing.assert_close(finite(q, poisoned, v, keys)[0][0], expected[0], rtol=1e-5, atol=1e-5)
+    assert torch.isnan(finite(q, poisoned, v, keys)[0][1]).all()

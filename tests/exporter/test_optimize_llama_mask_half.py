@@ -63,7 +63,7 @@ def test_onx008_names_the_dtype_and_its_lowest(half: Any) -> None:
     dtype, _, program, _, _ = half
     notes = [str(d) for d in program.diagnostics if d.code == "ONX008"]
     name = str(dtype).removeprefix("torch.")
-    assert len(notes) == 1 and f"{name}'s {torch.finfo(dtype).min:.8g}" in notes[0]
+    assert len(notes) == 1 and f"{name}'s lowest {torch.finfo(dtype).min:.8g}" in notes[0]
     assert f"{LAYERS} attention(s)" in notes[0] and "attention_mask" in notes[0]
 
 

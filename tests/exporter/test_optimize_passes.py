@@ -40,6 +40,11 @@ def _axes(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64)
 
 
+def _weight(*shape: int) -> torch.Tensor:
+    """The same values at every build (a case's graph is built twice: before and after its pass)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
 CASES: list[tuple[str, Callable[[], Graph], Callable[[Graph], int], list[str]]] = [
     ("transpose-pair", lambda: _graph(
         [helper.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 1, 3]),
@@ -66,6 +71,17 @@ CASES: list[tuple[str, Callable[[], Graph], Callable[[Graph], int], list[str]]] 
         [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["i"]),
          helper.make_node("Neg", ["i"], ["y"])],
         {"x": [2]}, {"y": None}, {}), _simplify.identities, ["Relu", "Neg"]),
+    ("linear-on-3d", lambda: _graph(   # GPT-2's Conv1D: view, addmm, view
+        [helper.make_node("Reshape", ["x", "flat"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["g"]),
+         helper.make_node("Reshape", ["g", "back"], ["y"])],
+        {"x": [2, 3, 4]}, {"y": [2, 3, 5]}, {"flat": _axes(-1, 4), "back": _axes(2, 3, 5), "w": _weight(4, 5),
+                                             "b": _weight(5)}), _simplify.linear_reshapes, ["MatMul", "Add"]),
+    ("linear-after-heads-merge", lambda: _graph(   # the heads (batch, seq, heads, head) merged into the 2-D input
+        [helper.make_node("Reshape", ["x", "flat"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["g"]),
+         helper.make_node("Reshape", ["g", "back"], ["y"])],
+        {"x": [2, 3, 2, 2]}, {"y": [2, 3, 5]}, {"flat": _axes(6, 4), "back": _axes(2, 3, 5), "w": _weight(4, 5),
+                                                "b": _weight(5)}), _simplify.linear_reshapes,
+     ["Reshape", "MatMul", "Add"]),
     ("constant-folding", lambda: _graph(
         [helper.make_node("Range", ["s", "e", "d"], ["r"]), helper.make_node("Cast", ["r"], ["c"], to=F),
          helper.make_node("Add", ["x", "c"], ["y"])],
@@ -86,6 +102,19 @@ def test_pass_removes_what_it_should_and_computes_the_same(case: str, build: Cal
     assert [n.op_type for n in graph.nodes] == left
     for want, got in zip(before, _run(graph, feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_linear_layer_whose_output_is_not_its_inputs_rows_keeps_its_reshapes() -> None:
+    # the Gemm's rows regrouped (2 x 3 rows read back as 3 x 2): not x's own leading dims, so not a MatMul on x
+    graph = _graph([helper.make_node("Reshape", ["x", "flat"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["g"]),
+                    helper.make_node("Reshape", ["g", "back"], ["y"])], {"x": [2, 3, 4]}, {"y": [3, 2, 5]},
+                   {"flat": _axes(-1, 4), "back": _axes(3, 2, 5), "w": torch.randn(4, 5), "b": torch.randn(5)})
+    assert _simplify.linear_reshapes(graph) == 0
+    graph = _graph([helper.make_node("Reshape", ["x", "flat"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["g"],
+                                                                                        transB=1),
+                    helper.make_node("Reshape", ["g", "back"], ["y"])], {"x": [2, 3, 4]}, {"y": [2, 3, 5]},
+                   {"flat": _axes(-1, 4), "back": _axes(2, 3, 5), "w": torch.randn(5, 4), "b": torch.randn(5)})
+    assert _simplify.linear_reshapes(graph) == 0   # transB: the weight as Gemm reads it, not as MatMul would
 
 
 def test_a_value_read_by_two_nodes_is_not_merged_away() -> None:

@@ -1,9 +1,11 @@
-"""The HTML report in a real headless browser (Debian's chromium): no console errors, no requests.
+"""The HTML report in a real headless browser (chromium): no console errors, no requests.
 
 The browser is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``:
 JSON messages separated by NUL bytes on file descriptors 3 and 4), so no
-websocket library and no TCP port are needed. ``make browser-deps`` installs
-chromium; without it these tests skip with that hint.
+websocket library and no TCP port are needed. The browser is a chromium on PATH, or
+playwright's (``python -m playwright install chromium``, which ``make browser-deps``
+runs: pip's playwright downloads it for the user, no root needed); without one these
+tests skip with that command.
 
 The screenshot goes to ``$ONNXSIGHT_SCREENSHOT`` when set (the README's
 ``docs/img/report.png`` is made that way), otherwise into the test's tmp dir.
@@ -37,12 +39,21 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 TIMEOUT = 60.0
 
 
+# The skip message of every browser test: the one command that gets the browser, without root.
+NO_BROWSER = "chromium is not installed; run `python -m playwright install chromium` (or `make browser-deps`)"
+
+
 def chromium_binary() -> str | None:
+    """A chromium on PATH, else the newest one playwright downloaded (``$PLAYWRIGHT_BROWSERS_PATH``, or its
+    default ``~/.cache/ms-playwright``); None where there is neither."""
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         path = shutil.which(name)
         if path:
             return path
-    return None
+    root = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright")
+    found = sorted(root.glob("chromium-*/chrome-linux*/chrome"), key=lambda p: int(p.parts[-3].split("-")[-1])
+                   if p.parts[-3].split("-")[-1].isdigit() else 0)
+    return str(found[-1]) if found else None
 
 
 class Browser:
@@ -140,7 +151,7 @@ class Browser:
 def browser() -> Any:
     binary = chromium_binary()
     if binary is None:
-        pytest.skip("chromium is not installed; run `make browser-deps` (apt-get install -y chromium)")
+        pytest.skip(NO_BROWSER)
     instance = Browser(binary)
     yield instance
     instance.close()

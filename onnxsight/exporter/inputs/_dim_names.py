@@ -13,7 +13,9 @@ symbol gets the name of the dim it stands for:
 - a replaced symbol, the name of its replacement, or an expression of named ones (``2*batch``).
 
 Two different symbols never share a name: a second dim called ``batch`` that torch keeps
-apart from the first becomes ``batch_2``, so verify(dim_sizes=...) binds each dim.
+apart from the first becomes ``batch_2``, so verify(dim_sizes=...) binds each dim. The exception is
+one ``Dim`` object on axes of equal example size that torch left two symbols (a ``DynamicCache``'s
+keys of some layers): the user declared them one dim, and the graph says so.
 """
 
 from __future__ import annotations
@@ -37,13 +39,20 @@ def symbol_names(program: torch.export.ExportedProgram, wanted: dict[tuple[str, 
     axes = list(_symbolic_axes(program))
     names: dict[str, str] = {}
     taken: set[str] = set()
+    same_dim: dict[tuple[str, Any], str] = {}   # (a user's Dim name, example size) -> the ONNX name it got
     for own_only in (True, False):  # names the user chose, each symbol after its first named axis in input order
         for placeholder, axis, node in axes:
-            name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis)) or \
-                _debug_name(node, own_only=own_only)
+            name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis))
+            dim = None if name else _debug_name(node, own_only=own_only)
             symbol = str(node.expr)
-            if name and symbol not in names:
-                names[symbol] = _unique(name, taken)
+            if (name or dim) and symbol not in names:
+                # NOTE: one Dim object on axes of equal example size is one dim, as the user declared, even where
+                # torch.export left two symbols (a DynamicCache's keys of some layers, flattened per layer)
+                if name:
+                    names[symbol] = _unique(name, taken)
+                else:
+                    key = (dim, _example_size(node))
+                    names[symbol] = same_dim[key] = same_dim.get(key) or _unique(dim, taken)
     for placeholder, axis, symbol in _replaced_axes(program):  # Dim("height") fixed to 8*_height: still "height"
         name = wanted.get((placeholder, axis)) or wanted.get((onnx_name.get(placeholder), axis))
         if name and symbol not in names and name.isidentifier():
@@ -103,6 +112,12 @@ def _debug_name(node: Any, *, own_only: bool = False) -> str | None:
             if name:
                 return name
     return None
+
+
+def _example_size(node: Any) -> Any:
+    """The example's size of the axis ``node`` stands for (None where torch does not say)."""
+    env = node.shape_env
+    return getattr(env, "var_to_val", {}).get(getattr(node, "_expr", None)) if env is not None else None
 
 
 def _unique(name: str, taken: set[str]) -> str:

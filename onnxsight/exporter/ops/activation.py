@@ -18,17 +18,19 @@ aten = torch.ops.aten
 
 # -- gelu ------------------------------------------------------------------------------------------
 def _gelu_formula(b: GraphBuilder, x: Value, approximate: str) -> Value:
-    half = b.op("Mul", x, b.scalar(0.5, x))
     if approximate == "tanh":
+        half = b.op("Mul", x, b.scalar(0.5, x))
         # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
         cube = b.op("Mul", b.op("Mul", x, x), x)
         inner = b.op("Add", x, b.op("Mul", cube, b.scalar(0.044715, x)))
         core = b.op("Tanh", b.op("Mul", inner, b.scalar(math.sqrt(2 / math.pi), x)))
-    else:
-        # 0.5 * x * (1 + erf(x / sqrt(2))). NOTE: Div by sqrt(2), not Mul by its inverse: it is the
-        # form ONNX Runtime's GeluFusion recognises, so the five nodes run as one Gelu kernel.
-        core = b.op("Erf", b.op("Div", x, b.scalar(math.sqrt(2), x)))
-    return b.op("Mul", half, b.op("Add", core, b.scalar(1.0, x)))
+        return b.op("Mul", half, b.op("Add", core, b.scalar(1.0, x)))
+    # 0.5 * (x * (erf(x / sqrt(2)) + 1)). NOTE: Div by sqrt(2), not Mul by its inverse, and the 0.5 applied last,
+    # as the first input: the one form both ONNX Runtime's GeluFusion and onnxscript's erf-gelu rule recognise
+    # (ORT's does not take x * (0.5 * (...)), torch.onnx's; onnxscript's not (0.5 * x) * (...)), so the five nodes
+    # run as one Gelu kernel, and as BiasGelu with the bias Add before them.
+    core = b.op("Add", b.op("Erf", b.op("Div", x, b.scalar(math.sqrt(2), x))), b.scalar(1.0, x))
+    return b.op("Mul", b.scalar(0.5, x), b.op("Mul", x, core))
 
 
 @translation(aten.gelu.default, until=19)

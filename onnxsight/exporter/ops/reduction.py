@@ -35,9 +35,13 @@ def reduce(b: GraphBuilder, op_type: str, x: Value, axes: list[int] | None, keep
     """``op_type`` (ReduceSum, ReduceMax, ...) over ``axes`` (None: all)."""
     # NOTE: opset 18 moved every ReduceX's axes from an attribute to an input
     # (ReduceSum already at 13); opset 17 gets the attribute form.
+    # noop_with_empty_axes=0 (the default) is written out with the axes input: onnxscript's rules (its RMS norm)
+    # match the attribute as written.
     if axes is None or b.opset >= 18 or op_type == "ReduceSum":
-        axes_input = None if axes is None else b.const(axes, torch.int64)
-        return b.op(op_type, x, axes_input, keepdims=int(keepdim), dtype=dtype or x.dtype)
+        if axes is None:
+            return b.op(op_type, x, None, keepdims=int(keepdim), dtype=dtype or x.dtype)
+        return b.op(op_type, x, b.const(axes, torch.int64), keepdims=int(keepdim), noop_with_empty_axes=0,
+                    dtype=dtype or x.dtype)
     return b.op(op_type, x, axes=axes, keepdims=int(keepdim), dtype=dtype or x.dtype)
 
 
@@ -69,7 +73,10 @@ def aten_mean_dim(b: GraphBuilder, self: Value, dim: Sequence[int] | None = None
                   dtype: torch.dtype | None = None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     x = b.cast(self, dtype or b.node.out_dtype or self.dtype)
-    return reduce(b, "ReduceMean", x, normalize_dims(self, dim), keepdim)
+    axes = normalize_dims(self, dim)
+    # NOTE: the last axis alone as -1, as the model wrote it (RMS and layer norms): onnxscript's norm rules match
+    # the axes constant [-1] by value, not [rank - 1]
+    return reduce(b, "ReduceMean", x, [-1] if axes == [self.rank - 1] else axes, keepdim)
 
 
 @translation(aten.mean.default)

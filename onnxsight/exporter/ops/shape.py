@@ -137,7 +137,9 @@ def aten_cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
     parts = [b.cast(t, dtype) for t in kept]
     if len(parts) == 1:
         return b.op("Identity", parts[0])
-    return b.op("Concat", *parts, axis=norm_dim(dim, rank), dtype=dtype)
+    # a negative dim stays as torch gave it (Concat takes one): onnxscript's KV-cache attention rule matches
+    # Concat(past, new, axis=-2), the cache's torch.cat(..., dim=-2)
+    return b.op("Concat", *parts, axis=dim if dim < 0 and rank else norm_dim(dim, rank), dtype=dtype)
 
 
 @translation(aten.stack.default)

@@ -49,6 +49,26 @@ def constant_masks(graph: Graph) -> int:
     return done
 
 
+def nan_guards(graph: Graph) -> int:
+    """Where(Equal(RowMax(S), -inf), 0, Softmax(S)) -> Where(IsNaN(Softmax(S)), 0, Softmax(S)): the guards no pass
+    could drop (a mask from an input's values, a mask that may mask a whole row) as torch.onnx writes them, which
+    onnxscript's attention rule takes in (and which costs no TopK). The same zeros for a row whose every key is
+    masked (Softmax gives NaN there); a row with a NaN score is zeros too, where torch gives NaN."""
+    done = 0
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        if softmax is None:
+            continue
+        nan = graph.fresh(f"_isnan_{softmax.output[0]}")
+        node = onnx.helper.make_node("IsNaN", [softmax.output[0]], [nan], name=graph.fresh(f"_IsNaN_{nan}"))
+        graph.nodes.insert(next(i for i, n in enumerate(graph.nodes) if n is where), node)
+        graph.producer[nan] = node
+        graph.readers.setdefault(softmax.output[0], []).append(node)
+        graph.set_input(where, 0, nan)   # the row maximum and its Equal are dead code now
+        done += 1
+    return done
+
+
 def has_no_dead_row(mask: torch.Tensor) -> bool:
     """True when no row (last axis) of the additive mask is -inf throughout."""
     if mask.dim() == 0 or not mask.dtype.is_floating_point:
@@ -197,9 +217,10 @@ def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
 # MatMulAddFusion turns MatMul + Add(bias) on a 3-D input into Reshape/Gemm/Reshape, hiding the projections
 # the Python attention fuser looks for (Add <- MatMul). It leaves alone the projections of a post-LN block
 # (BERT's: the LayerNormalization feeds Q, K, V and the residual Add), and any MatMul + Add whose bias is not
-# 1-D. A pre-LN block (ViT's) is not recognised, so its four biases are stored as [1, N] rows (the same
-# bytes; ``graph.derived`` records them with no permutation): the same numbers, and the Python fusers, which
-# read the bias as an initializer, fuse the block at every opt_level.
+# 1-D. A pre-LN block (ViT's) is not recognised, so with ``optimize="ort-fusion"`` its four biases are stored as
+# [1, N] rows (the same bytes; ``graph.derived`` records them with no permutation): the same numbers, and the
+# Python fusers, which read the bias as an initializer, fuse the block at every opt_level. Not by default:
+# onnxscript's attention rule packs the Q, K, V biases along axis 0, which [1, N] rows make a bias ORT refuses.
 def projection_biases(graph: Graph) -> int:
     """Pre-LN attention: its Q, K, V and output projections add their bias as a [1, N] row."""
     done = 0

@@ -1,21 +1,20 @@
-"""BERT's additive padding mask (``export(..., optimize="ort-fusion")``): attention whose bool mask is a model
-input's (batch, keys) padding mask broadcast, written as ``scores + (1 - mask) * lowest`` without torch's guard,
-the form ONNX Runtime's attention fuser matches; static or dynamic sizes, float32, float16 and bfloat16.
+"""BERT's (batch, keys) padding mask from a model input, written with a finite fill and without torch's guard in
+the additive form ONNX Runtime's attention fuser and onnxscript's rewriter both match; static or dynamic sizes,
+float32, float16 and bfloat16. The note ONX008 says what it costs (a sequence of padding only).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx
 import torch
-from onnx import numpy_helper
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._sized_mask import _is_mask, subgraph_model
 
 # Score dtypes the additive form is written in: each with its own lowest finite value.
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
@@ -25,11 +24,11 @@ _MAX_MASK_NODES = 64
 
 # NOTE: a padding mask that is an input of the model (BERT's ``attention_mask``) is not a constant, so torch's
 # fully-masked-row guard cannot be dropped by ``constant_masks``, and no guard fits inside the pattern ONNX
-# Runtime's attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten into
-# BERT's classic form, ``scores + (1 - mask) * lowest`` with ``lowest`` the scores' dtype's most negative finite
-# value, which the fuser reads as a key-padding mask (``mask_filter_value = lowest``). Every row that attends to
-# at least one key gives torch's numbers (the masked keys' weights underflow to 0; in float16 a masked score
-# below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
+# Runtime's BERT attention fuser matches (Softmax feeds the MatMul with V directly). Such a mask is rewritten
+# into BERT's form, ``scores + Where(1 - mask, lowest, 0)`` with ``lowest`` the scores' dtype's most negative
+# finite value, which ORT's fuser reads as a key-padding mask (``mask_filter_value = lowest``), and onnxscript's
+# rewriter as an attention bias. Every row that attends to at least one key gives torch's numbers (the masked
+# keys' weights underflow to 0; in float16 a masked score below about -16 becomes -inf, whose weight is 0 too). A row whose every key is masked (a sequence of padding
 # only) gives the mean of the values in float32 and bfloat16, as ONNX Runtime's fused Attention does (in float16
 # another average, or NaN where every masked score became -inf); PyTorch gives zeros there. verify() with such an
 # input names the first attention output as the root cause.
@@ -39,18 +38,18 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     ONX008)."""
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
+    checked: dict[tuple, str | None] = {}   # every layer adds the same mask: its subgraph is run once
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
         add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or where.output[0] in graph.pinned:
-            continue
-        found = _padding_mask(graph, add)
+        found = _padding_mask(graph, add, checked) if add is not None and add.op_type == "Add" \
+            and where.output[0] not in graph.pinned else None
         if found is None:
             continue
         index, keys = found
         dtype = graph.elem_type(add.output[0])
         if (keys, dtype) not in made:
-            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add)
+            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add, add.input[1 - index])
         if inputs is not None:
             for name in _graph_inputs_of(graph, keys):
                 key = (name, str(to_torch(dtype)).removeprefix("torch."))
@@ -76,7 +75,7 @@ def _graph_inputs_of(graph: Graph, value: str) -> list[str]:
     return sorted(found)
 
 
-def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
+def _padding_mask(graph: Graph, add: onnx.NodeProto, checked: dict[tuple, str | None]) -> tuple[int, str] | None:
     """(index of the mask among ``add``'s inputs, the bool (batch, keys) value it broadcasts), or None.
 
     ``add`` = ``scores + Where(mask, 0, -inf)`` in float32, float16 or bfloat16 with 4-D scores of known (or
@@ -84,19 +83,18 @@ def _padding_mask(graph: Graph, add: onnx.NodeProto) -> tuple[int, str] | None:
     gives ``value[:, None, None, :]``.
     """
     for index in (1, 0):
-        where = graph.producer.get(add.input[index])
         scores = graph.producer.get(add.input[1 - index])
-        if where is None or where.op_type != "Where" or scores is None or scores.op_type not in ("Div", "Mul", "MatMul"):
+        if not _is_mask(graph, add.input[index]) or scores is None or scores.op_type not in ("Div", "Mul", "MatMul") \
+                or graph.elem_type(add.output[0]) not in _FLOATS:
             continue
-        zero, lowest = graph.constant(where.input[1]), graph.constant(where.input[2])
-        if zero is None or lowest is None or zero.numel() != 1 or lowest.numel() != 1 or not has_data(zero) \
-                or not has_data(lowest) or float(zero.reshape(-1)[0]) != 0 \
-                or float(lowest.reshape(-1)[0]) != -math.inf or graph.elem_type(add.output[0]) not in _FLOATS:
-            continue
+        where = graph.producer[add.input[index]]
         shape, mask = graph.symbolic_shape(add.output[0]), graph.symbolic_shape(where.input[0])
         if shape is None or mask is None or len(shape) != 4:
             continue
-        keys = _broadcast_keys(graph, where.input[0], (shape[0], shape[-1]), mask)
+        key = (where.input[0], shape[0], shape[-1], mask)
+        if key not in checked:
+            checked[key] = _broadcast_keys(graph, where.input[0], (shape[0], shape[-1]), mask)
+        keys = checked[key]
         if keys is not None:
             return index, keys
     return None
@@ -151,28 +149,11 @@ def _evaluator(graph: Graph, nodes: list[onnx.NodeProto], keys: str, mask: str, 
     from onnx.reference import ReferenceEvaluator
 
     order = {id(n): i for i, n in enumerate(graph.nodes)}
-    body = sorted(nodes, key=lambda n: order[id(n)])
-    consts = {n for node in body for n in node.input if graph.constant(n) is not None}
     try:
-        initializers = [_tensor_proto(graph.constant(n), n) for n in sorted(consts)]
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    proto = onnx.helper.make_graph(
-        body, "mask", [onnx.helper.make_tensor_value_info(keys, onnx.TensorProto.BOOL, None)]
-        + [onnx.helper.make_tensor_value_info(n, graph.elem_type(n) or onnx.TensorProto.FLOAT, None) for n in sized],
-        [onnx.helper.make_tensor_value_info(mask, onnx.TensorProto.BOOL, None)], initializer=initializers)
-    opsets = [onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()]
-    try:
-        return ReferenceEvaluator(onnx.helper.make_model(proto, opset_imports=opsets))
+        return ReferenceEvaluator(subgraph_model(graph, sorted(nodes, key=lambda n: order[id(n)]), [keys, *sized],
+                                                 mask))
     except Exception:  # noqa: BLE001 - a mask the reference cannot load is left as it is
         return None
-
-
-def _tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
-    if tensor.dtype == torch.bfloat16:   # numpy has no bfloat16: onnx writes it from float32
-        return onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, list(tensor.shape),
-                                       tensor.float().reshape(-1).tolist())
-    return numpy_helper.from_array(tensor.numpy(), name)
 
 
 def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wanted: tuple, shape: tuple,
@@ -192,24 +173,27 @@ def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wa
                               np.broadcast_to(s[:, None, None, :], shape_now)) for s in samples)
 
 
-def _additive_mask(graph: Graph, keys: str, dtype: int, before: onnx.NodeProto) -> str:
-    """``(1 - dtype(keys[:, None, None, :])) * lowest``, in the node order ORT's fuser matches; its name."""
-    names = [graph.fresh(f"{keys}_{suffix}") for suffix in ("unsqueeze", "unsqueeze_1", "float", "masked", "bias")]
-    one, lowest = graph.fresh("_const_one"), graph.fresh("_const_lowest")
-    axis_1, axis_2 = graph.fresh("_const_axis_1"), graph.fresh("_const_axis_2")
+def _additive_mask(graph: Graph, keys: str, dtype: int, before: onnx.NodeProto, scores: str) -> str:
+    """``Where(Cast(1 - m), lowest, 1 - m)`` with ``m = dtype(Expand(keys[:, None, None, :], [1, 1, L, 1]))``, ``L``
+    the queries (transformers' expanded SDPA mask, ``(batch, 1, L, keys)``), in the node order ONNX Runtime's
+    attention fuser matches: its name. The mask has the queries' axis because onnxscript's attention rule expands a
+    ``(batch, 1, 1, keys)`` one itself from the projected queries' Shape, which keeps their bias from fusing."""
+    emit = Emitter(graph)
     real = to_torch(dtype)
-    graph.initializers.update({one: torch.tensor(1.0, dtype=real), lowest: torch.tensor(torch.finfo(real).min,
-                                                                                        dtype=real),
-                               axis_1: torch.tensor([1]), axis_2: torch.tensor([2])})
-    nodes = [onnx.helper.make_node("Unsqueeze", [keys, axis_1], [names[0]], name=f"_Unsqueeze_{names[0]}"),
-             onnx.helper.make_node("Unsqueeze", [names[0], axis_2], [names[1]], name=f"_Unsqueeze_{names[1]}"),
-             onnx.helper.make_node("Cast", [names[1]], [names[2]], to=dtype, name=f"_Cast_{names[2]}"),
-             onnx.helper.make_node("Sub", [one, names[2]], [names[3]], name=f"_Sub_{names[3]}"),
-             onnx.helper.make_node("Mul", [names[3], lowest], [names[4]], name=f"_Mul_{names[4]}")]
-    at = next(i for i, n in enumerate(graph.nodes) if n is before)
-    graph.nodes[at:at] = nodes
-    for node in nodes:
-        graph.producer[node.output[0]] = node
-        for name in node.input:
-            graph.readers.setdefault(name, []).append(node)
-    return names[4]
+    shape = graph.symbolic_shape(scores) or ()
+    queries, key_count = (shape[2], shape[3]) if len(shape) == 4 else (None, None)
+    if isinstance(queries, int):
+        rows = emit.const("_const_rows", [1, 1, queries, 1])
+    else:   # the queries' count read at run time: from the mask itself where there are as many queries as keys
+        length = emit.op("Shape", keys, start=1, end=2) if queries == key_count else \
+            emit.op("Shape", scores, start=2, end=3)
+        rows = emit.op("Concat", emit.const("_const_ones", [1, 1]), length, emit.const("_const_one", [1]), axis=0)
+    wide = emit.op("Unsqueeze", emit.op("Unsqueeze", keys, emit.const("_const_axis_1", [1]), hint=f"{keys}_unsqueeze"),
+                   emit.const("_const_axis_2", [2]), hint=f"{keys}_unsqueeze_1")
+    float_mask = emit.op("Cast", emit.op("Expand", wide, rows, hint=f"{keys}_expand"), to=dtype, hint=f"{keys}_float")
+    masked = emit.op("Sub", emit.const("_const_one", torch.tensor(1.0, dtype=real)), float_mask, hint=f"{keys}_masked")
+    bias = emit.op("Where", emit.op("Cast", masked, to=onnx.TensorProto.BOOL, hint=f"{keys}_blocked"),
+                   emit.const("_const_lowest", torch.tensor(torch.finfo(real).min, dtype=real)), masked,
+                   hint=f"{keys}_bias")
+    emit.place(before)
+    return bias

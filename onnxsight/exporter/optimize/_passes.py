@@ -7,6 +7,15 @@ PyTorch where the value survives; ``value_names`` follows the values that moved
 ``TranslatedGraph.optimized_away`` names the values that are gone, with the pass
 that removed them, so verification lists them with that reason instead of
 "no ONNX counterpart".
+
+NOTE: why these passes are ours and not onnx-ir's and onnxscript's optimizer (constant folding, common
+subexpressions, shape simplification), which torch.onnx runs: that bookkeeping (which value holds a merged or
+bypassed one, which pass removed which value) is what per-node verification pairs by, and their passes keep no such
+record; the model's weights are never folded (``save(weights=)`` replaces them with a checkpoint's, a fake-mode
+export has no data), where onnxscript's folder evaluates what it can; and the cost: onnxscript's ``optimize`` takes
+0.3 to 1 s on the small models of ``bench/ort_fusion.py`` (already lean), an onnx-ir round trip alone 0.06 to 0.13
+s, this whole stage 30 to 50 ms. The fusions themselves are the libraries' (ONNX Runtime's optimizer,
+onnxscript's ``optimize_for_ort``): the stage writes the forms they match, and verification checks what they made.
 """
 
 from __future__ import annotations
@@ -22,9 +31,9 @@ from onnxsight.exporter.translate._graph import TranslatedGraph
 
 # Model metadata key listing the values the passes removed (value -> pass), so a saved model says it too.
 OPTIMIZED_AWAY_KEY = "pkg.onnxsight.optimized_away"
-# export(..., optimize=ORT_FUSION): the passes below plus the forms only ONNX Runtime's fusers need (_shaping),
-# over a graph translated with translate/_ort_forms.py's choices (so the RMS-norm pass, which ORT does not fuse,
-# is off).
+# export(..., optimize=ORT_FUSION): the passes below plus the decoder forms only ONNX Runtime's legacy fusers need
+# (_shaping), over a graph translated with translate/_ort_forms.py's choices (so the RMS-norm pass, which ORT does
+# not fuse, is off).
 ORT_FUSION = "ort-fusion"
 
 
@@ -61,34 +70,38 @@ def _passes(opset: int, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], i
         ("transpose pairs", _simplify.transpose_pairs),
         ("unsqueeze pairs", _simplify.unsqueeze_pairs),
         ("reshape pairs", _simplify.reshape_pairs),
+        # the Gemm form of GPT-2's Conv1D is the one ORT's legacy GPT-2 fuser matches (ort_fusion)
+        ("linear layers on N-D inputs", lambda g: 0 if ort_fusion else _simplify.linear_reshapes(g)),
         ("dead code", dead_code),
     ]
 
 
 # NOTE: run once, after the passes above reach their fixed point: they write the graph in the forms ONNX
-# Runtime's transformer optimizer matches, which constant folding and the unsqueeze/reshape pairs would
-# otherwise undo. The forms of ``ort_fusion`` cost something the others do not: the padding-mask form gives
-# the mean of the values, not PyTorch's zeros, for a sequence of padding only (ONX008), and the decoder forms
-# add the Shape arithmetic ORT's fusers look for (larger files than torch.onnx's), so the user asks for them.
+# Runtime's transformer optimizer and onnxscript's rewriter match, which constant folding and the unsqueeze/reshape
+# pairs would otherwise undo. BERT's padding mask from an input loses torch's guard and takes the scores' lowest
+# as fill: a sequence of padding only then gives the mean of the values, not PyTorch's zeros (the note ONX008), as
+# ORT's fused Attention does; every guard left is written as torch.onnx writes it. The decoder forms of
+# ``ort_fusion`` add the Shape arithmetic ORT's legacy GPT-2 and LLaMA fusers look for (at ``opt_level=0``), which
+# makes the graph larger than torch.onnx's, so the user asks for them.
 def _shaping(report: OptimizeReport, ort_fusion: bool) -> list[tuple[str, Callable[[Graph], int]]]:
-    shaping: list[tuple[str, Callable[[Graph], int]]] = []
-    if ort_fusion:
-        shaping += [("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
-                    ("dead code", dead_code)]   # the guards the padding masks no longer need
+    shaping: list[tuple[str, Callable[[Graph], int]]] = [
+        ("attention padding masks", lambda g: _padding.padding_masks(g, report.padding_masks)),
+        ("dead code", dead_code)]   # the guards the padding masks no longer need
     # once: the masks computed from sizes are run at many sizes (_sized_mask), after the loop folded what it could
     shaping += [("run-time causal masks", _sized_mask.compact_causal_masks),
                 ("run-time attention masks", _sized_mask.unguarded_sized_masks), ("dead code", dead_code)]
-    shaping.append(("attention projection biases", _attention.projection_biases))
     if ort_fusion:
-        shaping += [("GPT-2 causal attention", _decoder.gpt2_causal_attention),
+        shaping += [("attention projection biases", _attention.projection_biases),
+                    ("GPT-2 causal attention", _decoder.gpt2_causal_attention),
                     ("LLaMA rotary attention", lambda g: _rotary.llama_rotary_attention(g, report.padding_masks))]
+    shaping.append(("attention guards", _attention.nan_guards))
     return [*shaping, ("dead code", dead_code)]
 
 
 def optimize_translated(translated: TranslatedGraph, opset: int, *, ort_fusion: bool = False) -> OptimizeReport:
     """Run every pass until none changes anything more, then the shaping passes once; update ``translated``
-    in place. ``ort_fusion``: also the forms ONNX Runtime's transformer optimizer needs that are not free
-    (``export(..., optimize="ort-fusion")``)."""
+    in place. ``ort_fusion``: also the decoder forms ONNX Runtime's legacy GPT-2 and LLaMA fusers need, which are
+    not free (``export(..., optimize="ort-fusion")``)."""
     report = OptimizeReport(nodes_before=len(translated.graph.node))
     if translated.functions:  # module_functions=: the graph is calls of local functions; left as built
         report.nodes_after = report.nodes_before

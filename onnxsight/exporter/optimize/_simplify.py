@@ -1,6 +1,6 @@
 """Passes that remove nodes computing nothing new: Identity, a Cast to the dtype a value already has,
 a Reshape to the shape it already has; Transpose/Transpose, Unsqueeze/Unsqueeze, Squeeze/Unsqueeze and
-Reshape/Reshape pairs.
+Reshape/Reshape pairs; the Reshapes around a linear layer's Gemm on an N-D input.
 
 Where a removed node's output is an FX value, the value it equalled holds it now
 (``graph.aliases``: the verifier compares the FX value against that one); where
@@ -13,6 +13,7 @@ from __future__ import annotations
 import onnx
 import torch
 
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 
@@ -126,6 +127,43 @@ def reshape_pairs(graph: Graph) -> int:
         if target is None or (0 in target.tolist() and not attribute(node, "allowzero", 0)):
             continue
         _merge_into(graph, parent, node, "reshape pairs")
+        done += 1
+    return done
+
+
+def linear_reshapes(graph: Graph) -> int:
+    """Reshape(Gemm(Reshape(x, [-1, K]), W, b), [*lead, N]) -> MatMul(x', W) + b with ``x'`` = ``x`` as
+    ``[*lead, K]`` (``x`` itself where it has that shape; GPT-2's ``Conv1D``: ``view``, ``addmm``, ``view``).
+    onnxscript's attention rule takes the heads' merge ``Reshape`` before the output projection for a 3-D one and
+    feeds its 3-D output to the 2-D ``Gemm`` (a model ONNX Runtime does not load); ``MatMul`` takes N-D inputs, and
+    ONNX Runtime makes the Gemm again when it loads a static model."""
+    done = 0
+    for gemm in list(graph.nodes):
+        if gemm.op_type != "Gemm" or gemm.domain or len(gemm.input) != 3 or attribute(gemm, "transA", 0) \
+                or attribute(gemm, "transB", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
+                or attribute(gemm, "beta", 1.0) != 1.0:
+            continue
+        flat = _sole_parent(graph, gemm, "Reshape")
+        readers = graph.readers.get(gemm.output[0], [])
+        if flat is None or flat.output[0] in graph.pinned or len(readers) != 1 or gemm.output[0] in graph.pinned:
+            continue
+        (back,) = readers
+        x, weight, bias = flat.input[0], graph.symbolic_shape(gemm.input[1]), graph.symbolic_shape(gemm.input[2])
+        shape, out = graph.symbolic_shape(x), graph.symbolic_shape(back.output[0])
+        if back.op_type != "Reshape" or back.domain or shape is None or out is None or len(out) < 3 \
+                or weight is None or len(weight) != 2 or bias != (weight[1],) or out[-1] != weight[1] \
+                or tuple(shape[:len(out) - 1]) != out[:-1]:
+            continue
+        emit = Emitter(graph)
+        if tuple(shape) != (*out[:-1], weight[0]):   # the heads' merge: [0, 0, K] copies the leading sizes
+            x = emit.op("Reshape", x, emit.const("_const_shape", [d if isinstance(d, int) else 0 for d in out[:-1]]
+                                                  + [weight[0]]), hint=f"reshape_{flat.output[0]}")
+        emit.op("Add", emit.op("MatMul", x, gemm.input[1], hint=f"matmul_{gemm.output[0]}"), gemm.input[2],
+                out=back.output[0])
+        emit.place(flat)
+        for name in (flat.output[0], gemm.output[0]):
+            graph.removed[name] = "linear layers on N-D inputs"
+        graph.remove([flat, gemm, back])   # back's output is the Add's now: remove() leaves its producer
         done += 1
     return done
 

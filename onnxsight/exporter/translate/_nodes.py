@@ -25,6 +25,13 @@ from onnxsight.exporter._registry import Registry, UnsupportedVariant, target_ke
 _CORE_NAMESPACES = ("aten", "prims", "higher_order", "_operator", "builtins", "math", "torch")
 
 
+def _sum_in_order(dim: str) -> str:
+    """``seq + past`` as ``past + seq``: a sum of named dims in one order, whichever of two symbols torch printed first
+    (a layer's key length and its value's are then one name; onnxscript's attention rule compares them)."""
+    terms = dim.split(" + ")
+    return " + ".join(sorted(terms)) if len(terms) > 1 and all(t.isidentifier() for t in terms) else dim
+
+
 class _Failed:
     """Marks a node whose translation failed, so dependants are skipped rather than crashing."""
 
@@ -190,7 +197,8 @@ class Translator:
         """Symbolic dims as the ONNX model names them (``batch``, ``floor(2.1*height)``; see _dim_names)."""
         if shape is None:
             return shape
-        return tuple(readable_dim(rename_symbols(d, self.dim_names)) if isinstance(d, str) else d for d in shape)
+        return tuple(_sum_in_order(readable_dim(rename_symbols(d, self.dim_names))) if isinstance(d, str) else d
+                     for d in shape)
 
     def meta_value(self, name: str, val: Any) -> Value:
         return Value(name, _val_dtype(val), self._rename_dims(_val_shape(val)))

@@ -91,6 +91,14 @@ def test_cat_promotes_and_skips_legacy_empty() -> None:
     assert_like_eager(lambda x, y, e: torch.cat([x, y, e], 0), a, b, torch.empty(0))
 
 
+def test_cat_on_a_negative_dim_keeps_it() -> None:
+    # a KV cache's torch.cat(..., dim=-2) as Concat(axis=-2), the form onnxscript's cache attention rule matches
+    program = assert_like_eager(lambda past, new: torch.cat([past, new], -2), torch.randn(1, 2, 5, 4),
+                                torch.randn(1, 2, 1, 4))
+    (concat,) = (n for n in program.model_proto.graph.node if n.op_type == "Concat")
+    assert [a.i for a in concat.attribute if a.name == "axis"] == [-2]
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.float64])
 def test_to_copy_casts(dtype: torch.dtype) -> None:
     x = torch.tensor([[-2.7, -0.4, 0.0], [0.5, 1.9, 3.0]])
