@@ -17,12 +17,13 @@ before each call. The ratios are taken per round (each side against the floor me
 reported as their median and range. Each model runs in its own process.
 
 ``hiera`` (transformers' Hiera image classifier, a small local config) is the capture-strategy case: called
-with one image and a dynamic batch, torch.export's size-oblivious capture specialises the batch, and the
-capture is made from the example grown to two images; its floor is the one torch.export call that captures it
-(``torch.export.export`` of the grown example, batch dynamic).
+with one image and a dynamic batch, which torch.export specialises (and its size-oblivious capture cannot keep
+dynamic: the pooler guards ``batch <= 1``), onnxsight captures the example grown to two images and checks the
+graph at the one image; its floor is the one torch.export call that captures it (``torch.export.export`` of the
+grown example, batch dynamic), without that check.
 
     python bench/export_floor.py [--models cnn16,transformer8,llama4,resnet50,hiera] [--runs 7] [--opset 18]
-                                 [--sides ...] [--json docs/export-floor.json] [--md docs/export-floor.md]
+                                 [--sides ...] [--threads N] [--json docs/export-floor.json] [--md docs/export-floor.md]
 """
 
 from __future__ import annotations
@@ -202,18 +203,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help=f"a subset of: {', '.join(SIDES)}")
     parser.add_argument("--json", help="write every round's seconds here")
     parser.add_argument("--md", help="write the tables here")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch's intra-op threads in each model's process (0: torch's default)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     sides = [s for s in options.sides.split(",") if s]
     if FLOOR not in sides:
         sides.insert(0, FLOOR)
     if options.child:
+        if options.threads:
+            import torch
+
+            torch.set_num_threads(options.threads)
         print(json.dumps(_child(options.child, options.runs, options.opset, sides)))
         return 0
     rows = []
     for name in options.models.split(","):
         proc = subprocess.run([sys.executable, __file__, "--child", name, "--runs", str(options.runs),
-                               "--opset", str(options.opset), "--sides", ",".join(sides)],
+                               "--opset", str(options.opset), "--sides", ",".join(sides),
+                               "--threads", str(options.threads)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
@@ -223,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: rows[-1].get(k) for k in ("model", "errors")}), file=sys.stderr, flush=True)
     import torch
 
-    header = (f"opset {options.opset}, torch {torch.__version__}, {os.cpu_count()} CPUs; per model one process, "
-              f"an untimed round then {options.runs} rounds of every side in rotated order; ratios per round, "
+    threads = options.threads or torch.get_num_threads()
+    header = (f"opset {options.opset}, torch {torch.__version__}, {os.cpu_count()} CPUs, {threads} intra-op "
+              f"thread{'s' if threads > 1 else ''}{'' if options.threads else ' (torch default)'}; per model one "
+              f"process, an untimed round then {options.runs} rounds of every side in rotated order; ratios per round, "
               "median (min-max).")
     text = header + "\n\n" + table(rows)
     print(text)

@@ -142,7 +142,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         if not isinstance(optimize, bool) and optimize != ORT_FUSION:
             ctx.emit(rules.INVALID_ARGUMENT, argument="optimize",
                      error=f"expected True, False or {ORT_FUSION!r}, got {optimize!r}")
-        registry = (registry or default_registry()).copy()
+        registry = registry.copy() if registry is not None else default_registry()  # a copy either way
         for target, fn in ORT_FUSION_TRANSLATIONS.items() if optimize == ORT_FUSION else ():
             registry.register(target, fn, custom=True)   # what ORT's optimizer fuses, not opset 23's ops
         keep: list[Any] = []

@@ -294,8 +294,8 @@ EXAMPLE_SIZE_SPECIALIZED = define(
     "torch.export specialises{cause}; pass an example of shape {shape} for `{input}`",
     "Export with an example whose dynamic axes have size 2 or more.",
     what="Reports a dimension marked dynamic whose example size is 0 or 1 and that cannot be kept "
-         "dynamic: torch.export specialises sizes 0 and 1, and capturing size-oblivious either fails or "
-         "gives a graph that computes something else at the example.",
+         "dynamic: torch.export specialises sizes 0 and 1, and capturing from the example grown to size 2 "
+         "or size-oblivious either fails or gives a graph that computes something else at the example.",
     why="With a batch-1 example the model is traced as if the batch were always 1 (broadcasting, "
         "squeezes); torch.onnx exports that and computes wrong numbers at batch 2. The cause is the "
         "example, not the model.",
@@ -316,9 +316,10 @@ SIZE_ONE_EXAMPLE_KEPT_DYNAMIC = define(
     "specialise; onnxsight {how} and checked the graph at the example, so it stays dynamic",
     "Export with an example of size 2 or more along dynamic axes to skip this step.",
     what="Notes that a dimension marked dynamic had size 0 or 1 in the example and was kept dynamic by "
-         "capturing with torch.export's size-oblivious reasoning (or, where that finds no fix it can "
-         "apply, from the example grown to size 2 along the dim), then checking that the captured graph "
-         "computes the model's outputs at the example.",
+         "capturing from the example grown to size 2 along the dim (a size of 1: the sizes torch.export "
+         "asks examples to have) or with torch.export's size-oblivious reasoning (a size of 0, or where the "
+         "grown example does not capture the model), then checking that the captured graph computes the "
+         "model's outputs at the example.",
     why="torch.export specialises sizes 0 and 1; without this step a batch-1 example with a dynamic "
         "batch fails to export (or, in torch.onnx, exports a model wrong at other sizes).",
     example="""

@@ -235,7 +235,7 @@ def test_a_checkpoint_without_the_batch_norm_statistics_is_refused(tmp_path: Any
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_the_fold_computed_by_numpy_is_torchs_bit_for_bit(dtype: torch.dtype) -> None:
-    """Export folds in numpy (one thread, one pass); torch's float64 ops are the definition (and fake mode's)."""
+    """Export folds in numpy (one thread, one pass); torch's ops are the definition (and fake mode's, CUDA's)."""
     from onnxsight.exporter.optimize._batchnorm import FoldedWeight, _numpy_fold, _torch_fold
 
     generator = torch.Generator().manual_seed(0)
@@ -257,3 +257,26 @@ def test_the_fold_computed_by_numpy_is_torchs_bit_for_bit(dtype: torch.dtype) ->
             fold = FoldedWeight("bias", (), (), 1e-3, beta=0.7, dtype=dtype)
             got, want = _numpy_fold(fold, [bias, *params]), _torch_fold(fold, [bias, *params])
             assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_folded_weight_keeps_the_error_bound_its_docstring_gives(dtype: torch.dtype) -> None:
+    """``W * s`` in float32 from ``s`` rounded to float32: within one float32 ulp of the exact product (``2u + u**2``
+    relative); half precision adds one rounding to its own dtype (half its ulp)."""
+    from onnxsight.exporter.optimize._batchnorm import FoldedWeight
+
+    generator = torch.Generator().manual_seed(0)
+    channels, u = 64, 2.0 ** -24
+    half_ulp = {torch.float32: 0.0, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+    for _ in range(3):
+        weight = torch.randn(channels, 32, 3, 3, generator=generator).to(dtype)
+        scale, shift, mean = (torch.randn(channels, generator=generator).to(dtype) for _ in range(3))
+        var = (torch.rand(channels, generator=generator) * 4 + 1e-3).to(dtype)
+        folded = FoldedWeight("weight", (), (), 1e-5, dtype=dtype).compute([weight, scale, shift, mean, var])
+        s = scale.double() * torch.rsqrt(var.double() + 1e-5)
+        exact = weight.double() * s.reshape(-1, 1, 1, 1)
+        bound = (half_ulp + (2 * u + u * u) * (1 + half_ulp) + 2.0 ** -50) * exact.abs()
+        info = torch.finfo(dtype)
+        spacing = info.tiny * info.eps   # below the smallest normal number: the subnormals' spacing, absolute
+        error = (folded.double() - exact).abs()
+        assert folded.dtype == dtype and bool(((error <= bound) | (error <= spacing)).all()), error.max()

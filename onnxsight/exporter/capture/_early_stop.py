@@ -1,9 +1,10 @@
 """A size-oblivious capture that will fail stops at the guard that dooms it, not at the end of the trace.
 
-A dim asked dynamic whose example size is 0 or 1 is first captured size-oblivious (``_strategies``). When
-the model, or torch inside one of its ops, adds a guard that rules out size 2 for such a dim (``batch <= 1``:
-Hiera's ``AdaptiveAvgPool1d`` at batch 1), torch.export traces the whole model anyway and only then raises
-the constraint violation, after which the example grown to size 2 is captured. The guard is known the
+A dim asked dynamic whose example size is 0 is first captured size-oblivious, and so is one of size 1 where
+the example grown to size 2 did not capture the model (``_strategies``). When the model, or torch inside one
+of its ops, adds a guard that rules out size 2 for such a dim (``batch <= 1``: Hiera's ``AdaptiveAvgPool1d``
+at batch 0 or 1), torch.export traces the whole model anyway and only then raises the constraint violation,
+after which the example grown to size 2 is captured. The guard is known the
 moment it is added: the ShapeEnv logs it (``_torchlog``), and the attempt is stopped there with
 :class:`SizeOneGuard`, which the strategy treats as that violation (the grown example next). The attempt's
 record keeps the guard and the line that added it.

@@ -33,8 +33,9 @@ from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
-# How a dim whose example size is 0 or 1 is captured: torch.export's size-oblivious reasoning first, then
-# (when that finds no fix it can apply) the example grown to size 2 along it; both are checked at the example.
+# How a dim whose example size is 0 or 1 is captured: from the example grown to size 2 along it first where every
+# such size is 1, then torch.export's size-oblivious reasoning, then (when that finds no fix it can apply) the
+# grown example with the fixes; each capture is checked at the example.
 PLAIN, OBLIVIOUS, GROWN = "plain", "size-oblivious", "example grown to 2"
 HOW = {OBLIVIOUS: "captured size-oblivious", GROWN: "captured from the example grown to size 2"}
 
@@ -179,10 +180,20 @@ class _Session:
     # {label: (value, fix)}), retried size-oblivious; reported when that retry does not capture the model.
     retried: tuple[_Try, BaseException, dict[str, Any] | None, Any] | None = None
     sized_failed: bool = False           # the size-oblivious capture failed other than by a violation
+    # The grown example's capture tried first (_grown_first): the size-oblivious capture that follows it reuses
+    # it (and its check at the example, in ``checked``) where it would capture that grown example again.
+    first: _Try | None = None
+    checked: dict[int, str | None] = field(default_factory=dict)   # id(program) -> check_at_example's answer
 
     def run(self, dynamic_shapes: Any) -> torch.export.ExportedProgram | None:
-        """Capture; dims whose example size is 0 or 1 first size-oblivious, then from a grown example."""
-        shapes, mode = dynamic_shapes, (OBLIVIOUS if any(d.size <= 1 for d in self.dims) else PLAIN)
+        """Capture; dims whose example size is 1 first from the example grown to 2 (``_grown_first``), then
+        (or where a size is 0) size-oblivious, then from the grown example with the fixes torch proposes."""
+        small = [d for d in self.dims if d.size <= 1]
+        if small and all(d.size == 1 for d in small):
+            program = self._grown_first(dynamic_shapes)
+            if program is not None or self.final:
+                return program
+        shapes, mode = dynamic_shapes, (OBLIVIOUS if small else PLAIN)
         for _ in range(MAX_FIX_ROUNDS + 1):
             args, kwargs = audit.grown(self.args, self.kwargs, self.dims) if mode == GROWN else (self.args,
                                                                                                 self.kwargs)
@@ -190,10 +201,14 @@ class _Session:
             # grown example next whatever the violation says; a retry's (self.retried) is judged in full.
             stop = Watch({s: d.label for d in self.dims if d.size <= 1 for s in d.sources}, {}) \
                 if mode == OBLIVIOUS and self.retried is None else None
-            attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
-                           frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose, stop=stop)
             label = self.strategy + (f", {mode}" if mode != PLAIN else "") + \
                 (f", {len(self.applied)} fix(es) applied" if self.applied else "")
+            if mode == GROWN and shapes is dynamic_shapes and self.first is not None:
+                attempt = replace(self.first, seconds=0.0)   # that capture again: its outcome, not a second trace
+                label += " (the first attempt's outcome)"
+            else:
+                attempt = _run(self.model, args, kwargs, shapes, self.strict, mode == OBLIVIOUS,
+                               frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose, stop=stop)
             if attempt.program is not None:
                 self.attempts.append(CaptureAttempt(label, True, attempt.seconds, log=attempt.log.log_lines()))
                 return self._accept(attempt, shapes, mode)
@@ -248,6 +263,45 @@ class _Session:
                 return None
             shapes = refined
         self._violation(attempt, exc)
+        return None
+
+    def _grown_first(self, shapes: Any) -> torch.export.ExportedProgram | None:
+        """The example grown to size 2 along every size-1 dim, captured as torch.export asks examples to be
+        (sizes >= 2) and checked at the example; None (and ``first`` kept) when it does not capture the model.
+
+        NOTE: why this comes before the size-oblivious capture. Where both capture a model they trace the same
+        branches (size-oblivious reasoning takes a size >= 2's side of every size test it can; one it cannot
+        adds a guard that rules out 2, and the grown example is captured next), and both graphs are checked
+        at the user's size-1 example, so the grown example first gives the same graph and the same guarantee
+        (the dim dynamic, the graph right at size 1), and where size-oblivious capture fails (a size test in
+        a kernel: Hiera's `AdaptiveAvgPool1d` guards `batch <= 1` at its last module) one trace instead of
+        two. It is what torch.export's tutorial tells users to pass where a dim is to be dynamic (sizes other
+        than 0 and 1; its size-oblivious switch is experimental there), and what optimum's dummy inputs are
+        (batch 2). What the size-oblivious capture still decides, it decides as before:
+        when the grown example fails (growing one dim and not another that the model ties to it: a cache's
+        past and its mask; a model that runs only at batch 1) or computes something else at the example (a
+        branch on the size), the size-oblivious capture runs next and finds the line a refusal names (and
+        reuses this capture where it sends capture to the grown example). A size of 0 is not grown first:
+        an empty tensor (a cache before the first step) grown is zeros the model was not given.
+        """
+        args, kwargs = audit.grown(self.args, self.kwargs, self.dims)
+        attempt = _run(self.model, args, kwargs, shapes, self.strict, False,
+                       frozenset(s for d in self.dims for s in d.sources), echo=self.ctx.verbose)
+        label, log = f"{self.strategy}, {GROWN}", attempt.log.log_lines()
+        if attempt.program is not None:
+            problem = self.checked[id(attempt.program)] = audit.check_at_example(attempt.program, self.model,
+                                                                                 self.args, self.kwargs)
+            if problem is None:
+                self.attempts.append(CaptureAttempt(label, True, attempt.seconds, log=log))
+                return self._accept(attempt, shapes, GROWN)
+            self.attempts.append(CaptureAttempt(label, False, attempt.seconds, error=problem,
+                                                rule=rules.EXAMPLE_SIZE_SPECIALIZED.code, log=log))
+        else:
+            exc = attempt.error
+            assert exc is not None
+            self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(exc).__name__, _short(exc),
+                                                classify(exc).code, log=log))
+        self.first = attempt
         return None
 
     def _retag(self, rule: rules.Rule) -> None:
@@ -325,7 +379,8 @@ class _Session:
         program = attempt.program
         assert program is not None
         if mode != PLAIN:
-            problem = audit.check_at_example(program, self.model, self.args, self.kwargs)
+            problem = self.checked[id(program)] if id(program) in self.checked else \
+                audit.check_at_example(program, self.model, self.args, self.kwargs)
             small = audit.groups(d for d in self.dims if d.size <= 1)
             if problem is not None and self.retried is not None and not small:
                 self.attempts[-1] = replace(self.attempts[-1], success=False, error=problem)
@@ -348,6 +403,8 @@ class _Session:
             for dims in small.values():
                 audit.set_status(self.entries, dims, "dynamic", f"example size {dims[0].size}: {how}, checked at "
                                  "the example")
+            if mode == GROWN:  # the example it was checked at, the user's, is the one verify() runs by default
+                program.example_inputs = (tuple(self.args), dict(self.kwargs or {}))
         if self.applied:
             audit.fixes_applied(self.ctx, self.entries, self.dims, self.applied, render(shapes), self.where)
         self._tied(program, attempt.log)

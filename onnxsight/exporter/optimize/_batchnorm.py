@@ -12,8 +12,8 @@ The folded op's output keeps the batch norm's value name (the verifier pairs it
 with PyTorch's batch norm); the product before the batch norm is gone and is
 listed as optimised away. A batch norm in training mode is not an inference
 ``BatchNormalization`` (its translation normalises with the batch's statistics),
-so it is never folded. The new weights are computed from the model's weights:
-each records how (:class:`FoldedWeight`), so that ``save(path, weights=checkpoint)``
+so it is never folded. The new weights are computed from the model's weights (the arithmetic and its
+error bound: :meth:`FoldedWeight.compute`); each records how (:class:`FoldedWeight`), so that ``save(path, weights=checkpoint)``
 computes them again from the checkpoint's tensors, fake-mode exports included.
 """
 
@@ -56,14 +56,29 @@ class FoldedWeight:
     dtype: torch.dtype = torch.float32
 
     def compute(self, operands: Sequence[Optional[torch.Tensor]]) -> torch.Tensor:
-        """The folded tensor from ``operands`` (target, scale, shift, mean, var), in float64, then ``dtype``.
+        """The folded tensor from ``operands`` (target, scale, shift, mean, var), in ``dtype``.
 
-        NOTE: computed by numpy where every operand is a CPU tensor with data (``_numpy_fold``), bit for bit
-        what torch's float64 ops give (tests/exporter/test_batchnorm_fold.py compares them), on one thread and
-        in one pass over the weight: torch runs an elementwise op on more than 32768 elements on its intra-op
-        thread pool, and on a loaded machine waking the pool cost milliseconds per op (0.7-1.1 s of a 16-block
-        CNN's 2 s export, against 0.03 s on one thread). Tensors without data (fake mode) keep torch's ops,
-        which compute nothing.
+        The per-channel ``s = scale / sqrt(var + eps)`` and the bias are computed in float64 and rounded once;
+        the weight's product ``W * s`` is computed in float32 (float64 for a float64 weight) from ``s``
+        rounded to float32. Error bound, float32 weights: each folded weight is within one float32 ulp of the
+        exact ``W * s`` (relative error at most ``2u + u**2``, ``u = 2**-24``: ``s``'s rounding and the
+        product's), where the product rounded from float64 was within half an ulp. In the folded op's output
+        that is at most ``2u * sum(|x * W * s|)`` per value, below the error of the convolution's own float32
+        sums (up to ``K * u * sum(|x * W|)`` over its ``K`` products) and of eager's separate batch norm;
+        ``verify`` against eager passes at its default tolerances (the tests, and a ResNet-50 in
+        docs/performance.md). float16/bfloat16 weights: the product in float32, then one rounding to the
+        weight's dtype (at most half its ulp plus ``2u`` relative). torch's ``fuse_conv_bn_weights`` computes
+        the whole fold, ``s`` included, in the weights' dtype: this is that with ``s`` exact to float32.
+
+        NOTE: the float32 product makes the fold cheaper: numpy multiplies float32 by float32 in SIMD, where
+        widening each weight to float64 went through its casting loop (ResNet-50's 106 folds, 23.5M weights:
+        0.056 against 0.079 s, median of 10 interleaved rounds; most of what is left is the first write to the
+        new tensors' memory). tests/exporter/test_batchnorm_fold.py checks the bound. Computed by numpy where every
+        operand is a CPU tensor with data (``_numpy_fold``), bit for bit what torch's ops give (``_torch_fold``,
+        compared by a test for every dtype), on one thread and in one pass over the weight: torch runs an
+        elementwise op on more than 32768 elements on its intra-op thread pool, and on a loaded machine waking
+        the pool cost milliseconds per op (0.7-1.1 s of a 16-block CNN's 2 s export, against 0.03 s on one
+        thread). Tensors without data (fake mode) keep torch's ops, which compute nothing.
         """
         if all(_numpy_ready(t) for t in operands if t is not None):
             return _numpy_fold(self, operands)
@@ -71,14 +86,22 @@ class FoldedWeight:
 
 
 def _torch_fold(fold: FoldedWeight, operands: Sequence[Optional[torch.Tensor]]) -> torch.Tensor:
-    target, scale, shift, mean, var = (None if t is None else t.to(torch.float64) for t in operands)
+    target, scale, shift, mean, var = operands
     assert scale is not None and shift is not None and mean is not None and var is not None
-    s = scale * torch.rsqrt(var + fold.epsilon)
+    wide = torch.float64
+    s = scale.to(wide) * torch.rsqrt(var.to(wide) + fold.epsilon)
     if fold.kind == "bias":
-        bias = torch.zeros_like(mean) if target is None else (fold.beta * target).reshape(-1).expand_as(mean)
-        return ((bias - mean) * s + shift).to(fold.dtype)
+        bias = torch.zeros_like(mean, dtype=wide) if target is None else \
+            (fold.beta * target.to(wide)).reshape(-1).expand_as(s)
+        return ((bias - mean.to(wide)) * s + shift.to(wide)).to(fold.dtype)
     assert target is not None
-    return _scaled(target, s, fold.channel_axis, fold.groups).to(fold.dtype)
+    product = _product_dtype(fold.dtype)
+    return _scaled(target.to(product), s.to(product), fold.channel_axis, fold.groups).to(fold.dtype)
+
+
+def _product_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype ``W * s`` is computed in: float64 for a float64 weight, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def _scaled(weight: torch.Tensor, s: torch.Tensor, axis: int, groups: int) -> torch.Tensor:
@@ -114,8 +137,8 @@ def _array(tensor: torch.Tensor) -> np.ndarray:
 
 
 def _numpy_fold(fold: FoldedWeight, operands: Sequence[Optional[torch.Tensor]]) -> torch.Tensor:
-    """:meth:`FoldedWeight.compute` in numpy: each product in float64, rounded once to the weight's dtype
-    as torch's ``.to(dtype)`` does (``np.multiply(..., dtype=float64, out=...)``: no float64 copy of the weight)."""
+    """:meth:`FoldedWeight.compute` in numpy: ``s`` and the bias in float64, ``W * s`` in float32 (float64 for a
+    float64 weight), each rounded as torch's ``.to(dtype)`` does; one new array per weight, no other copy."""
     target, scale, shift, mean, var = (None if t is None else _array(t) for t in operands)
     assert scale is not None and shift is not None and mean is not None and var is not None
     wide = np.float64
@@ -129,9 +152,10 @@ def _numpy_fold(fold: FoldedWeight, operands: Sequence[Optional[torch.Tensor]]) 
         shape = target.shape
         if fold.groups > 1 and fold.channel_axis != 0:
             target = target.reshape(fold.groups, shape[0] // fold.groups, *shape[1:])
-        result = np.empty(target.shape, rounded)
-        np.multiply(target, _per_channel(s, len(shape), fold.channel_axis, fold.groups), out=result, dtype=wide)
-        result = result.reshape(shape)
+        product = _NUMPY_DTYPES[_product_dtype(fold.dtype)]
+        # a float16 weight is widened exactly by the multiply (float16 * float32 computes in float32)
+        result = np.multiply(target, _per_channel(s.astype(product), len(shape), fold.channel_axis, fold.groups),
+                             dtype=product).reshape(shape)
     if fold.dtype in _NUMPY_DTYPES:
         return torch.from_numpy(result.astype(_NUMPY_DTYPES[fold.dtype], copy=False))
     return torch.from_numpy(result).to(fold.dtype)
