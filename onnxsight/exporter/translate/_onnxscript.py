@@ -83,12 +83,11 @@ def _flat(inputs: Sequence[Any]) -> list[Any]:
 
 
 def _count_outputs(schema: Any, inputs: Sequence[Any], attributes: Mapping[str, Any]) -> int:
+    """The schema's required outputs (BatchNormalization's Y alone), Split's from its attribute or split list."""
     if schema.name == "Split" and not schema.domain:
         if "num_outputs" in attributes:
             return int(attributes["num_outputs"])
         if len(inputs) > 1 and isinstance(inputs[1], (list, tuple)):
             return len(inputs[1])
-    if schema.name == "BatchNormalization" and not schema.domain and not attributes.get("training_mode"):
-        return 1
     optional = onnx.defs.OpSchema.FormalParameterOption.Optional
     return max(1, sum(1 for p in schema.outputs if p.option != optional))
