@@ -62,13 +62,19 @@ def library_origin(exc: BaseException) -> Location | None:
     arguments), shown before the user's (``audit.cause``); None when the guard's line is the user's."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen and not isinstance(error, GuardOnDataDependentSymNode):
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    line = caller(error) if isinstance(error, GuardOnDataDependentSymNode) else None
+    guard = next((error for error in chain(exc) if isinstance(error, GuardOnDataDependentSymNode)), None)
+    line = caller(guard) if guard is not None else None
     return line if line is not None and not is_user_file(line.file) else None
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def _machinery(path: str) -> bool:

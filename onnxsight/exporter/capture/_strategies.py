@@ -13,7 +13,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -40,15 +40,6 @@ PLAIN, OBLIVIOUS, GROWN = "plain", "size-oblivious", "example grown to 2"
 HOW = {OBLIVIOUS: "captured size-oblivious", GROWN: "captured from the example grown to size 2"}
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def classify(exc: BaseException) -> rules.Rule:
     """The catalog rule for why torch.export failed, by exception type and structured fields.
 
@@ -59,7 +50,7 @@ def classify(exc: BaseException) -> rules.Rule:
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError, GuardOnDataDependentSymNode
 
-    chain = list(_chain(exc))
+    chain = list(refused.chain(exc))
     if any(isinstance(error, PackedSequenceRefused) for error in chain):
         return rules.PACKED_SEQUENCE_REFUSED
     # NOTE: strict capture wraps a guard on a data-dependent value (an unbacked symbol from a tensor's
@@ -215,7 +206,7 @@ class _Session:
             exc = attempt.error
             assert exc is not None
             stopped = attempt.log.stopped
-            if stopped is not None and any(error is stopped for error in _chain(exc)):
+            if stopped is not None and any(error is stopped for error in refused.chain(exc)):
                 self.attempts.append(CaptureAttempt(label, False, attempt.seconds, type(stopped).__name__, str(stopped),
                                                     rules.DYNAMIC_SHAPE_VIOLATION.code, log=attempt.log.log_lines()))
                 self.error = stopped
