@@ -130,7 +130,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
                                        input_names=input_names, output_names=output_names,
                                        custom_translations=custom_translations, external_data=external_data)
         if captured is None and dynamic_shapes is not None and not ctx.errors:
-            dynamic_shapes = cache_shapes(ctx, model, args, kwargs, dynamic_shapes)  # grouped layouts (ARG027)
+            dynamic_shapes = cache_shapes(ctx, model, args, kwargs, dynamic_shapes)  # cache layouts (ARG027), list/tuple
         aliased: list[Aliased] = []
         if captured is None and not ctx.errors:
             args, kwargs, aliased = separate(model, args, kwargs)  # (x, x): a copy for y (ARG021/ARG012)

@@ -43,9 +43,9 @@ def cache_shapes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kw
     that a list given for a tuple argument (or a tuple for a list) of the same length takes the argument's
     type: torch.export refuses the difference, which says nothing about the dims.
     """
-    active = active_containers()
     if dynamic_shapes is None:
         return dynamic_shapes
+    active = active_containers()
     try:
         bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
     except TypeError:
@@ -68,9 +68,10 @@ def _normalised(ctx: DiagnosticContext, active: dict[type, Container], value: An
         return {key: _normalised(ctx, active, value[key], item, f"{where}][{key!r}") if key in value else item
                 for key, item in spec.items()}
     if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and len(value) == len(spec):
-        plain = type(value) in (list, tuple) and type(spec) in (list, tuple)
-        return (type(value) if plain else type(spec))(_normalised(ctx, active, item, item_spec, f"{where}][{index}")
-                          for index, (item, item_spec) in enumerate(zip(value, spec)))
+        plain = type(value) in (list, tuple) and type(spec) in (list, tuple)   # not a namedtuple's spec
+        kind = type(value) if plain else type(spec)
+        return kind(_normalised(ctx, active, item, item_spec, f"{where}][{index}")
+                    for index, (item, item_spec) in enumerate(zip(value, spec)))
     return spec
 
 
