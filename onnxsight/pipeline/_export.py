@@ -91,7 +91,8 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
         program = export_core(model, args, f, kwargs=kwargs, input_names=input_names, output_names=output_names,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
-                              module_functions=module_functions, optimize=optimize, verbose=verbose)
+                              module_functions=module_functions, optimize=optimize, verbose=verbose,
+                              dropout=options.core.get("dropout", "eval"))
     except ExportError as exc:
         exc.diagnostics = [*options.notes, *exc.diagnostics]
         if report:
@@ -137,11 +138,8 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
                             repro_dir=repro_dir, float_model=float_model)
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
-        ctx = DiagnosticContext()
-        with ctx.logging_once():
-            for outcome in (result, *examples):
-                ctx.extend(outcome.diagnostics)
-        program.diagnostics = [*program.diagnostics, *ctx.diagnostics]
+        # the engine logged each of these as it found it: kept on the program, not logged a second time
+        program.diagnostics = [*program.diagnostics, *(d for outcome in (result, *examples) for d in outcome.diagnostics)]
         failed = [str(n) for n, r in enumerate(examples, start=1) if not r.passed]
         if not result.passed or failed:
             stage.status = "failed"

@@ -4,7 +4,8 @@ A call written for torch.onnx should keep working when ``torch.onnx.export`` bec
 ``onnxsight.export``. Each of torch.onnx's arguments that onnxsight does not share by name is
 judged here, once, before any work:
 
-- means the same here: accepted (``export_modules_as_functions`` is ``module_functions``,
+- means the same here: accepted (``export_modules_as_functions`` is ``module_functions``, ``training=TRAINING``
+  or ``PRESERVE`` is ``dropout="train"``/``"preserve"`` where dropout is what training mode changes,
   ``custom_translation_table`` is ``custom_translations`` with its ONNX Script functions run into the
   builder, ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
 - cannot change the result: ignored, with an ARG019 note (``dynamo=True``; ``optimize=`` is onnxsight's own keyword, the optimize stage);
@@ -150,17 +151,23 @@ def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, val
 
     from onnxsight.exporter import training_dependent
 
-    if isinstance(model, torch.nn.Module) and not training_dependent(model, in_any_mode=True):
+    if not isinstance(model, torch.nn.Module):
+        _refuse(ctx, "training", value, f"a {type(model).__name__} has no training mode to export",
+                "drop the argument")
+        return
+    switched = training_dependent(model, in_any_mode=mode == "TRAINING")
+    if not switched:
         _ignore(ctx, "training", value, f"no module of {type(model).__name__} behaves differently in training mode "
                 "(no dropout, batch norm, instance norm with running statistics or recurrent dropout), so its "
                 "training graph is the inference graph onnxsight exports")
         return
-    if mode == "TRAINING":
-        reason = "onnxsight exports inference graphs (dropout off, batch norm using its running statistics)"
-    else:
-        reason = (f"{type(model).__name__} is in training mode, and PRESERVE would export its training graph, which "
-                  "onnxsight does not export")
-    _refuse(ctx, "training", value, reason, "call model.eval() before export and drop the argument")
+    others = training_dependent(model, in_any_mode=mode == "TRAINING", dropout=False)
+    if others:  # batch norm's training graph normalises by the batch and updates its running statistics
+        _refuse(ctx, "training", value, f"{', '.join(others)} would run in training mode, whose batch statistics "
+                "and running-statistics updates onnxsight does not export (dropout modules it does)",
+                "call model.eval() before export and drop the argument")
+        return
+    options.core["dropout"] = "train" if mode == "TRAINING" else "preserve"
 
 
 def _operator_export_type(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:

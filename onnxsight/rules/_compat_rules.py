@@ -18,7 +18,7 @@ TORCH_ONNX_ARGUMENT_REFUSED = define(
     "Remove the argument, or write what the message names instead.",
     what="Checks the keyword arguments of `torch.onnx.export` given to `onnxsight.export`: those that "
          "ask for something onnxsight does not do (the TorchScript exporter, weights left out of the "
-         "file, training graphs of models with dropout or batch norm) are refused before any work.",
+         "file, training graphs of models with batch norm: dropout draws as asked) are refused before any work.",
     why="Accepting an argument and ignoring it would export a model other than the one asked for "
         "without a word: a file with weights where none were wanted, a graph captured by another "
         "exporter, an inference graph where a training graph was asked for.",

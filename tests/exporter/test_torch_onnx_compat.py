@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 import torch
 
@@ -221,20 +224,84 @@ def test_training_eval_of_a_model_in_training_mode_exports_eval_semantics_and_ke
     torch.testing.assert_close(out, model.eval()(x))
 
 
-def test_training_preserve_of_a_model_in_training_mode_is_refused_and_the_mode_kept() -> None:
-    model = DropoutNet().train()
-    with pytest.raises(onnxsight.exporter.InvalidArgumentError,
-                       match=r"DropoutNet is in training mode.*model\.eval\(\)"):
-        onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.PRESERVE)
-    assert model.training
+def _ort_run(program: onnxsight.ONNXProgram, x: torch.Tensor, tmp_path: Any) -> np.ndarray:
+    import onnxruntime as ort
+
+    program.save(tmp_path / "m.onnx")
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
 
 
-def test_training_mode_training_of_a_model_with_dropout_is_refused() -> None:
-    model = DropoutNet().eval()
+def test_dropout_training_exports_a_dropout_that_draws(tmp_path: Any) -> None:
+    """Upstream's test_dropout_training, as written: a model in training mode, training=TRAINING."""
+
+    class MyModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dropout = torch.nn.Dropout(0.4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.dropout(x)
+
+    model, x = MyModule(), torch.randn(10)
+    model.train()
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.TRAINING)
+    assert not torch.all(torch.eq(x, torch.from_numpy(_ort_run(program, x, tmp_path))))
+    assert [n.op_type for n in program.model_proto.graph.node] == ["Dropout"]
+    assert model.training and model.dropout.training
+    assert not [d for d in program.diagnostics if d.code == "CAP015"]   # the training graph is what was asked
+
+
+def test_dropout_training_zero_drops_as_many_as_pytorch(tmp_path: Any) -> None:
+    """Upstream's test_dropout_training_zero: the share of zeros in ONNX Runtime's output is PyTorch's."""
+    model = torch.nn.Sequential(torch.nn.Dropout(0.5)).train()
+    torch.manual_seed(0)
+    x = torch.randn(10, 3, 128, 128)
+    x = torch.where(x == 0, torch.ones_like(x), x)
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.TRAINING)
+    ratio_ort = float((_ort_run(program, x, tmp_path) != 0).mean())
+    ratio_pytorch = float((model(x) != 0).float().mean())
+    np.testing.assert_allclose(ratio_pytorch, ratio_ort, rtol=0.01, atol=0.01)
+
+
+def test_training_mode_training_of_an_eval_model_draws_and_leaves_it_in_eval(tmp_path: Any) -> None:
+    model, x = DropoutNet().eval(), torch.randn(64, 4)
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.TRAINING)
+    out = _ort_run(program, x, tmp_path)
+    assert (out == 0).any() and not model.training and not model.drop.training
+    kept = out != 0   # the kept elements are PyTorch's linear layer scaled by 1 / (1 - p)
+    np.testing.assert_allclose(out[kept], (model(x) * 2).detach().numpy()[kept], rtol=1e-5, atol=1e-6)
+
+
+def test_training_preserve_draws_in_the_dropout_the_user_left_training(tmp_path: Any) -> None:
+    model, x = DropoutNet().train(), torch.randn(64, 4)
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.PRESERVE)
+    assert (_ort_run(program, x, tmp_path) == 0).any()
+    assert model.training and model.drop.training
+    model.drop.eval()   # PRESERVE: a dropout the user switched off stays off
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.PRESERVE)
+    np.testing.assert_allclose(_ort_run(program, x, tmp_path), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert model.training and not model.drop.training
+
+
+def test_a_dropout_training_export_verifies_with_the_drawn_output_not_compared(caplog: Any) -> None:
+    model, x = DropoutNet().train(), torch.randn(8, 4)
+    with caplog.at_level("WARNING", logger="onnxsight"):
+        program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.TRAINING, verify=True)
+    assert len([r for r in caplog.records if "ACC009" in r.getMessage()]) == 1   # logged once, not again by export
+    result = program.verification   # a pass means every output compared: a drawn one is listed, not passed
+    assert not result.passed and result.coverage_summary["random op"] == 1
+    (missing,) = [d for d in result.diagnostics if d.code == "ACC009"]
+    assert "dropout" in missing.message and "random op" in missing.message
+
+
+def test_training_mode_training_of_a_model_with_batch_norm_is_refused_naming_it() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5)).eval()
     with pytest.raises(onnxsight.exporter.InvalidArgumentError) as info:
         onnxsight.export(model, (torch.randn(2, 4),), training=torch.onnx.TrainingMode.TRAINING)
     (diagnostic,) = info.value.diagnostics
-    assert diagnostic.code == "ARG018" and "inference graphs" in diagnostic.message and "model.eval()" in diagnostic.message
+    assert diagnostic.code == "ARG018" and "1 (BatchNorm1d)" in diagnostic.message
+    assert "model.eval()" in diagnostic.message and "2 (Dropout)" not in diagnostic.message
     assert not model.training
 
 

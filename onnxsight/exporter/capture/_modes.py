@@ -14,6 +14,8 @@ from typing import Iterator
 
 import torch
 
+# the modules whose training mode an export can keep: their ops (native_dropout) translate to a Dropout that draws
+_DROPOUT = torch.nn.modules.dropout._DropoutNd
 
 def is_exported_graph(model: torch.nn.Module) -> bool:
     """Whether ``model`` is a graph module of ATen ops (torch.export's ``.module()``, PT2E's prepare/convert).
@@ -29,8 +31,11 @@ def is_exported_graph(model: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def eval_semantics(model: torch.nn.Module) -> Iterator[None]:
+def eval_semantics(model: torch.nn.Module, dropout: str = "eval") -> Iterator[None]:
     """Every submodule's ``training`` is False inside; each submodule's own flag comes back after.
+
+    ``dropout``: ``"train"``, every dropout module draws (torch.onnx's ``training=TrainingMode.TRAINING``);
+    ``"preserve"``, the dropout modules in training mode keep drawing (``TrainingMode.PRESERVE``); ``"eval"``, none.
 
     NOTE: the attribute is set directly, never through ``train()``/``eval()``: ``train()``
     recurses (it would overwrite submodules' own modes when restoring), a module may
@@ -41,33 +46,34 @@ def eval_semantics(model: torch.nn.Module) -> Iterator[None]:
         return
     saved = [(module, module.training) for module in model.modules()]
     try:
-        for module, _ in saved:
-            module.training = False
+        for module, flag in saved:
+            module.training = isinstance(module, _DROPOUT) and (dropout == "train" or dropout == "preserve" and flag)
         yield
     finally:
         for module, flag in saved:
             module.training = flag
 
 
-def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False) -> list[str]:
+def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False, dropout: bool = True) -> list[str]:
     """``name (Class)`` of each submodule in training mode whose behaviour depends on the mode.
 
     Dropout, batch norm, instance norm with running statistics, recurrent layers and attention with
     dropout: the modules whose training graph differs from the one :func:`eval_semantics` captures.
     ``in_any_mode``: such submodules whatever their mode (what ``training=TrainingMode.TRAINING`` would switch).
+    ``dropout=False``: dropout modules left out (an export whose dropout draws, :func:`eval_semantics`).
     """
     if is_exported_graph(model):
         return []
     found = []
     for name, module in model.named_modules():
-        if (module.training or in_any_mode) and _mode_dependent(module):
+        if (module.training or in_any_mode) and _mode_dependent(module) and (dropout or not isinstance(module, _DROPOUT)):
             found.append(f"{name or 'the model'} ({type(module).__name__})")
     return found
 
 
 def _mode_dependent(module: torch.nn.Module) -> bool:
     nn = torch.nn
-    if isinstance(module, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)):
+    if isinstance(module, (_DROPOUT, nn.modules.batchnorm._BatchNorm)):
         return True
     if isinstance(module, nn.modules.instancenorm._InstanceNorm):
         return bool(module.track_running_stats)
