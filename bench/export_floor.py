@@ -147,7 +147,8 @@ def _ratios(row: dict, side: str, against: str = FLOOR) -> list[float]:
     return [a / b for a, b in zip(ours, theirs)] if len(ours) == len(theirs) else []
 
 
-def _spread(values: list[float], digits: int = 2) -> str:
+def spread(values: list[float], digits: int = 2) -> str:
+    """``median (min-max)`` of ``values`` to ``digits`` decimals; ``-`` for none."""
     if not values:
         return "-"
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
@@ -162,10 +163,10 @@ def table(rows: list[dict]) -> str:
         if FLOOR in row["errors"] or not row["seconds"].get(FLOOR):
             lines.append(f"| {row['model']} | {row['errors'].get(FLOOR, 'not run')} | | | | | |")
             continue
-        cells = [_spread(_ratios(row, side)) if side not in row["errors"] else
+        cells = [spread(_ratios(row, side)) if side not in row["errors"] else
                  "fails: " + row["errors"][side].split(":")[0] for side in SIDES[1:]]
-        lines.append(f"| {row['model']} | {_spread(row['seconds'][FLOOR])} | " + " | ".join(cells) + " | "
-                     + _spread(_ratios(row, "onnxsight", "torch.onnx")) + " |")
+        lines.append(f"| {row['model']} | {spread(row['seconds'][FLOOR])} | " + " | ".join(cells) + " | "
+                     + spread(_ratios(row, "onnxsight", "torch.onnx")) + " |")
     lines += ["", "onnxsight's stages (optimize on), median seconds of the rounds and, in parentheses, the median "
               "per round of the stage's seconds over that round's torch.export seconds:", "",
               "| model | nodes translated -> optimized | " + " | ".join(STAGES) + " | capture - torch.export |",

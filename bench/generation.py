@@ -44,6 +44,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_latency import median_spread  # noqa: E402  (the one median-and-spread of bench/)
+
 MODELS = ("llama-gqa", "gpt2", "t5")
 VOCAB = 1000
 
@@ -255,11 +258,6 @@ def eager_loop(model: Any, prompt: dict[str, Any], new: int) -> tuple[list[int],
 
 
 # -- measuring ------------------------------------------------------------------------------------------------
-def median_spread(values: list[float]) -> tuple[float, float]:
-    middle = statistics.median(values)
-    return middle, (max(values) - min(values)) / middle if middle else 0.0
-
-
 def measure(name: str, args: argparse.Namespace, folder: str) -> dict[str, Any]:
     import torch
 

@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_floor import spread  # noqa: E402
+
 WIDTH = 8192
 
 
@@ -155,12 +158,6 @@ def _run_child(args: list[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _spread(values: list[float], digits: int = 2) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
-
 def _verification(gb: float, runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "large.onnx")
@@ -198,14 +195,14 @@ def _print_verification(results: dict[str, list[dict]], runs: int) -> None:
         growth = [p - r["rss_before_mb"] for p, r in zip(peaks, records)]   # above the RSS when the call began
         compared = records[0].get("compared", "-") if records else "-"
         passed = all(r.get("passed", True) for r in records) if records else "-"
-        print(f"| {names[kind]} | {_spread(seconds)} | {_spread(relative)} | {_spread(peaks, 0)} | "
-              f"{_spread(ratio)} | {_spread(growth, 0)} | {compared} | {passed} |")
+        print(f"| {names[kind]} | {spread(seconds)} | {spread(relative)} | {spread(peaks, 0)} | "
+              f"{spread(ratio)} | {spread(growth, 0)} | {compared} | {passed} |")
     if ort:
-        print(f"\nONNX Runtime alone: session {_spread([r['session_s'] for r in ort])} s, "
-              f"run {_spread([r['run_s'] for r in ort], 3)} s.")
+        print(f"\nONNX Runtime alone: session {spread([r['session_s'] for r in ort])} s, "
+              f"run {spread([r['run_s'] for r in ort], 3)} s.")
     torch_s = [r["torch_s"] for r in results["verify"] if "torch_s" in r]
     if torch_s:
-        print(f"PyTorch eager, one run of the same model: {_spread(torch_s, 3)} s.")
+        print(f"PyTorch eager, one run of the same model: {spread(torch_s, 3)} s.")
 
 
 def _export(sizes: list[float], runs: int, tools: list[str]) -> None:
@@ -232,8 +229,8 @@ def _export(sizes: list[float], runs: int, tools: list[str]) -> None:
             save = "external data" if external else ("embedded" if external is False else "default (auto)")
             extra = [r["extra_mb"] for r in records]
             print(f"| {records[0]['weights_mb']} | {_EXPORTERS[tool][0]} | {save} | "
-                  f"{_spread([r['seconds'] for r in records])} | {_spread(extra, 0)} | "
-                  f"{_spread([e / r['weights_mb'] for e, r in zip(extra, records)])} |")
+                  f"{spread([r['seconds'] for r in records])} | {spread(extra, 0)} | "
+                  f"{spread([e / r['weights_mb'] for e, r in zip(extra, records)])} |")
 
 
 def main() -> int:
