@@ -163,8 +163,9 @@ def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, val
         return
     others = training_dependent(model, in_any_mode=mode == "TRAINING", dropout=False)
     if others:  # batch norm's training graph normalises by the batch and updates its running statistics
-        _refuse(ctx, "training", value, f"{', '.join(others)} would run in training mode, whose batch statistics "
-                "and running-statistics updates onnxsight does not export (dropout modules it does)",
+        _refuse(ctx, "training", value, f"{', '.join(others)} would run in training mode, which onnxsight does "
+                "not export (batch norm's batch statistics and running-statistics updates, a recurrent layer's "
+                "dropout between layers); dropout and attention dropout it exports drawing",
                 "call model.eval() before export and drop the argument")
         return
     options.core["dropout"] = "train" if mode == "TRAINING" else "preserve"

@@ -247,7 +247,7 @@ def test_dropout_training_exports_a_dropout_that_draws(tmp_path: Any) -> None:
     model.train()
     program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.TRAINING)
     assert not torch.all(torch.eq(x, torch.from_numpy(_ort_run(program, x, tmp_path))))
-    assert [n.op_type for n in program.model_proto.graph.node] == ["Dropout"]
+    assert "RandomUniformLike" in [n.op_type for n in program.model_proto.graph.node]
     assert model.training and model.dropout.training
     assert not [d for d in program.diagnostics if d.code == "CAP015"]   # the training graph is what was asked
 
@@ -271,6 +271,24 @@ def test_training_mode_training_of_an_eval_model_draws_and_leaves_it_in_eval(tmp
     assert (out == 0).any() and not model.training and not model.drop.training
     kept = out != 0   # the kept elements are PyTorch's linear layer scaled by 1 / (1 - p)
     np.testing.assert_allclose(out[kept], (model(x) * 2).detach().numpy()[kept], rtol=1e-5, atol=1e-6)
+
+
+def test_a_dropout_inside_the_graph_still_draws_in_onnx_runtimes_default_session(tmp_path: Any) -> None:
+    """ONNX Runtime's inference builds remove every Dropout node whose output is not a graph output
+    (EliminateDropout), training mode or not: a training-mode Dropout there would silently not draw."""
+    import onnxruntime as ort
+
+    layer = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.3,
+                                             batch_first=True).train()
+    x = torch.randn(2, 5, 8)
+    program = onnxsight.export(layer, (x,), training=torch.onnx.TrainingMode.TRAINING)
+    assert layer.training and layer.self_attn.training and layer.dropout1.training
+    program.save(tmp_path / "m.onnx")
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    first, second = (session.run(None, {session.get_inputs()[0].name: x.numpy()})[0] for _ in range(2))
+    assert np.abs(first - second).max() > 0   # two runs draw differently
+    eval_out = program.model_proto   # and the attention's own dropout draws too (MultiheadAttention's dropout_p)
+    assert sum(n.op_type == "RandomUniformLike" for n in eval_out.graph.node) == 4
 
 
 def test_training_preserve_draws_in_the_dropout_the_user_left_training(tmp_path: Any) -> None:

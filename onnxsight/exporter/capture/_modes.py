@@ -14,8 +14,9 @@ from typing import Iterator
 
 import torch
 
-# the modules whose training mode an export can keep: their ops (native_dropout) translate to a Dropout that draws
-_DROPOUT = torch.nn.modules.dropout._DropoutNd
+# the modules whose training mode an export can keep: their ops (native_dropout, sdpa's dropout_p) translate to
+# draws (ops/_nn_common.dropout)
+_DROPOUT = (torch.nn.modules.dropout._DropoutNd, torch.nn.MultiheadAttention)
 
 def is_exported_graph(model: torch.nn.Module) -> bool:
     """Whether ``model`` is a graph module of ATen ops (torch.export's ``.module()``, PT2E's prepare/convert).
@@ -73,7 +74,7 @@ def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False, dro
 
 def _mode_dependent(module: torch.nn.Module) -> bool:
     nn = torch.nn
-    if isinstance(module, (_DROPOUT, nn.modules.batchnorm._BatchNorm)):
+    if isinstance(module, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)):
         return True
     if isinstance(module, nn.modules.instancenorm._InstanceNorm):
         return bool(module.track_running_stats)

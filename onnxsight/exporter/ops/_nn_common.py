@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
+from onnx import helper
 
+from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 
 
@@ -76,3 +78,25 @@ def add_batch(b: GraphBuilder, x: Value) -> Value:
 
 def drop_batch(b: GraphBuilder, x: Value) -> Value:
     return b.op("Squeeze", x, b.const([0], torch.int64))
+
+
+def random_like(b: GraphBuilder, op_type: str, like: Value, dtype: torch.dtype, **attrs: Any) -> Value:
+    """RandomUniformLike/RandomNormalLike of ``like``'s shape, drawn in ``dtype``."""
+    out = b.op(op_type, like, dtype=dtype, shape=like.shape, **attrs)
+    # The ONNX attribute is named ``dtype`` like b.op's annotation keyword, so it is set on the node here.
+    b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(dtype)))
+    return out
+
+
+def dropout(b: GraphBuilder, x: Value, p: float) -> tuple[Value, Value]:
+    """Training-mode dropout: each element of ``x`` kept with probability ``1 - p`` and scaled by ``1 / (1 - p)``,
+    the rest 0; and the mask of those kept.
+
+    NOTE: drawn with RandomUniformLike, not written as ONNX's Dropout: ONNX Runtime's inference builds remove every
+    Dropout whose output is not a graph output and whose mask nothing reads (its EliminateDropout rule, whatever
+    ``training_mode`` says), so a training-mode Dropout inside the graph would silently not draw.
+    """
+    keep = b.op("GreaterOrEqual", random_like(b, "RandomUniformLike", x, torch.float32),
+                b.const(float(p), torch.float32), dtype=torch.bool)
+    scaled = b.op("Mul", x, b.scalar(1.0 / (1.0 - p) if p < 1 else 0.0, x))
+    return b.op("Where", keep, scaled, b.scalar(0.0, x), dtype=x.dtype), keep

@@ -12,6 +12,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import UnsupportedVariant, translation
+from onnxsight.exporter.ops._nn_common import dropout
 
 aten = torch.ops.aten
 
@@ -211,17 +212,14 @@ def aten__log_softmax(b: GraphBuilder, self: Value, dim: int, half_to_float: boo
 def aten_native_dropout(b: GraphBuilder, input: Value, p: float, train: bool | None) -> tuple[Value, Value | None]:
     """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
 
-    Identity (and an all-true mask) in inference; ONNX Dropout in training mode otherwise.
+    Identity (and an all-true mask) in inference; drawn in training mode otherwise (``_nn_common.dropout``).
     """
     if not train or p == 0:
         mask = None
         if b.node.output_used(1):
             mask = b.op("Expand", b.const(True, torch.bool), b.shape_of(input), dtype=torch.bool)
         return input, mask
-    ratio = b.scalar(float(p), input)
-    out, mask = b.op("Dropout", input, ratio, b.const(True, torch.bool), outputs=2)
-    mask.dtype = torch.bool
-    return out, mask
+    return dropout(b, input, float(p))
 
 
 @translation(aten.dropout.default)
@@ -229,7 +227,7 @@ def aten_dropout(b: GraphBuilder, input: Value, p: float, train: bool) -> Value:
     """dropout(Tensor input, float p, bool train) -> Tensor"""
     if not train or p == 0:
         return input
-    return b.op("Dropout", input, b.scalar(float(p), input), b.const(True, torch.bool))
+    return dropout(b, input, float(p))[0]
 
 
 @translation(aten.rrelu_with_noise_functional.default)

@@ -8,7 +8,7 @@ import torch
 
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import UnsupportedVariant, translation
-from onnxsight.exporter.ops._nn_common import dim, reduce
+from onnxsight.exporter.ops._nn_common import dim, dropout, reduce
 
 aten = torch.ops.aten
 
@@ -95,7 +95,7 @@ def _sdpa_formula(b: GraphBuilder, query: Value, key: Value, value: Value, attn_
         dead = b.op("Equal", _row_max(b, scores), b.scalar(-math.inf, scores), dtype=torch.bool)
         weights = b.op("Where", dead, b.scalar(0.0, weights), weights, dtype=weights.dtype)
     if dropout_p > 0:
-        weights = b.op("Dropout", weights, b.scalar(float(dropout_p), weights), b.const(True, torch.bool))
+        weights = dropout(b, weights, float(dropout_p))[0]
     return b.op("MatMul", weights, value)
 
 

@@ -19,6 +19,7 @@ from onnxsight.exporter import _dtypes
 from onnxsight.exporter._builder import GraphBuilder, Value
 from onnxsight.exporter._registry import UnsupportedVariant, translation
 from onnxsight.exporter.ops import float4
+from onnxsight.exporter.ops._nn_common import random_like
 
 aten = torch.ops.aten
 
@@ -251,20 +252,13 @@ def aten_repeat_interleave(b: GraphBuilder, repeats: Value, *, output_size: int 
 
 
 # -- random: same distributions as PyTorch, never the same numbers --------------------------------
-def _random_like(b: GraphBuilder, op_type: str, like: Value, dtype: torch.dtype, **attrs: Any) -> Value:
-    out = b.op(op_type, like, dtype=dtype, shape=like.shape, **attrs)
-    # The ONNX attribute is named ``dtype`` like b.op's annotation keyword, so it is set on the node here.
-    b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(dtype)))
-    return out
-
-
 @translation(aten.rand.default)
 def aten_rand(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dtype | None = None, layout: Any = None,
               device: Any = None, pin_memory: bool | None = None) -> Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     dtype = _dtype(b, dtype)
-    return _random_like(b, "RandomUniformLike", _full(b, b.int_list(size), 0, dtype), dtype)
+    return random_like(b, "RandomUniformLike", _full(b, b.int_list(size), 0, dtype), dtype)
 
 
 @translation(aten.randn.default)
@@ -273,7 +267,7 @@ def aten_randn(b: GraphBuilder, size: Sequence[int | Value], *, dtype: torch.dty
     """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     dtype = _dtype(b, dtype)
-    return _random_like(b, "RandomNormalLike", _full(b, b.int_list(size), 0, dtype), dtype)
+    return random_like(b, "RandomNormalLike", _full(b, b.int_list(size), 0, dtype), dtype)
 
 
 @translation(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
@@ -287,7 +281,7 @@ def aten_normal(b: GraphBuilder, mean: Value | float, std: Value | float = 1.0, 
     mean_value, std_value = (b.cast(v, dtype) if isinstance(v, Value) else b.scalar(float(v), dtype)
                              for v in (mean, std))
     shaped = b.op("Add", mean_value, std_value, dtype=dtype, shape=b.node.out_shape)   # the broadcast shape
-    standard = _random_like(b, "RandomNormalLike", shaped, dtype)
+    standard = random_like(b, "RandomNormalLike", shaped, dtype)
     return b.op("Add", mean_value, b.op("Mul", std_value, standard), dtype=dtype, shape=b.node.out_shape)
 
 
@@ -296,7 +290,7 @@ def aten_rand_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None = 
                    device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return _random_like(b, "RandomUniformLike", self, _dtype(b, dtype, self))
+    return random_like(b, "RandomUniformLike", self, _dtype(b, dtype, self))
 
 
 @translation(aten.randn_like.default)
@@ -304,7 +298,7 @@ def aten_randn_like(b: GraphBuilder, self: Value, *, dtype: torch.dtype | None =
                     device: Any = None, pin_memory: bool | None = None, memory_format: Any = None) -> Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return _random_like(b, "RandomNormalLike", self, _dtype(b, dtype, self))
+    return random_like(b, "RandomNormalLike", self, _dtype(b, dtype, self))
 
 
 @translation(aten.randint.low)
@@ -314,7 +308,7 @@ def aten_randint_low(b: GraphBuilder, low: int, high: int, size: Sequence[int | 
     """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
     zeros = _full(b, b.int_list(size), 0, torch.float64)
-    uniform = _random_like(b, "RandomUniformLike", zeros, torch.float64, low=float(low), high=float(high))
+    uniform = random_like(b, "RandomUniformLike", zeros, torch.float64, low=float(low), high=float(high))
     return b.cast(b.op("Floor", uniform), _dtype(b, dtype or torch.int64))
 
 
@@ -339,7 +333,7 @@ def aten_randint_like_low_dtype(b: GraphBuilder, self: Value, low: int | Value, 
     if not isinstance(low, int) or not isinstance(high, int):
         raise UnsupportedVariant("low/high", "a symbolic bound", "Python ints")
     zeros = _full(b, b.shape_of(self), 0, torch.float64)
-    uniform = _random_like(b, "RandomUniformLike", zeros, torch.float64,
+    uniform = random_like(b, "RandomUniformLike", zeros, torch.float64,
                            low=float(low), high=float(high))
     return b.cast(b.op("Floor", uniform), _dtype(b, dtype, self))
 
@@ -361,7 +355,7 @@ def aten_normal_functional(b: GraphBuilder, self: Value, mean: float = 0.0, std:
     ``self``'s shape and dtype filled from N(mean, std): the functional form of ``normal_``
     (``torch.nn.init.normal_``).
     """
-    return _random_like(b, "RandomNormalLike", self, _dtype(b, None, self), mean=float(mean), scale=float(std))
+    return random_like(b, "RandomNormalLike", self, _dtype(b, None, self), mean=float(mean), scale=float(std))
 
 
 @translation(aten.randperm.default)
@@ -370,7 +364,7 @@ def aten_randperm(b: GraphBuilder, n: int | Value, *, dtype: torch.dtype | None 
     """randperm(SymInt n, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None,
     bool? pin_memory=None) -> Tensor"""
     count = b.int_list([n])
-    keys = _random_like(b, "RandomUniformLike", _full(b, count, 0, torch.float32), torch.float32)
+    keys = random_like(b, "RandomUniformLike", _full(b, count, 0, torch.float32), torch.float32)
     _, order = b.op("TopK", keys, count, outputs=2)
     return b.cast(b.op("Identity", order, dtype=torch.int64), _dtype(b, dtype or torch.int64))
 
@@ -391,7 +385,7 @@ def aten_multinomial(b: GraphBuilder, self: Value, num_samples: int, replacement
         out = b.op("Multinomial", logits, sample_size=num_samples, dtype=i64)
         b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(i64)))  # as _random_like
     else:
-        uniform = _random_like(b, "RandomUniformLike", logits, dtype, low=float(torch.finfo(dtype).tiny), high=1.0)
+        uniform = random_like(b, "RandomUniformLike", logits, dtype, low=float(torch.finfo(dtype).tiny), high=1.0)
         gumbel = b.op("Neg", b.op("Log", b.op("Neg", b.op("Log", uniform))))
         _, out = b.op("TopK", b.op("Add", logits, gumbel), b.const([num_samples], i64), axis=-1, outputs=2)
         out = b.op("Identity", out, dtype=i64)
