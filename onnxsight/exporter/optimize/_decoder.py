@@ -25,7 +25,7 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
@@ -112,14 +112,6 @@ def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     if not bool((square[keep] == 0).all()) or not bool((blocked == fill).all()):
         return None
     return fill if fill == -math.inf or fill <= torch.finfo(mask.dtype).min else None
-
-
-def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
-    """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
-    if node is None or len(node.input) <= index:
-        return None
-    found = graph.producer.get(node.input[index])
-    return found if found is not None and found.op_type == op_type and not found.domain else None
 
 
 def _plain_gemm(node: onnx.NodeProto | None) -> bool:

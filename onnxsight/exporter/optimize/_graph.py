@@ -16,6 +16,7 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter.inputs._fake import has_data
 
 
 @dataclass
@@ -118,6 +119,28 @@ class Graph:
         """The weight or folded constant called ``name``; None for computed values."""
         return self.initializers.get(name) if name else None
 
+    def ints(self, name: str) -> list[int] | None:
+        """The elements of the constant ``name`` as ints, where it has data; else None."""
+        value = self.constant(name)
+        return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
+
+    def scalar(self, name: str) -> float | None:
+        """The one element of the constant ``name`` (of any shape), where it has data; else None."""
+        value = self.constant(name)
+        return float(value.reshape(-1)[0]) if value is not None and value.numel() == 1 and has_data(value) else None
+
+    def private(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The standard ``op_type`` node making ``name``, where ``name`` is read by one node alone (no graph output)."""
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op_type and not node.domain and self.uses(name) == 1 \
+            else None
+
+    def sole_reader(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The one node reading ``name``, where it is a standard ``op_type`` (and ``name`` no graph output)."""
+        readers = self.readers.get(name, [])
+        return readers[0] if len(readers) == 1 and readers[0].op_type == op_type and not readers[0].domain \
+            and name not in self.pinned else None
+
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of ``name`` where every dim is a known int; else None."""
         shape = self.symbolic_shape(name)
@@ -180,6 +203,28 @@ class Graph:
                     self.readers[name] = [r for r in readers if id(r) not in doomed]
         self._dropped.update(doomed)
 
+    def index(self, node: onnx.NodeProto) -> None:
+        """Record a new node as the producer of its outputs and a reader of its inputs (placed by the caller)."""
+        for name in node.output:
+            if name:
+                self.producer[name] = node
+        for name in node.input:
+            if name:
+                self.readers.setdefault(name, []).append(node)
+
+    def replace(self, nodes: list[onnx.NodeProto], node: onnx.NodeProto, why: str) -> None:
+        """``node``, writing the value of the last of ``nodes``, where that one was; the other nodes' values are gone,
+        removed by the pass ``why`` (the nodes must come before the last, and their values be unread but by them)."""
+        *inner, last = nodes
+        for old in inner:
+            self.removed[old.output[0]] = why
+        node.metadata_props.extend(last.metadata_props)
+        self.remove(inner)
+        at = next(i for i, n in enumerate(self.nodes) if n is last)
+        self.remove([last])
+        self.nodes.insert(at, node)
+        self.index(node)
+
     def set_input(self, node: onnx.NodeProto, index: int, name: str) -> None:
         old = node.input[index]
         node.input[index] = name
@@ -230,3 +275,18 @@ def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
         if attr.name == name:
             return onnx.helper.get_attribute_value(attr)
     return default
+
+
+def set_attribute(node: onnx.NodeProto, name: str, value: Any) -> None:
+    """``node``'s attribute ``name`` (which it has) set to ``value`` in place."""
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.CopyFrom(onnx.helper.make_attribute(name, value))
+
+
+def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
+    """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
+    if node is None or len(node.input) <= index:
+        return None
+    found = graph.producer.get(node.input[index])
+    return found if found is not None and found.op_type == op_type and not found.domain else None

@@ -33,9 +33,9 @@ import onnx
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
-from onnxsight.exporter.optimize._decoder import causal_fill, parent
+from onnxsight.exporter.optimize._decoder import causal_fill
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
@@ -206,13 +206,6 @@ def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...])
         graph.set_input(mul, 1, value)
 
 
-def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | None:
-    readers = graph.readers.get(name, [])
-    if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or name in graph.pinned:
-        return None
-    return readers[0]
-
-
 def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int | None, perm: list[int]) \
         -> onnx.NodeProto | None:
     """``node``'s input ``index`` where a Transpose of ``perm`` makes it; ``node`` itself where ``index`` is None."""
@@ -305,7 +298,7 @@ def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | Non
             and readers[0].output[0] not in graph.pinned:
         guard = readers[0]
         weights = guard.output[0]
-    attend = _single_reader(graph, weights, "MatMul")
+    attend = graph.sole_reader(weights, "MatMul")
     if attend is None or attend.input[0] != weights or (guard is not None and weights in graph.pinned) \
             or softmax.output[0] in graph.pinned:
         return None, None
@@ -330,11 +323,11 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
     """``attend -> Transpose(0, 2, 1, 3) -> Reshape(B, L, hidden) -> MatMul(W_o) -> Add(residual)``."""
-    transpose = _single_reader(graph, attend.output[0], "Transpose")
+    transpose = graph.sole_reader(attend.output[0], "Transpose")
     if transpose is None or attribute(transpose, "perm") != [0, 2, 1, 3]:
         return None
-    merge = _single_reader(graph, transpose.output[0], "Reshape")
-    projection = _single_reader(graph, merge.output[0], "MatMul") if merge is not None else None
+    merge = graph.sole_reader(transpose.output[0], "Reshape")
+    projection = graph.sole_reader(merge.output[0], "MatMul") if merge is not None else None
     if projection is None or projection.input[0] != merge.output[0]:
         return None
     shape = graph.symbolic_shape(merge.output[0])
@@ -342,11 +335,6 @@ def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.
     if shape is None or len(shape) != 3 or len(residual) != 1:
         return None
     return merge, projection, residual[0]
-
-
-def _constant_ints(graph: Graph, name: str) -> list[int] | None:
-    value = graph.constant(name) if name else None
-    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
 
 
 def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
@@ -364,9 +352,9 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
         return None
     half = shape[-1] // 2
     for node, start, end in ((first, 0, half), (second, half, shape[-1])):
-        starts, ends = _constant_ints(graph, node.input[1]), _constant_ints(graph, node.input[2])
-        axes = _constant_ints(graph, node.input[3]) if len(node.input) > 3 else None
-        steps = _constant_ints(graph, node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
+        starts, ends = graph.ints(node.input[1]), graph.ints(node.input[2])
+        axes = graph.ints(node.input[3]) if len(node.input) > 3 else None
+        steps = graph.ints(node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
         if starts != [start] or ends is None or min(ends[0], shape[-1]) != end or axes not in ([3], [-1]) \
                 or steps != [1]:
             return None

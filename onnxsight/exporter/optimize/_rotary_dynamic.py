@@ -24,9 +24,8 @@ import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 from onnxsight.exporter.optimize._sized_mask import mask_at_sizes
 
 def computed_causal_fill(graph: Graph, mask: str) -> float | None:
@@ -271,22 +270,12 @@ def _past_length_of(emit: Emitter, past: str) -> str:
             if node.domain or node not in graph.nodes:
                 continue
             if node.op_type == "Squeeze" and start in (2, -2) and end in (3, -1) \
-                    and (len(node.input) < 2 or _ints(graph, node.input[1]) == [0]):
+                    and (len(node.input) < 2 or graph.ints(node.input[1]) == [0]):
                 return node.output[0]
             if node.op_type == "Gather" and start == 0 and end is None and attribute(node, "axis", 0) == 0 \
-                    and _scalar(graph, node.input[1]) == 2:
+                    and graph.scalar(node.input[1]) == 2 and graph.static_rank(node.input[1]) == 0:
                 return node.output[0]
     return emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length")
-
-
-def _scalar(graph: Graph, name: str) -> int | None:
-    value = graph.constant(name)
-    return int(value) if value is not None and has_data(value) and value.dim() == 0 else None
-
-
-def _ints(graph: Graph, name: str) -> list[int] | None:
-    value = graph.constant(name) if name else None
-    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
 
 
 def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float, dtype: int) -> str:

@@ -12,9 +12,9 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_torch
-from onnxsight.exporter.optimize._decoder import parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._decoder import scaled_by_root_of_head_size
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._graph import Graph, parent
 
 
 def scores(graph: Graph, add: onnx.NodeProto | None) \

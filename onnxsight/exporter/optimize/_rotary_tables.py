@@ -18,9 +18,8 @@ import torch
 from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._graph import Graph, parent
 from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
 
 

@@ -14,7 +14,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, set_attribute
 
 
 def _bypass(graph: Graph, node: onnx.NodeProto, source: str) -> bool:
@@ -46,14 +46,6 @@ def identities(graph: Graph) -> int:
     return done
 
 
-def _sole_parent(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeProto | None:
-    """The node making ``node``'s first input, if it is an ``op_type`` whose output nothing else reads."""
-    parent = graph.producer.get(node.input[0])
-    if parent is None or parent.op_type != op_type or parent.domain or graph.uses(parent.output[0]) != 1:
-        return None
-    return parent
-
-
 def _merge_into(graph: Graph, parent: onnx.NodeProto, node: onnx.NodeProto, pass_name: str) -> None:
     """``node`` reads ``parent``'s input directly; ``parent`` (read by ``node`` alone) goes."""
     graph.set_input(node, 0, parent.input[0])
@@ -67,7 +59,7 @@ def transpose_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type != "Transpose" or node.domain:
             continue
-        parent = _sole_parent(graph, node, "Transpose")
+        parent = graph.private(node.input[0], "Transpose")
         p, q = attribute(parent, "perm") if parent is not None else None, attribute(node, "perm")
         if parent is None or not p or not q:
             continue
@@ -77,7 +69,7 @@ def transpose_pairs(graph: Graph) -> int:
         if combined == sorted(combined) and _bypass(graph, node, node.input[0]):
             done += 1
             continue
-        _set_ints(node, "perm", combined)
+        set_attribute(node, "perm", combined)
     return done
 
 
@@ -87,7 +79,7 @@ def unsqueeze_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type not in ("Unsqueeze", "Squeeze") or node.domain or len(node.input) != 2:
             continue
-        parent = _sole_parent(graph, node, "Unsqueeze")
+        parent = graph.private(node.input[0], "Unsqueeze")
         if parent is None or len(parent.input) != 2:
             continue
         first, second = graph.constant(parent.input[1]), graph.constant(node.input[1])
@@ -122,7 +114,7 @@ def reshape_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type != "Reshape" or node.domain:
             continue
-        parent = _sole_parent(graph, node, "Reshape")
+        parent = graph.private(node.input[0], "Reshape")
         target = graph.constant(node.input[1]) if parent is not None else None
         if target is None or (0 in target.tolist() and not attribute(node, "allowzero", 0)):
             continue
@@ -143,9 +135,9 @@ def linear_reshapes(graph: Graph) -> int:
                 or attribute(gemm, "transB", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
                 or attribute(gemm, "beta", 1.0) != 1.0:
             continue
-        flat = _sole_parent(graph, gemm, "Reshape")
+        flat = graph.private(gemm.input[0], "Reshape")
         readers = graph.readers.get(gemm.output[0], [])
-        if flat is None or flat.output[0] in graph.pinned or len(readers) != 1 or gemm.output[0] in graph.pinned:
+        if flat is None or len(readers) != 1 or gemm.output[0] in graph.pinned:
             continue
         (back,) = readers
         x, weight, bias = flat.input[0], graph.symbolic_shape(gemm.input[1]), graph.symbolic_shape(gemm.input[2])
@@ -174,10 +166,3 @@ def _unsqueezed(dims: list[str], axes: list[int]) -> list[str]:
     for axis in sorted(a % (len(dims) + len(axes)) for a in axes):
         out.insert(axis, "1")
     return out
-
-
-def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
-    for attr in node.attribute:
-        if attr.name == name:
-            del attr.ints[:]
-            attr.ints.extend(values)
