@@ -20,7 +20,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 
 
 def constant_masks(graph: Graph) -> int:
@@ -80,19 +80,11 @@ def _guarded_softmax(graph: Graph, where: onnx.NodeProto) -> onnx.NodeProto | No
     """The Softmax of torch's fully-masked-row guard ``where``, or None if ``where`` is not one."""
     if where.op_type != "Where" or where.domain or len(where.input) != 3:
         return None
-    equal, zero, softmax = graph.producer.get(where.input[0]), graph.constant(where.input[1]), \
-        graph.producer.get(where.input[2])
-    if equal is None or equal.op_type != "Equal" or softmax is None or softmax.op_type != "Softmax":
-        return None
-    if zero is None or zero.numel() != 1 or float(zero.reshape(-1)[0]) != 0.0:
-        return None
-    row_max = graph.producer.get(equal.input[0])
-    lowest = graph.constant(equal.input[1])
-    if row_max is None or row_max.input[0] != softmax.input[0] or not _is_row_max(graph, row_max):
-        return None
-    if lowest is None or lowest.numel() != 1 or float(lowest.reshape(-1)[0]) != -math.inf:
-        return None
-    if attribute(softmax, "axis", -1) != -1:
+    equal, softmax = graph.made_by(where.input[0], "Equal"), graph.made_by(where.input[2], "Softmax")
+    row_max = graph.producer.get(equal.input[0]) if equal is not None else None
+    if softmax is None or row_max is None or row_max.input[0] != softmax.input[0] or not _is_row_max(graph, row_max) \
+            or graph.scalar(where.input[1]) != 0.0 or graph.scalar(equal.input[1]) != -math.inf \
+            or attribute(softmax, "axis", -1) != -1:
         return None
     return softmax
 
@@ -103,9 +95,8 @@ def _is_row_max(graph: Graph, node: onnx.NodeProto) -> bool:
         return False
     if node.op_type == "ReduceMax":
         return True
-    k = graph.constant(node.input[1]) if node.op_type == "TopK" and len(node.input) > 1 else None
-    return k is not None and k.numel() == 1 and int(k.reshape(-1)[0]) == 1 and attribute(node, "axis", -1) == -1 \
-        and attribute(node, "largest", 1) == 1
+    return node.op_type == "TopK" and len(node.input) > 1 and graph.scalar(node.input[1]) == 1 \
+        and attribute(node, "axis", -1) == -1 and attribute(node, "largest", 1) == 1
 
 
 def _constant_operand(graph: Graph, add: onnx.NodeProto | None) -> tuple[int, torch.Tensor] | None:
@@ -256,10 +247,8 @@ def _projection_input(graph: Graph, add: onnx.NodeProto | None) -> str | None:
 
 def _head_projection(graph: Graph, value: str) -> onnx.NodeProto | None:
     """The bias Add that ``value`` = ``Transpose(Reshape(Add(MatMul(x, W), bias)))`` comes from."""
-    transpose = graph.producer.get(value)
-    reshape = graph.producer.get(transpose.input[0]) if transpose is not None and transpose.op_type == "Transpose" \
-        else None
-    return graph.producer.get(reshape.input[0]) if reshape is not None and reshape.op_type == "Reshape" else None
+    reshape = parent(graph, graph.made_by(value, "Transpose"), 0, "Reshape")
+    return graph.producer.get(reshape.input[0]) if reshape is not None else None
 
 
 def _projection_adds(graph: Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto] | None:
@@ -290,10 +279,10 @@ def _reader_path(graph: Graph, value: str, *path: str) -> onnx.NodeProto | None:
     """The last node of a chain of sole readers of ``value`` with op types ``path``."""
     node = None
     for op_type in path:
-        readers = graph.readers.get(value, [])
-        if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or value in graph.pinned:
+        node = graph.sole_reader(value, op_type)
+        if node is None:
             return None
-        node, value = readers[0], readers[0].output[0]
+        value = node.output[0]
     return node
 
 

@@ -152,11 +152,10 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
 def scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
     """Whether ``scores`` is ``Q K^T / sqrt(E)``: the scale ORT's fused attention ops apply when not told one."""
     head = graph.symbolic_shape(matmul_qk.input[0])
-    divisor = graph.constant(scores.input[1])
-    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
-            or scores.input[0] != matmul_qk.output[0]:
+    divisor = graph.scalar(scores.input[1])
+    if head is None or not isinstance(head[-1], int) or divisor is None or scores.input[0] != matmul_qk.output[0]:
         return False
-    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
+    return math.isclose(divisor, math.sqrt(head[-1]), rel_tol=1e-6)
 
 
 def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto | None]:

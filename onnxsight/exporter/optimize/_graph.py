@@ -129,11 +129,14 @@ class Graph:
         value = self.constant(name)
         return float(value.reshape(-1)[0]) if value is not None and value.numel() == 1 and has_data(value) else None
 
+    def made_by(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The node making ``name`` where it is a standard ``op_type``; else None."""
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op_type and not node.domain else None
+
     def private(self, name: str, op_type: str) -> onnx.NodeProto | None:
         """The standard ``op_type`` node making ``name``, where ``name`` is read by one node alone (no graph output)."""
-        node = self.producer.get(name)
-        return node if node is not None and node.op_type == op_type and not node.domain and self.uses(name) == 1 \
-            else None
+        return self.made_by(name, op_type) if self.uses(name) == 1 else None
 
     def sole_reader(self, name: str, op_type: str) -> onnx.NodeProto | None:
         """The one node reading ``name``, where it is a standard ``op_type`` (and ``name`` no graph output)."""
@@ -286,7 +289,4 @@ def set_attribute(node: onnx.NodeProto, name: str, value: Any) -> None:
 
 def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
     """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
-    if node is None or len(node.input) <= index:
-        return None
-    found = graph.producer.get(node.input[index])
-    return found if found is not None and found.op_type == op_type and not found.domain else None
+    return graph.made_by(node.input[index], op_type) if node is not None and len(node.input) > index else None

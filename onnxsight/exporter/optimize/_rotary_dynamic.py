@@ -117,8 +117,7 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, 
     scale, 1)``, or ``Unsqueeze(Cast(op_type(angles) * scale), 1)`` from float32 (transformers computes cos/sin of
     a half-precision model in float32)."""
     unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-    axes = graph.constant(unsqueeze.input[1]) if unsqueeze is not None and len(unsqueeze.input) > 1 else None
-    if axes is None or axes.reshape(-1).tolist() != [1]:
+    if unsqueeze is None or len(unsqueeze.input) < 2 or graph.ints(unsqueeze.input[1]) != [1]:
         return None
     node, scale, cast = graph.producer.get(unsqueeze.input[0]), 1.0, None
     if node is not None and node.op_type == "Cast" and not node.domain \
@@ -126,11 +125,9 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, 
         node, cast = graph.producer.get(node.input[0]), attribute(node, "to")
     if node is not None and node.op_type == "Mul" and not node.domain:
         for index in (1, 0):
-            value = graph.constant(node.input[index])
-            trig = graph.producer.get(node.input[1 - index])
-            if value is not None and has_data(value) and value.numel() == 1 and trig is not None \
-                    and trig.op_type == op_type:
-                node, scale = trig, float(value.reshape(-1)[0])
+            value, trig = graph.scalar(node.input[index]), graph.producer.get(node.input[1 - index])
+            if value is not None and trig is not None and trig.op_type == op_type:
+                node, scale = trig, value
                 break
     if node is None or node.op_type != op_type or node.domain:
         return None
@@ -174,11 +171,11 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
         unsqueeze = parent(graph, cast, 0, "Unsqueeze")
         if cast is None or attribute(cast, "to") != onnx.TensorProto.FLOAT or unsqueeze is None:
             return None
-        axes = graph.constant(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
+        axes = graph.ints(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
         positions = unsqueeze.input[0]
         shape = graph.symbolic_shape(positions)
         wanted = {1: ([0, 2], [0, -1]), 2: ([2], [-1])}.get(len(shape) if shape is not None else 0, ())
-        if axes is None or axes.reshape(-1).tolist() not in wanted \
+        if axes is None or axes not in wanted \
                 or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
         return positions, inv, None

@@ -191,7 +191,7 @@ def _same_value(graph: Graph, node: onnx.NodeProto) -> str | onnx.NodeProto | No
         indices = (1, 0) if op in ("Add", "Mul") else (1,)
         for index in indices:
             other = node.input[1 - index]
-            if _is_scalar_const(graph, node.input[index], neutral) and _keeps(graph, other, node.output[0]) \
+            if graph.scalar(node.input[index]) == neutral and _keeps(graph, other, node.output[0]) \
                     and (neutral == 1 or not _is_float(graph, other)):   # -0.0 + 0 is +0.0
                 return other
         return None
@@ -226,11 +226,6 @@ def _reshaped(shape: tuple[int, ...] | None, target: torch.Tensor | None) -> tup
             return None
         dims[dims.index(-1)] = total // known
     return tuple(dims)
-
-
-def _is_scalar_const(graph: Graph, name: str, value: int) -> bool:
-    tensor = graph.constant(name)
-    return tensor is not None and tensor.numel() == 1 and has_data(tensor) and float(tensor.reshape(-1)[0]) == value
 
 
 def _is_float(graph: Graph, name: str) -> bool:

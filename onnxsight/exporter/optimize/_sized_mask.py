@@ -114,13 +114,9 @@ def unguarded_sized_masks(graph: Graph) -> int:
 
 def _is_mask(graph: Graph, name: str) -> bool:
     """``Where(cond, 0, -inf)``: a bool mask made additive (sdpa's translation), the form checked here."""
-    node = graph.producer.get(name)
-    if node is None or node.op_type != "Where" or node.domain or len(node.input) != 3:
-        return False
-    zero, lowest = graph.constant(node.input[1]), graph.constant(node.input[2])
-    return zero is not None and lowest is not None and zero.numel() == 1 and lowest.numel() == 1 \
-        and has_data(zero) and has_data(lowest) and float(zero.reshape(-1)[0]) == 0.0 \
-        and float(lowest.reshape(-1)[0]) == -math.inf
+    node = graph.made_by(name, "Where")
+    return node is not None and len(node.input) == 3 and graph.scalar(node.input[1]) == 0.0 \
+        and graph.scalar(node.input[2]) == -math.inf
 
 
 def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | None:
