@@ -26,7 +26,7 @@ from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute, parent
-from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes
+from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes, offset_causal_fill
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
 
@@ -98,20 +98,10 @@ def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     """The masked-out value of ``mask`` where it is exactly torch's causal mask for ``rows == cols`` (0 on and
     below the diagonal, one value of at most the dtype's lowest above it), the same for every batch row and
     head; None otherwise."""
-    if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4 or mask.dim() < 2:
+    if rows != cols or rows < 2 or mask.dim() > 4 or tuple(mask.shape[-2:]) != (rows, cols):
         return None
-    if tuple(mask.shape[-2:]) != (rows, cols):
-        return None
-    squares = mask.reshape(-1, rows, cols)
-    if not bool((squares == squares[:1]).all()):
-        return None
-    square = squares[0]
-    keep = torch.ones(rows, cols, dtype=torch.bool).tril()
-    blocked = square[~keep]
-    fill = float(blocked[0])
-    if not bool((square[keep] == 0).all()) or not bool((blocked == fill).all()):
-        return None
-    return fill if fill == -math.inf or fill <= torch.finfo(mask.dtype).min else None
+    fill = offset_causal_fill(mask)
+    return None if isinstance(fill, bool) else fill
 
 
 def _plain_gemm(node: onnx.NodeProto | None) -> bool:

@@ -39,8 +39,6 @@ from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
-    computed_causal_fill,
-    offset_causal_fill,
     on_the_fly_tables,
     root_sizes,
     rotary_source,
@@ -48,6 +46,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
 from onnxsight.exporter.optimize._rotary_scores import divided, scores
 from onnxsight.exporter.optimize._rotary_tables import constant_tables, evaluate, gathered_tables, padding_mask_form
+from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes, offset_causal_fill
 
 
 @dataclass
@@ -312,7 +311,7 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     if value is None and isinstance(shape[-1], int):
         value = evaluate(graph, mask)   # a mask of constants left unfolded (bfloat16), else None
     if value is None:
-        return computed_causal_fill(graph, mask)
+        return causal_fill_at_sizes(graph, mask)
     if not isinstance(shape[-2], int) or not isinstance(shape[-1], int) or not has_data(value):
         return None
     if not cached:

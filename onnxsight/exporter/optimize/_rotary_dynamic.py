@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
 import torch
 
@@ -26,61 +25,6 @@ from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute, parent
-from onnxsight.exporter.optimize._sized_mask import mask_at_sizes
-
-def computed_causal_fill(graph: Graph, mask: str) -> float | None:
-    """The masked-out value of ``mask``, an additive (.., queries, keys) mask computed at run time, where it is
-    exactly causal at every size it was run at (``_sized_mask.mask_at_sizes``: every combination of small sizes,
-    and sizes around each integer constant of its subgraph, so a sliding window shows): query i (of S) attends
-    the keys up to i + T - S (of T: a cache of T - S past positions before the S new ones), and every other key
-    is masked by one value of at most the dtype's lowest. None where it reads an input's values (a padding
-    mask) or is not causal."""
-    runs = mask_at_sizes(graph, mask)
-    if runs is None:
-        return None
-    fills = [offset_causal_fill(value) for _, value in runs]
-    if any(f is False for f in fills):
-        return None
-    values = {f for f in fills if f is not True}
-    return values.pop() if len(values) == 1 else None
-
-
-def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
-    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
-    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
-    numpy form: read as float32, its lowest kept); None otherwise."""
-    if isinstance(value, torch.Tensor):
-        kind = value.dtype
-        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
-    if np.issubdtype(value.dtype, np.floating):
-        return value, float(np.finfo(value.dtype).min)
-    if value.dtype.name == "bfloat16":
-        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
-    return None
-
-
-def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
-    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
-    should not (S == 1); False where it is not causal."""
-    found = float_values(value)
-    if found is None or found[0].ndim < 2:
-        return False
-    mask, lowest = found
-    rows, cols = mask.shape[-2:]
-    squares = mask.reshape(-1, rows, cols)
-    if cols < rows or not (squares == squares[:1]).all():
-        return False
-    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
-    if not (squares[0][keep] == 0).all():
-        return False
-    blocked = squares[0][~keep]
-    if blocked.size == 0:
-        return True
-    fill = float(blocked[0])
-    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
-        return False
-    return fill
-
 
 @dataclass(frozen=True)
 class RotarySource:

@@ -2,7 +2,7 @@
 
 transformers combines the causal mask with a 2-D padding mask read from an input (``generate()``'s prompt step
 with padded sequences, a decode step over a KV cache with the mask of past and new keys). Such a mask depends on
-the input's values, so ``_rotary_dynamic.computed_causal_fill`` cannot prove it causal, and with left padding a
+the input's values, so ``_sized_mask.causal_fill_at_sizes`` cannot prove it causal, and with left padding a
 query row can have every key masked, which the translation guards (torch's zeros) and ORT's
 ``MultiHeadAttention`` does not: an ``attention_bias`` row of ``-inf`` gives NaN, which the next layer spreads.
 
@@ -28,8 +28,7 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._rotary_dynamic import float_values
-from onnxsight.exporter.optimize._sized_mask import mask_subgraph, sizes_near_constants, subgraph_model
+from onnxsight.exporter.optimize._sized_mask import float_values, mask_subgraph, sizes_near_constants, subgraph_model
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
                                # around constants over 8 only

@@ -9,7 +9,7 @@ implementation at a set of sizes and says whether it is the causal mask at each,
 or masks no whole row at any. A causal mask over as many keys as queries is then
 computed in seven nodes (``compact_causal_masks``), a mask masking no whole row
 loses torch's fully-masked-row guard (``unguarded_sized_masks``), and the GPT-2
-form of ``_decoder`` asks ``causal_fill_at_sizes``.
+and LLaMA forms (``_decoder``, ``_rotary``) ask ``causal_fill_at_sizes``.
 
 That is a check at sample sizes, not a proof. A mask that changes its form at some
 size (a sliding window, causal only below its width) holds that size as an integer
@@ -37,7 +37,6 @@ _SIZES = (1, 2, 3, 8)          # each symbol takes each of these (every combinat
 _LARGEST = 256                 # sizes sampled around constants up to this; a larger constant is refused
 _TO_THE_END = 2 ** 31 - 1      # Slice ends from here up mean "to the end", not a size
 _MAX_NODES = 400
-_ANY = "any"                   # a one-query mask masks nothing: any fill
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
@@ -119,22 +118,27 @@ def _is_mask(graph: Graph, name: str) -> bool:
         and graph.scalar(node.input[2]) == -math.inf
 
 
-def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | None:
-    """The masked-out value of the additive float mask ``mask`` where, at every size sampled, it is exactly the
-    causal mask over ``length`` queries and as many keys (0 on and below the diagonal, one value of at most the
-    dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
-    computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim (an int: a
-    length fixed at export, the batch dynamic)."""
+def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int | None = None) -> float | None:
+    """The masked-out value of the additive float mask ``mask`` where, at every size sampled (every combination of
+    small sizes, and sizes around each integer constant of its subgraph, so a sliding window shows), it is exactly
+    causal: query i (of S) attends the keys up to i + T - S (of T: a cache of T - S past positions before the S new
+    ones), every other key masked by one value of at most the dtype's lowest, the same for every batch row and head.
+    ``length``: S, with as many keys (T == S), a symbol of an input's dims (an int: a length fixed at export, the batch
+    dynamic); None: any S and T. None where it is not causal, or not computed from the sizes of graph inputs alone
+    (it reads an input's values: a padding mask)."""
     runs = mask_at_sizes(graph, mask, required=length if isinstance(length, str) else None)
     if runs is None:
         return None
     fills = set()
     for sizes, value in runs:
-        fill = _causal_fill(value, sizes[length] if isinstance(length, str) else length)
-        if fill is None:
+        rows = sizes[length] if isinstance(length, str) else length
+        if rows is not None and (value.dtype.kind != "f" or not 2 <= value.ndim <= 4
+                                 or value.shape[-2:] != (rows, rows)):
             return None
-        if fill != _ANY:
-            fills.add(fill)
+        fill = offset_causal_fill(value)
+        if fill is False:
+            return None
+        fills |= set() if fill is True else {fill}
     return fills.pop() if len(fills) == 1 else None
 
 
@@ -254,21 +258,38 @@ def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], 
     return onnx.helper.make_model(proto, opset_imports=opsets)
 
 
-def _causal_fill(mask: np.ndarray, length: int) -> float | str | None:
-    """The blocked value of ``mask`` where it is the causal mask of ``length`` rows and keys, broadcast over
-    batch and heads; None otherwise."""
-    if mask.dtype.kind != "f" or not 2 <= mask.ndim <= 4 or mask.shape[-2:] != (length, length):
-        return None
-    squares = mask.reshape(-1, length, length)
-    keep = np.tril(np.ones((length, length), dtype=bool))
-    if not (squares[:, keep] == 0).all():
-        return None
-    if length == 1:
-        return _ANY   # nothing is masked
-    blocked = squares[:, ~keep]
-    fill = float(blocked.reshape(-1)[0])
-    lowest = float(np.finfo(mask.dtype).min)
-    if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
-        return None
-    return fill
+def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
+    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
+    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
+    numpy form: read as float32, its lowest kept); None otherwise."""
+    if isinstance(value, torch.Tensor):
+        kind = value.dtype
+        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
+    if np.issubdtype(value.dtype, np.floating):
+        return value, float(np.finfo(value.dtype).min)
+    if value.dtype.name == "bfloat16":
+        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
+    return None
 
+
+def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
+    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
+    should not (S == 1); False where it is not causal."""
+    found = float_values(value)
+    if found is None or found[0].ndim < 2:
+        return False
+    mask, lowest = found
+    rows, cols = mask.shape[-2:]
+    squares = mask.reshape(-1, rows, cols)
+    if cols < rows or not (squares == squares[:1]).all():
+        return False
+    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+    if not (squares[0][keep] == 0).all():
+        return False
+    blocked = squares[0][~keep]
+    if blocked.size == 0:
+        return True
+    fill = float(blocked[0])
+    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
+        return False
+    return fill
