@@ -18,8 +18,6 @@ additive form does (``_padding.py``, the note ONX008).
 
 from __future__ import annotations
 
-import itertools
-import math
 
 import numpy as np
 import onnx
@@ -28,7 +26,8 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._sized_mask import float_values, mask_subgraph, sizes_near_constants, subgraph_model
+from onnxsight.exporter.optimize._sized_mask import (blocked_fill, causal, float_values, mask_subgraph, sampled_sizes,
+                                                     subgraph_model, zeros)
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
                                # around constants over 8 only
@@ -60,11 +59,9 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     chosen = [s for s in symbols if s != free]
     # NOTE: with no size to vary (static sizes) only the mask's values are; the constants are then the sizes
     # fixed at export, not windows to sample around
-    extra = sizes_near_constants(graph, body) if chosen else []
-    if extra is None:
+    samples = sampled_sizes(graph, body, chosen, _SIZES) if chosen else [{}]
+    if samples is None:
         return None
-    samples = [dict(zip(chosen, sizes)) for sizes in itertools.product(_SIZES, repeat=len(chosen))]
-    samples += [{s: size for s in chosen} for size in extra]
     try:
         from onnx.reference import ReferenceEvaluator
 
@@ -85,8 +82,7 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     """The fills seen at ``sizes`` on each padding mask sampled (empty where nothing is masked); None where the
     mask is not causal & padding there. ``one_size``: the only size the mask is run at (static sizes), where
     more masks are sampled."""
-    feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
-                            onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in sized}
+    feeds = zeros(graph, sized, sizes)
     pad_type = onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(padding))
     first, second = graph.symbolic_shape(padding)
     batch = sizes[first] if isinstance(first, str) else first
@@ -98,7 +94,7 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     length = sizes[queries] if isinstance(queries, str) else queries
     if length is None or keys < length:
         return None
-    causal = np.arange(keys)[None, :] <= np.arange(length)[:, None] + (keys - length)
+    attends = causal(length, keys)
     fills: set[float] = set()
     for sample in _masks(batch, keys, one_size=one_size):
         run = evaluator.run(None, {padding: sample.astype(pad_type), **feeds})  # type: ignore[attr-defined]
@@ -108,16 +104,10 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
         value, lowest = found
         if value.ndim != 4 or value.shape[1] != 1 or value.shape[0] != batch or value.shape[2:] != (length, keys):
             return None
-        keep = causal[None, :, :] & sample[:, None, :]
-        value = value[:, 0]
-        if not (value[keep] == 0).all():
+        fill = blocked_fill(value[:, 0], attends[None, :, :] & sample[:, None, :], lowest)
+        if fill is None:
             return None
-        blocked = value[~keep]
-        if blocked.size:
-            fill = float(blocked[0])
-            if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
-                return None
-            fills.add(fill)
+        fills |= set() if fill is True else {fill}
     return fills
 
 

@@ -160,21 +160,16 @@ def mask_at_sizes(graph: Graph, mask: str,
         return None
     body, inputs = found
     symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
-    extra = sizes_near_constants(graph, body)
-    if extra is None or not symbols or (required is not None and required not in symbols):
+    samples = sampled_sizes(graph, body, symbols) if symbols and required in (None, *symbols) else None
+    if samples is None:
         return None
-    samples = [dict(zip(symbols, sizes)) for sizes in itertools.product(_SIZES, repeat=len(symbols))]
-    samples += [{s: size for s in symbols} for size in extra]
     runs = []
     try:
         from onnx.reference import ReferenceEvaluator
 
         evaluator = ReferenceEvaluator(subgraph_model(graph, body, inputs, mask))
         for sizes in samples:
-            feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
-                                    dtype=onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name)))
-                     for name in inputs}
-            runs.append((sizes, np.asarray(evaluator.run(None, feeds)[0])))
+            runs.append((sizes, np.asarray(evaluator.run(None, zeros(graph, inputs, sizes))[0])))
     except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
         return None
     return runs
@@ -225,10 +220,11 @@ def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[s
     return sorted(nodes.values(), key=lambda n: order[id(n)]), sorted(inputs - by_value), sorted(by_value)
 
 
-def sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] | None:
-    """Sizes around each integer constant of the subgraph (a window width, say); None where one is too large to
-    run the mask at."""
-    sizes: set[int] = set()
+def sampled_sizes(graph: Graph, body: list[onnx.NodeProto], symbols: list[str],
+                  sizes: tuple[int, ...] = _SIZES) -> list[dict[str, int]] | None:
+    """Each combination of ``sizes`` for ``symbols``, then each size around an integer constant of the subgraph
+    ``body`` (a window width, say) for all of them; None where such a constant is too large to run the mask at."""
+    near: set[int] = set()
     for node in body:
         for index, name in enumerate(node.input):
             tensor = graph.constant(name)
@@ -240,8 +236,16 @@ def sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] 
                 if value > _LARGEST:
                     return None
                 if value > max(_SIZES):
-                    sizes |= {value - 1, value, value + 1}
-    return sorted(sizes)
+                    near |= {value - 1, value, value + 1}
+    return [dict(zip(symbols, combination)) for combination in itertools.product(sizes, repeat=len(symbols))] \
+        + [{s: size for s in symbols} for size in sorted(near)]
+
+
+def zeros(graph: Graph, names: list[str], sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Zeros of the shape (at ``sizes``: symbol -> size) and dtype of each of ``names``: the feeds of values read
+    for their sizes alone."""
+    return {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
+                           onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in names}
 
 
 def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
@@ -283,13 +287,22 @@ def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
     squares = mask.reshape(-1, rows, cols)
     if cols < rows or not (squares == squares[:1]).all():
         return False
-    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
-    if not (squares[0][keep] == 0).all():
-        return False
-    blocked = squares[0][~keep]
+    fill = blocked_fill(squares[0], causal(rows, cols), lowest)
+    return False if fill is None else fill
+
+
+def causal(rows: int, cols: int) -> np.ndarray:
+    """Which of ``cols`` keys each of ``rows`` queries attends causally, the first ``cols - rows`` keys past ones."""
+    return np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+
+
+def blocked_fill(mask: np.ndarray, keep: np.ndarray, lowest: float) -> float | bool | None:
+    """The one value the additive ``mask`` holds wherever ``keep`` is False, where it is 0 wherever ``keep`` is True and
+    that value is -inf or at most ``lowest``; True where ``keep`` blocks nothing; None otherwise."""
+    if not (mask[keep] == 0).all():
+        return None
+    blocked = mask[~keep]
     if blocked.size == 0:
         return True
     fill = float(blocked[0])
-    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
-        return False
-    return fill
+    return fill if (blocked == fill).all() and (fill == -math.inf or fill <= lowest) else None
