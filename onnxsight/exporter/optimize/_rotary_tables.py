@@ -19,8 +19,10 @@ from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._fold import _from_numpy
 from onnxsight.exporter.optimize._graph import Graph, parent
 from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
+from onnxsight.exporter.optimize._sized_mask import mask_subgraph, subgraph_model
 
 
 def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
@@ -28,37 +30,16 @@ def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
     export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
     from onnx.reference import ReferenceEvaluator
 
-    nodes: dict[int, onnx.NodeProto] = {}
-    feeds: dict[str, torch.Tensor] = {}
-    stack = [name]
-    while stack:
-        value = stack.pop()
-        if not value or value in feeds or any(value in n.output for n in nodes.values()):
-            continue
-        tensor = graph.constant(value)
-        if tensor is not None:
-            if not has_data(tensor):
-                return None
-            feeds[value] = tensor
-            continue
-        node = graph.producer.get(value)
-        if node is None or node.domain or len(nodes) > 16:
-            return None
-        nodes[id(node)] = node
-        stack.extend(node.input)
-    order = sorted(nodes.values(), key=graph.nodes.index)
-    # NOTE: the constants as initializers (bfloat16 too, which numpy has not: onnx reads it as ml_dtypes')
-    model = onnx.helper.make_model(onnx.helper.make_graph(
-        order, "evaluate", [], [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)],
-        initializer=[torch_to_tensor_proto(tensor, n) for n, tensor in feeds.items()]),
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
+    value = graph.constant(name)
+    if value is not None:
+        return value if has_data(value) else None
+    found = mask_subgraph(graph, name, weights=True)
+    if found is None or found[1] or found[2] or len(found[0]) > 17:
+        return None
     try:
-        value = np.asarray(ReferenceEvaluator(model).run(None, {})[0])
+        return _from_numpy(np.asarray(ReferenceEvaluator(subgraph_model(graph, found[0], [], name)).run(None, {})[0]))
     except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
         return None
-    if value.dtype.name == "bfloat16":   # exact: every bfloat16 is a float32
-        return torch.from_numpy(value.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.array(value, copy=True))
 
 
 def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], length: int,

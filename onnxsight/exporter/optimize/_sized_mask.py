@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -189,10 +190,12 @@ def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]]
     return body, inputs
 
 
-def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str], list[str]] | None:
+def mask_subgraph(graph: Graph, mask: str, leaf: Callable[[str], bool] | None = None, *, weights: bool = False) \
+        -> tuple[list[onnx.NodeProto], list[str], list[str]] | None:
     """(the nodes computing ``mask`` in graph order, the graph inputs they read through ``Shape`` only, the graph
-    inputs whose values they read), where every constant is an exporter constant with data and no node is random,
-    of another domain or holds a subgraph; else None."""
+    inputs whose values they read), where every constant is an exporter constant (or, with ``weights``, a weight)
+    with data and no node is random, of another domain or holds a subgraph; else None. ``leaf``: which other values
+    are taken for inputs (the walk stops there)."""
     nodes: dict[int, onnx.NodeProto] = {}
     inputs: set[str] = set()
     stack, seen = [mask], set()
@@ -203,10 +206,10 @@ def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[s
         seen.add(name)
         tensor = graph.constant(name)
         if tensor is not None:
-            if name in graph.weights or not has_data(tensor):
+            if (name in graph.weights and not weights) or not has_data(tensor):
                 return None   # a weight a checkpoint may replace at save(), or no data to run
             continue
-        if name in graph.graph_inputs:
+        if name in graph.graph_inputs or (leaf is not None and leaf(name)):
             inputs.add(name)
             continue
         node = graph.producer.get(name)
