@@ -41,8 +41,9 @@ def constant_masks(graph: Graph) -> int:
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
         other = add.input[1 - mask[0]]
-        fits = _keeps_shape(graph, other, mask[1]) if graph.constant(add.input[mask[0]]) is not None \
-            else _broadcasts_into(graph, add.input[mask[0]], other)
+        dims = list(mask[1].shape) if graph.constant(add.input[mask[0]]) is not None \
+            else graph.dims(add.input[mask[0]])
+        fits = _broadcasts_into(dims, graph.dims(other))
         if bool((mask[1] == 0).all()) and fits and add.output[0] not in graph.pinned:
             graph.replace_uses(add.output[0], add.input[1 - mask[0]])
             done += 1
@@ -169,38 +170,11 @@ def _lower_bound(graph: Graph, name: str, depth: int = 0) -> int | None:
     return None
 
 
-def _broadcasts_into(graph: Graph, mask: str, other: str) -> bool:
-    """Whether the computed ``mask`` broadcasts into ``other``'s shape, by their declared (symbolic) shapes:
-    each of the mask's dims is 1 or the same size (the same number, or the same symbol) as ``other``'s."""
-    infos = graph.info(mask), graph.info(other)
-    if any(i is None or not i.type.tensor_type.HasField("shape") for i in infos):
-        return False
-    dims, others = (i.type.tensor_type.shape.dim for i in infos)
-    if len(dims) > len(others):
-        return False
-    for dim, size in zip(reversed(dims), reversed(others)):
-        if dim.HasField("dim_value") and dim.dim_value == 1:
-            continue
-        if dim.HasField("dim_value") and size.HasField("dim_value") and dim.dim_value == size.dim_value:
-            continue
-        if dim.HasField("dim_param") and size.HasField("dim_param") and dim.dim_param == size.dim_param:
-            continue
-        return False
-    return True
-
-
-def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
-    """Whether adding ``mask`` to ``other`` leaves ``other``'s shape as it is (the mask broadcasts into it)."""
-    info = graph.info(other)
-    if info is None or not info.type.tensor_type.HasField("shape"):
-        return False
-    dims = info.type.tensor_type.shape.dim
-    if len(dims) < mask.dim():
-        return False
-    for size, dim in zip(reversed(mask.shape), reversed(dims)):
-        if size != 1 and not (dim.HasField("dim_value") and dim.dim_value == size):
-            return False
-    return True
+def _broadcasts_into(mask: list[int | str | None] | None, other: list[int | str | None] | None) -> bool:
+    """Whether a mask of (symbolic) shape ``mask`` broadcasts into ``other``'s: each of its dims is 1 or the same size
+    as ``other``'s (the same number, or the same symbol)."""
+    return mask is not None and other is not None and len(mask) <= len(other) \
+        and all(d == 1 or (d is not None and d == o) for d, o in zip(reversed(mask), reversed(other)))
 
 
 # -- ONNX Runtime's transformer optimizer ---------------------------------------------------------------------

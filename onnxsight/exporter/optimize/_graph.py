@@ -151,18 +151,20 @@ class Graph:
             return None
         return tuple(int(d) for d in shape)
 
-    def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
-        """The shape of ``name`` where every dim is a known int or a named symbol (``batch``, torch's ``s0``: the
-        same name is the same size); else None."""
+    def dims(self, name: str) -> list[int | str | None] | None:
+        """The dims of ``name`` where its rank is known: each a known int, a named symbol (``batch``, torch's ``s0``: the
+        same name is the same size) or None."""
         if name in self.initializers:
-            return tuple(self.initializers[name].shape)
+            return list(self.initializers[name].shape)
         info = self.info(name)
         if info is None or not info.type.tensor_type.HasField("shape"):
             return None
-        dims = info.type.tensor_type.shape.dim
-        if any(not d.HasField("dim_value") and not d.dim_param for d in dims):
-            return None
-        return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims)
+        return [d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in info.type.tensor_type.shape.dim]
+
+    def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
+        """The shape of ``name`` where every dim is a known int or a named symbol; else None."""
+        dims = self.dims(name)
+        return None if dims is None or None in dims else tuple(dims)  # type: ignore[arg-type]
 
     @property
     def graph_inputs(self) -> set[str]:
@@ -170,12 +172,8 @@ class Graph:
 
     def static_rank(self, name: str) -> int | None:
         """The rank of ``name`` where it is known (symbolic dims included); else None."""
-        if name in self.initializers:
-            return self.initializers[name].dim()
-        info = self.info(name)
-        if info is None or not info.type.tensor_type.HasField("shape"):
-            return None
-        return len(info.type.tensor_type.shape.dim)
+        dims = self.dims(name)
+        return None if dims is None else len(dims)
 
     def elem_type(self, name: str) -> int | None:
         if name in self.initializers:

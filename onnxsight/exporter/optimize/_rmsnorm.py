@@ -101,6 +101,5 @@ def _half_precision(graph: Graph, wide: str, nodes: list[onnx.NodeProto]) -> tup
 
 def _width(graph: Graph, name: str) -> int | None:
     """The size of ``name``'s last axis where it is a known int (other axes may be dynamic)."""
-    info = graph.info(name)
-    dims = info.type.tensor_type.shape.dim if info is not None and info.type.tensor_type.HasField("shape") else ()
-    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
+    dims = graph.dims(name)
+    return dims[-1] if dims and isinstance(dims[-1], int) else None

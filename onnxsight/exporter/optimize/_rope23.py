@@ -121,24 +121,27 @@ def _match(graph: Graph, add: onnx.NodeProto,
 def _rotate_half(graph: Graph, mul: onnx.NodeProto) -> tuple[str, str, list[onnx.NodeProto]] | None:
     """(x, sin, nodes) where ``mul`` is ``Concat(Neg(x[..., D/2:]), x[..., :D/2]) * sin``."""
     for i in (0, 1):
-        concat = graph.private(mul.input[i], "Concat")
-        if concat is None or len(concat.input) != 2:
-            continue
-        neg = graph.private(concat.input[0], "Neg")
-        high = graph.private(neg.input[0], "Slice") if neg is not None else None
-        low = graph.private(concat.input[1], "Slice")
-        if high is None or low is None or high.input[0] != low.input[0]:
-            continue
-        x = low.input[0]
-        shape = graph.symbolic_shape(x)
-        width = shape[-1] if shape else None
-        if not isinstance(width, int) or width % 2 or attribute(concat, "axis") % len(shape) != len(shape) - 1:
-            continue
-        if _slice(graph, low, len(shape), width) != (0, width // 2) \
-                or _slice(graph, high, len(shape), width) != (width // 2, width):
-            continue
-        return x, mul.input[1 - i], [low, high, neg, concat, mul]
+        found = rotate_half(graph, mul.input[i])
+        if found is not None:
+            return found[0], mul.input[1 - i], [*found[1], mul]
     return None
+
+
+def rotate_half(graph: Graph, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
+    """(x, [x[..., :D/2]'s Slice, x[..., D/2:]'s, the Neg, the Concat]) where ``name`` is transformers' ``rotate_half(x)``,
+    ``Concat(Neg(x[..., D/2:]), x[..., :D/2])`` on the last axis (D known and even), each value read by the next
+    node alone (``_rotary.py``'s LLaMA form matches it too)."""
+    concat = graph.private(name, "Concat")
+    neg = graph.private(concat.input[0], "Neg") if concat is not None and len(concat.input) == 2 else None
+    high = graph.private(neg.input[0], "Slice") if neg is not None else None
+    low = graph.private(concat.input[1], "Slice") if high is not None else None
+    shape = graph.symbolic_shape(low.input[0]) if low is not None and high.input[0] == low.input[0] else None
+    width = shape[-1] if shape else None
+    if not isinstance(width, int) or width % 2 or attribute(concat, "axis") % len(shape) != len(shape) - 1 \
+            or _slice(graph, low, len(shape), width) != (0, width // 2) \
+            or _slice(graph, high, len(shape), width) != (width // 2, width):
+        return None
+    return low.input[0], [low, high, neg, concat]
 
 
 def _slice(graph: Graph, node: onnx.NodeProto, rank: int, width: int) -> tuple[int, int] | None:

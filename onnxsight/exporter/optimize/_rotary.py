@@ -36,6 +36,7 @@ from onnxsight.exporter.optimize._attention import _guarded_softmax
 from onnxsight.exporter.optimize._decoder import causal_fill
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute, parent
+from onnxsight.exporter.optimize._rope23 import rotate_half
 from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
@@ -339,25 +340,11 @@ def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.
 def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     """``Add(Mul(x, cos), Mul(Concat(Neg(x[..., E/2:]), x[..., :E/2]), sin))`` with x a heads-first Transpose."""
     with_cos, with_sin = parent(graph, add, 0, "Mul"), parent(graph, add, 1, "Mul")
-    concat = parent(graph, with_sin, 0, "Concat")
-    neg = parent(graph, concat, 0, "Neg")
-    second, first = parent(graph, neg, 0, "Slice"), parent(graph, concat, 1, "Slice")
+    halves = rotate_half(graph, with_sin.input[0]) if with_sin is not None else None
     x = _transpose(graph, with_cos, 0, [0, 2, 1, 3])
-    if x is None or second is None or first is None or attribute(concat, "axis") not in (-1, 3) \
-            or not second.input[0] == first.input[0] == x.output[0]:
+    if x is None or halves is None or halves[0] != x.output[0] or graph.static_rank(x.output[0]) != 4:
         return None
-    shape = graph.symbolic_shape(x.output[0])
-    if shape is None or len(shape) != 4 or not isinstance(shape[-1], int) or shape[-1] % 2:
-        return None
-    half = shape[-1] // 2
-    for node, start, end in ((first, 0, half), (second, half, shape[-1])):
-        starts, ends = graph.ints(node.input[1]), graph.ints(node.input[2])
-        axes = graph.ints(node.input[3]) if len(node.input) > 3 else None
-        steps = graph.ints(node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
-        if starts != [start] or ends is None or min(ends[0], shape[-1]) != end or axes not in ([3], [-1]) \
-                or steps != [1]:
-            return None
-    return _Rope(x, with_cos, with_sin, first, second)
+    return _Rope(x, with_cos, with_sin, halves[1][0], halves[1][1])
 
 
 def _shape_paths(emit: Emitter, layer: _Layer, sizes: Sizes | None) -> None:
