@@ -26,6 +26,7 @@ from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute, parent
+from onnxsight.exporter.optimize._simplify import plain_gemm
 from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes, offset_causal_fill
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
@@ -77,21 +78,18 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
             return None
         fill = causal_fill(mask, shape[-2], shape[-1])
     else:   # the layout matched first: running the mask costs more
-        fill = _causal_fill_from_sizes(graph, scores, add.input[1], probs)
+        query, value = graph.producer[scores.input[0]].input[0], graph.readers[probs][0].input[1]
+        fill = _causal_fill_from_sizes(graph, query, value, add.input[1])
     return None if fill is None else (scores, fill, merge)
 
 
-def _causal_fill_from_sizes(graph: Graph, scores: onnx.NodeProto, mask: str, probs: str) -> float | None:
+def _causal_fill_from_sizes(graph: Graph, query: str, value: str, mask: str) -> float | None:
     """The fill of a mask computed from the input sizes where it is causal over as many keys as queries: Q's and
     V's lengths the same symbol or size (no KV cache), the mask causal at every size sampled."""
-    matmul_qk = parent(graph, scores, 0, "MatMul")
-    readers = graph.readers.get(probs, [])
-    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul":
+    shapes = graph.symbolic_shape(query), graph.symbolic_shape(value)
+    if any(s is None or len(s) != 4 for s in shapes) or shapes[0][2] != shapes[1][2]:
         return None
-    query, value = graph.symbolic_shape(matmul_qk.input[0]), graph.symbolic_shape(readers[0].input[1])
-    if query is None or value is None or len(query) != 4 or len(value) != 4 or query[2] != value[2]:
-        return None
-    return causal_fill_at_sizes(graph, mask, query[2])
+    return causal_fill_at_sizes(graph, mask, shapes[0][2])
 
 
 def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
@@ -102,14 +100,6 @@ def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
         return None
     fill = offset_causal_fill(mask)
     return None if isinstance(fill, bool) else fill
-
-
-def _plain_gemm(node: onnx.NodeProto | None) -> bool:
-    """``x @ W + b`` as ORT's fused Attention reads it: the GPT-2 fuser takes the Gemm's weight and bias as they
-    are, whatever its transB/alpha/beta say."""
-    return node is not None and node.op_type == "Gemm" and not node.domain and len(node.input) == 3 \
-        and attribute(node, "transA", 0) == 0 and attribute(node, "transB", 0) == 0 \
-        and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
 
 
 def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> bool:
@@ -134,7 +124,8 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
     if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1 or rank is None \
             or attribute(split, "axis", 0) not in (-1, rank - 1):  # Q, K, V side by side in the Gemm's columns
         return False
-    if not _plain_gemm(parent(graph, parent(graph, split, 0, "Reshape"), 0, "Gemm")):
+    # the GPT-2 fuser takes the Gemm's weight and bias as they are, whatever its transB/alpha/beta say
+    if not plain_gemm(parent(graph, parent(graph, split, 0, "Reshape"), 0, "Gemm")):
         return False
     return scaled_by_root_of_head_size(graph, scores, matmul_qk)
 
@@ -160,7 +151,7 @@ def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto |
     while len(chain) == 1 and chain[0].op_type == "Reshape" and len(reshapes) < 2:
         reshapes.append(chain[0])
         chain = graph.readers.get(chain[0].output[0], [])
-    if not reshapes or not chain or any(not _plain_gemm(n) or n.input[0] != reshapes[-1].output[0] for n in chain):
+    if not reshapes or not chain or any(not plain_gemm(n) or n.input[0] != reshapes[-1].output[0] for n in chain):
         return False, None
     if len(reshapes) == 2:
         return True, None

@@ -128,9 +128,9 @@ def _rotate_half(graph: Graph, mul: onnx.NodeProto) -> tuple[str, str, list[onnx
 
 
 def rotate_half(graph: Graph, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
-    """(x, [x[..., :D/2]'s Slice, x[..., D/2:]'s, the Neg, the Concat]) where ``name`` is transformers' ``rotate_half(x)``,
-    ``Concat(Neg(x[..., D/2:]), x[..., :D/2])`` on the last axis (D known and even), each value read by the next
-    node alone (``_rotary.py``'s LLaMA form matches it too)."""
+    """(x, [x[..., :D/2]'s Slice, x[..., D/2:]'s, the Neg, the Concat]) where ``name`` is transformers'
+    ``rotate_half(x)``, ``Concat(Neg(x[..., D/2:]), x[..., :D/2])`` on the last axis (D known and even), each value
+    read by the next node alone (``_rotary.py``'s LLaMA form matches it too)."""
     concat = graph.private(name, "Concat")
     neg = graph.private(concat.input[0], "Neg") if concat is not None and len(concat.input) == 2 else None
     high = graph.private(neg.input[0], "Slice") if neg is not None else None

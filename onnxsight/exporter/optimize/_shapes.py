@@ -27,6 +27,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._attention import _lower_bound
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 # Ops whose every run gives a new value: never merged (nor are ops of other domains, or with subgraphs).
@@ -249,9 +250,8 @@ def _below(graph: Graph, index: str, limit: str) -> bool:
         node = graph.producer.get(node.input[0])
     if node is None or node.domain or node.op_type != "Range" or node.input[1] != limit:
         return False
-    start, step = graph.constant(node.input[0]), graph.constant(node.input[2])
-    return start is not None and step is not None and has_data(start) and has_data(step) \
-        and not start.dtype.is_floating_point and int(start.reshape(-1)[0]) >= 0 and int(step.reshape(-1)[0]) > 0
+    low = _lower_bound(graph, node.output[0])
+    return low is not None and low >= 0
 
 
 def _shape_run(graph: Graph, node: onnx.NodeProto) -> onnx.NodeProto | None:

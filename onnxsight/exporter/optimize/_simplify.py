@@ -131,9 +131,7 @@ def linear_reshapes(graph: Graph) -> int:
     ONNX Runtime makes the Gemm again when it loads a static model."""
     done = 0
     for gemm in list(graph.nodes):
-        if gemm.op_type != "Gemm" or gemm.domain or len(gemm.input) != 3 or attribute(gemm, "transA", 0) \
-                or attribute(gemm, "transB", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
-                or attribute(gemm, "beta", 1.0) != 1.0:
+        if not plain_gemm(gemm):
             continue
         flat = graph.private(gemm.input[0], "Reshape")
         readers = graph.readers.get(gemm.output[0], [])
@@ -158,6 +156,13 @@ def linear_reshapes(graph: Graph) -> int:
         graph.remove([flat, gemm, back])   # back's output is the Add's now: remove() leaves its producer
         done += 1
     return done
+
+
+def plain_gemm(node: onnx.NodeProto | None) -> bool:
+    """``x @ W + b``: a standard Gemm of three inputs, no transposes, alpha and beta 1."""
+    return node is not None and node.op_type == "Gemm" and not node.domain and len(node.input) == 3 \
+        and attribute(node, "transA", 0) == 0 and attribute(node, "transB", 0) == 0 \
+        and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
 
 
 def _unsqueezed(dims: list[str], axes: list[int]) -> list[str]:
