@@ -15,6 +15,7 @@ the simplifying passes (its NOTE says why); input padding masks are ``_padding``
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import onnx
 import torch
@@ -28,15 +29,9 @@ def constant_masks(graph: Graph) -> int:
 
     RowMax is TopK(k=1)'s values (ReduceMax for half-precision scores)."""
     done = 0
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        if softmax is None:
-            continue
-        add = graph.producer.get(softmax.input[0])
+    for where, softmax, add in guarded_adds(graph):
         mask = _constant_operand(graph, add)
         if mask is None or not has_no_dead_row(mask[1]):
-            continue
-        if where.output[0] in graph.pinned:
             continue
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
@@ -77,6 +72,16 @@ def has_no_dead_row(mask: torch.Tensor) -> bool:
     return not bool(torch.isneginf(mask).all(dim=-1).any())
 
 
+def guarded_adds(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto]]:
+    """(torch's fully-masked-row guard, its Softmax, the Add of scores and a mask before that) for each guard whose
+    value may be bypassed (no graph output): the guards the mask passes look at."""
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.made_by(softmax.input[0], "Add") if softmax is not None else None
+        if add is not None and where.output[0] not in graph.pinned:
+            yield where, softmax, add
+
+
 def _guarded_softmax(graph: Graph, where: onnx.NodeProto) -> onnx.NodeProto | None:
     """The Softmax of torch's fully-masked-row guard ``where``, or None if ``where`` is not one."""
     if where.op_type != "Where" or where.domain or len(where.input) != 3:
@@ -100,9 +105,7 @@ def _is_row_max(graph: Graph, node: onnx.NodeProto) -> bool:
         and attribute(node, "axis", -1) == -1 and attribute(node, "largest", 1) == 1
 
 
-def _constant_operand(graph: Graph, add: onnx.NodeProto | None) -> tuple[int, torch.Tensor] | None:
-    if add is None or add.op_type != "Add" or add.domain:
-        return None
+def _constant_operand(graph: Graph, add: onnx.NodeProto) -> tuple[int, torch.Tensor] | None:
     for index in (1, 0):
         if graph.constant(add.input[1 - index]) is not None:
             continue

@@ -10,7 +10,7 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_torch
-from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._attention import guarded_adds
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 from onnxsight.exporter.optimize._sized_mask import _is_mask, mask_subgraph, subgraph_model, zeros
@@ -38,11 +38,8 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
     checked: dict[tuple, str | None] = {}   # every layer adds the same mask: its subgraph is run once
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        found = _padding_mask(graph, add, checked) if add is not None and add.op_type == "Add" \
-            and where.output[0] not in graph.pinned else None
+    for where, softmax, add in guarded_adds(graph):
+        found = _padding_mask(graph, add, checked)
         if found is None:
             continue
         index, keys = found

@@ -30,7 +30,7 @@ import torch
 
 from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._attention import guarded_adds
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 
@@ -95,11 +95,7 @@ def unguarded_sized_masks(graph: Graph) -> int:
     sampled; the constant masks are ``_attention.constant_masks``'s."""
     done = 0
     verdicts: dict[tuple[str, ...], bool] = {}   # each layer makes the same mask additive: run it once
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or add.domain or where.output[0] in graph.pinned:
-            continue
+    for where, softmax, add in guarded_adds(graph):
         masks = [name for name in add.input if graph.constant(name) is None and _is_mask(graph, name)]
         if len(masks) != 1:
             continue
