@@ -152,7 +152,7 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     cos, sin = gathered_tables(emit, sizes, tables, batch, length)
     dtype = emit.graph.elem_type(layers[0].add_mask.output[0])
     padding = layers[0].padding
-    mask = padding_mask_form(emit, length, layers[0].fill, to_torch(dtype)) if padding is None \
+    mask = padding_mask_form(emit, length, layers[0].fill, dtype) if padding is None \
         else padded_causal_mask_form(emit, layers[0].root, None, padding, dtype)
     return cos, sin, {(None, padding): mask}, sizes
 
@@ -206,12 +206,9 @@ def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...])
         graph.set_input(mul, 1, value)
 
 
-def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int | None, perm: list[int]) \
-        -> onnx.NodeProto | None:
-    """``node``'s input ``index`` where a Transpose of ``perm`` makes it; ``node`` itself where ``index`` is None."""
-    found = parent(graph, node, index, "Transpose") if index is not None else node
-    if found is not None and (found.op_type != "Transpose" or found.domain):
-        return None
+def _transpose(graph: Graph, name: str | None, perm: list[int]) -> onnx.NodeProto | None:
+    """The Transpose of ``perm`` making ``name``."""
+    found = graph.made_by(name, "Transpose") if name else None
     return found if found is not None and attribute(found, "perm") == perm else None
 
 
@@ -237,7 +234,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     attend, guard = _attend(graph, softmax)
     if attend is None or not _reads_only(graph, add_mask, softmax, guard):
         return None
-    keys = _transpose(graph, k_reader, 0 if prescaled else 1, [0, 1, 3, 2])
+    keys = _transpose(graph, k_reader.input[0 if prescaled else 1], [0, 1, 3, 2])
     (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
@@ -250,7 +247,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         return None
     rope_q = _rope(graph, parent(graph, q_reader, 0, "Add"))
     rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
-    v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
+    v = _projected(graph, _transpose(graph, new_v, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
         return None
     q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
@@ -341,7 +338,7 @@ def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     """``Add(Mul(x, cos), Mul(Concat(Neg(x[..., E/2:]), x[..., :E/2]), sin))`` with x a heads-first Transpose."""
     with_cos, with_sin = parent(graph, add, 0, "Mul"), parent(graph, add, 1, "Mul")
     halves = rotate_half(graph, with_sin.input[0]) if with_sin is not None else None
-    x = _transpose(graph, with_cos, 0, [0, 2, 1, 3])
+    x = _transpose(graph, with_cos.input[0] if with_cos is not None else None, [0, 2, 1, 3])
     if x is None or halves is None or halves[0] != x.output[0] or graph.static_rank(x.output[0]) != 4:
         return None
     return _Rope(x, with_cos, with_sin, halves[1][0], halves[1][1])

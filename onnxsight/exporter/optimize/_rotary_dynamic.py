@@ -188,15 +188,18 @@ def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tupl
     return out[0], out[1]
 
 
-def all_attend(emit: Emitter, kind: torch.dtype, dtype: int) -> str:
-    """``1 - Cast(Expand(Unsqueeze(Unsqueeze(ones))))``: the padding part of transformers' mask for a padding mask
-    of ones, of shape (1, 1, 1, 1) (it broadcasts over the batch, queries and keys). ``FusionRotaryAttention``
-    matches ``Where -> Sub -> Cast -> Expand -> Unsqueeze -> Unsqueeze`` and reads only the ``Where``'s output:
-    the padding mask itself, and the shape it is expanded to, are constants here."""
+def all_attend(emit: Emitter, blocked: str, fill: float, dtype: int) -> str:
+    """``Where(blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``: a causal mask as transformers combined it
+    with a padding mask of ones, its padding part of shape (1, 1, 1, 1) (it broadcasts over the batch, queries and
+    keys). ``FusionRotaryAttention`` matches ``Where -> Sub -> Cast -> Expand -> Unsqueeze -> Unsqueeze`` and reads
+    only the ``Where``'s output: the padding mask itself, and the shape it is expanded to, are constants here."""
+    kind = to_torch(dtype)
+    masked = emit.const("_masked", torch.tensor(fill, dtype=kind))
     ones = emit.const("_one_row", [[1]])
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
                                          emit.const("_axis2", [2])), emit.const("_ones_shape", [1, 1, 1, 1]))
-    return emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    return emit.op("Where", blocked, masked, inverted, hint="causal_mask")
 
 
 def _past_length_of(emit: Emitter, past: str) -> str:
@@ -223,7 +226,6 @@ def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float,
     """The causal mask of ``sizes.root``'s length S after ``past``'s P positions (none without a cache) as
     transformers combined it with an all-ones padding mask: ``Where(key > P + query, fill, 1 - Cast(Expand(
     Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, S, P + S)."""
-    kind = to_torch(dtype)
     one = emit.const("_one", 1)
     count = sizes.length
     if past is not None:
@@ -234,5 +236,4 @@ def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float,
         keys = queries = emit.op("Range", emit.const("_zero", 0), count, one)
     blocked = emit.op("Greater", emit.op("Unsqueeze", keys, emit.const("_axis0", [0])),
                       emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)),
-                   all_attend(emit, kind, dtype), hint="causal_mask")
+    return all_attend(emit, blocked, fill, dtype)

@@ -16,7 +16,6 @@ import onnx
 import torch
 
 from onnxsight.exporter._builder import torch_to_tensor_proto
-from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._fold import _from_numpy
@@ -96,10 +95,9 @@ def gathered_tables(emit: Emitter, sizes: Sizes, tables: tuple[torch.Tensor, tor
     return out[0], out[1]
 
 
-def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: torch.dtype) -> str:
+def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: int) -> str:
     """The causal mask as transformers combined it with an all-ones padding mask:
     ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, length,
     length)."""
-    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)),
-                   all_attend(emit, dtype, to_onnx(dtype)), hint="causal_mask")
+    return all_attend(emit, emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril()), fill,
+                      dtype)
