@@ -40,10 +40,10 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     scores of shape ``scores`` is, at every size and padding mask sampled, exactly ``causal & padding[:, None,
     None, :]`` (query i of S attends the keys up to i + T - S of T that its row of the padding input does not
     mask) with every masked key one value of at most the dtype's lowest; None otherwise."""
-    found = _subgraph(graph, mask)
-    if found is None:
+    found = mask_subgraph(graph, mask)   # the one input whose values it reads, others read for their sizes
+    if found is None or len(found[2]) != 1 or graph.elem_type(found[2][0]) not in _PADDING_TYPES:
         return None
-    body, padding, sized = found
+    body, sized, (padding,) = found
     if graph.elem_type(mask) not in (*_FLOATS, None):   # None: a form of an earlier pass (BERT's, a step of one
         return None                                      # token at static sizes); _check sees its values' dtype
     shapes = {name: graph.symbolic_shape(name) for name in (padding, *sized)}
@@ -124,18 +124,6 @@ def _masks(batch: int, keys: int, *, one_size: bool) -> list[np.ndarray]:
             *(cols >= ((rows + shift) % (keys + 1)) for shift in shifts),         # left padding
             *(cols < keys - ((rows + shift) % (keys + 1)) for shift in shifts),   # right padding
             *(rng.random((batch, keys)) < density for density in densities)]
-
-
-def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], str, list[str]] | None:
-    """(the nodes computing ``mask`` in graph order, the one graph input whose values they read, the graph inputs
-    they read through ``Shape`` only), where every constant is an exporter constant with data; else None."""
-    found = mask_subgraph(graph, mask)
-    if found is None:
-        return None
-    body, sized, by_value = found
-    if len(by_value) != 1 or graph.elem_type(by_value[0]) not in _PADDING_TYPES:
-        return None
-    return body, by_value[0], sized
 
 
 def padded_causal_mask_form(emit: Emitter, root: str, past: str | None, padding: str, dtype: int) -> str:

@@ -82,23 +82,18 @@ def unsqueeze_pairs(graph: Graph) -> int:
         parent = graph.private(node.input[0], "Unsqueeze")
         if parent is None or len(parent.input) != 2:
             continue
-        first, second = graph.constant(parent.input[1]), graph.constant(node.input[1])
+        first, second = graph.ints(parent.input[1]), graph.ints(node.input[1])
         rank = graph.static_rank(parent.input[0])
         if first is None or second is None or rank is None:
             continue
-        first_axes = sorted(a % (rank + first.numel()) for a in first.reshape(-1).tolist())
         if node.op_type == "Squeeze":
-            if sorted(a % (rank + first.numel()) for a in second.reshape(-1).tolist()) != first_axes:
-                continue
-            graph.removed[parent.output[0]] = "unsqueeze pairs"
-            source = parent.input[0]
-            if _bypass(graph, node, source):
+            if sorted(a % (rank + len(first)) for a in second) == sorted(a % (rank + len(first)) for a in first) \
+                    and _bypass(graph, node, parent.input[0]):
+                graph.removed[parent.output[0]] = "unsqueeze pairs"
                 graph.remove([parent])
                 done += 2
-            else:
-                graph.removed.pop(parent.output[0])
             continue
-        final = _unsqueezed(_unsqueezed(["x"] * rank, first.reshape(-1).tolist()), second.reshape(-1).tolist())
+        final = _unsqueezed(_unsqueezed(["x"] * rank, first), second)
         axes = graph.fresh(f"{node.output[0]}_axes")
         graph.initializers[axes] = torch.tensor([i for i, d in enumerate(final) if d == "1"], dtype=torch.int64)
         graph.set_input(node, 1, axes)

@@ -85,7 +85,7 @@ def _compact(emit: Emitter, where: onnx.NodeProto) -> str | None:
     keep = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
                    emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), hint="causal")
     mask = emit.op("Where", keep, where.input[1], where.input[2], hint="causal_mask")
-    emit.place_first()
+    emit.place(None)   # they read graph inputs and constants only
     return mask
 
 
@@ -152,10 +152,12 @@ def mask_at_sizes(graph: Graph, mask: str,
                   required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
     """``mask``'s value at each size sampled (symbol -> size), where it is computed from the sizes of graph inputs
     alone (``required``: a symbol that must be one of their dims) and ONNX's reference implementation runs it."""
-    found = _subgraph(graph, mask)
-    if found is None:
+    found = mask_subgraph(graph, mask)
+    # no input's values read (a padding mask's): a function of sizes
+    if found is None or found[2] or not found[1] \
+            or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in found[1]):
         return None
-    body, inputs = found
+    body, inputs, _ = found
     symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
     samples = sampled_sizes(graph, body, symbols) if symbols and required in (None, *symbols) else None
     if samples is None:
@@ -170,20 +172,6 @@ def mask_at_sizes(graph: Graph, mask: str,
     except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
         return None
     return runs
-
-
-def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]] | None:
-    """The nodes computing ``mask`` (in graph order) and the graph inputs they read, where they read those inputs
-    through ``Shape`` alone and every constant is an exporter constant with data; else None."""
-    found = mask_subgraph(graph, mask)
-    if found is None:
-        return None
-    body, inputs, by_value = found
-    if by_value:
-        return None   # the mask reads an input's values (a padding mask): not a function of sizes
-    if not inputs or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in inputs):
-        return None
-    return body, inputs
 
 
 def mask_subgraph(graph: Graph, mask: str, leaf: Callable[[str], bool] | None = None, *, weights: bool = False) \
