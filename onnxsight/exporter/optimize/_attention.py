@@ -21,6 +21,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 
 
@@ -50,16 +51,13 @@ def nan_guards(graph: Graph) -> int:
     could drop (a mask from an input's values, a mask that may mask a whole row) as torch.onnx writes them, which
     onnxscript's attention rule takes in (and which costs no TopK). The same zeros for a row whose every key is
     masked (Softmax gives NaN there); a row with a NaN score is zeros too, where torch gives NaN."""
-    done = 0
+    done, emit = 0, Emitter(graph)
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
         if softmax is None:
             continue
-        nan = graph.fresh(f"_isnan_{softmax.output[0]}")
-        node = onnx.helper.make_node("IsNaN", [softmax.output[0]], [nan], name=graph.fresh(f"_IsNaN_{nan}"))
-        graph.nodes.insert(next(i for i, n in enumerate(graph.nodes) if n is where), node)
-        graph.producer[nan] = node
-        graph.readers.setdefault(softmax.output[0], []).append(node)
+        nan = emit.op("IsNaN", softmax.output[0], hint=f"isnan_{softmax.output[0]}")
+        emit.place(where)
         graph.set_input(where, 0, nan)   # the row maximum and its Equal are dead code now
         done += 1
     return done

@@ -59,13 +59,10 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
     checked at many sizes by running it, ``_sized_mask``, which has dropped torch's fully-masked-row guard)."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2 or add.output[0] in graph.pinned:
         return None
-    scores = graph.producer.get(add.input[0])
-    if scores is None or scores.op_type != "Div":
+    scores, softmax = graph.made_by(add.input[0], "Div"), graph.sole_reader(add.output[0], "Softmax")
+    if scores is None or softmax is None or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
-    readers = graph.readers.get(add.output[0], [])
-    if len(readers) != 1 or readers[0].op_type != "Softmax" or attribute(readers[0], "axis", -1) not in (-1, 3):
-        return None
-    probs = readers[0].output[0]
+    probs = softmax.output[0]
     if not _qkv_from_one_split(graph, scores, probs):
         return None
     found, merge = _output_projection(graph, probs)

@@ -70,10 +70,8 @@ def _partial(graph: Graph, rotary: onnx.NodeProto) -> int:
     with ``rotary_embedding_dim=rot`` (which rotates the first ``rot`` and passes the rest through). Returns the
     nodes removed."""
     rotated = graph.private(rotary.input[0], "Slice")
-    concat = graph.readers.get(rotary.output[0], [])
-    concat = concat[0] if len(concat) == 1 and rotary.output[0] not in graph.pinned else None
-    if rotated is None or concat is None or concat.op_type != "Concat" or concat.domain \
-            or list(concat.input[:1]) != [rotary.output[0]] or len(concat.input) != 2:
+    concat = graph.sole_reader(rotary.output[0], "Concat")
+    if rotated is None or concat is None or len(concat.input) != 2 or concat.input[0] != rotary.output[0]:
         return 0
     passed = graph.private(concat.input[1], "Slice")
     q = rotated.input[0]
@@ -105,11 +103,9 @@ def _match(graph: Graph, add: onnx.NodeProto,
             continue
         x, sin4, inner = found
         cos4 = _other(plain, x)
-        shape = graph.symbolic_shape(x)
-        if cos4 is None or graph.elem_type(x) not in _DTYPES or shape is None or len(shape) != 4 \
-                or not isinstance(shape[3], int) or shape[3] % 2:
-            return None
-        if any(graph.elem_type(v) != graph.elem_type(x) for v in (cos4, sin4)):
+        shape = graph.symbolic_shape(x)   # known, its last dim even (rotate_half)
+        if cos4 is None or graph.elem_type(x) not in _DTYPES or len(shape) != 4 \
+                or any(graph.elem_type(v) != graph.elem_type(x) for v in (cos4, sin4)):
             return None
         found = [_over_heads(graph, v, shape, tables) for v in (cos4, sin4)]
         if None in found:
@@ -161,15 +157,13 @@ def _over_heads(graph: Graph, name: str, x: tuple, tables: dict[str, str]) -> st
     """The (batch or 1, seq, D) value ``name`` broadcasts over x's heads axis (``Unsqueeze(c, 1)``, or an exporter
     constant of shape (batch or 1, 1, seq, D), then stored without that axis, once), where its seq and D are x's;
     None otherwise."""
-    unsqueeze = graph.producer.get(name)
     constant = graph.constant(name) if name not in graph.weights else None
     if constant is not None and constant.dim() == 4 and constant.shape[1] == 1:
         if name not in tables:
             tables[name] = graph.fresh(f"{name}_table")
             graph.initializers[tables[name]] = constant[:, 0]
         table = tables[name]
-    elif unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" and not unsqueeze.domain \
-            and len(unsqueeze.input) == 2:
+    elif (unsqueeze := graph.made_by(name, "Unsqueeze")) is not None and len(unsqueeze.input) == 2:
         axes = graph.ints(unsqueeze.input[1])
         if axes is None or len(axes) != 1 or axes[0] % 4 != 1:
             return None

@@ -288,16 +288,11 @@ def _reads_only(graph: Graph, add: onnx.NodeProto, softmax: onnx.NodeProto, guar
 
 def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
     """(the MatMul of the attention weights with V, torch's guard between them or None)."""
-    guard = None
-    weights = softmax.output[0]
-    readers = graph.readers.get(weights, [])
-    if len(readers) == 1 and readers[0].op_type == "Where" and _guarded_softmax(graph, readers[0]) is softmax \
-            and readers[0].output[0] not in graph.pinned:
-        guard = readers[0]
-        weights = guard.output[0]
+    guard = graph.sole_reader(softmax.output[0], "Where")
+    guard = guard if guard is not None and _guarded_softmax(graph, guard) is softmax else None
+    weights = guard.output[0] if guard is not None else softmax.output[0]
     attend = graph.sole_reader(weights, "MatMul")
-    if attend is None or attend.input[0] != weights or (guard is not None and weights in graph.pinned) \
-            or softmax.output[0] in graph.pinned:
+    if attend is None or attend.input[0] != weights or softmax.output[0] in graph.pinned:
         return None, None
     return attend, guard
 

@@ -94,12 +94,10 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
     float(positions[..., None]) * inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions
     (rows, length) or (length,) int64 (then ``positions[None, :, None]``), or, with sizes fixed at export, the
     float (1, length, 1) constant they were folded to."""
-    concat = graph.producer.get(angles)
-    if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
-            or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
-        return None
+    concat = graph.made_by(angles, "Concat")
     mul = parent(graph, concat, 0, "Mul")
-    if mul is None:
+    if mul is None or len(concat.input) != 2 or concat.input[0] != concat.input[1] \
+            or attribute(concat, "axis") not in (-1, 2):
         return None
     for index in (1, 0):
         inv = _through(graph, mul.input[index], "Identity", "Cast")
@@ -119,8 +117,7 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
         positions = unsqueeze.input[0]
         shape = graph.symbolic_shape(positions)
         wanted = {1: ([0, 2], [0, -1]), 2: ([2], [-1])}.get(len(shape) if shape is not None else 0, ())
-        if axes is None or axes not in wanted \
-                or graph.elem_type(positions) != onnx.TensorProto.INT64:
+        if axes not in wanted or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
         return positions, inv, None
     return None
