@@ -132,9 +132,7 @@ def _fold_shape(graph: Graph, node: onnx.NodeProto) -> int:
     if node.op_type == "Size":
         value = torch.tensor(int(np.prod(shape)), dtype=torch.int64)
     else:
-        rank = len(shape)
-        start, end = attribute(node, "start", 0), attribute(node, "end", rank)
-        value = torch.tensor(shape[slice(start, end)], dtype=torch.int64)
+        value = torch.tensor(shape[attribute(node, "start", 0):attribute(node, "end", len(shape))], dtype=torch.int64)
     graph.initializers[node.output[0]] = value
     graph.remove([node])
     return 1

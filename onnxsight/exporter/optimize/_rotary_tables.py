@@ -46,25 +46,19 @@ def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProt
     """The (length, head size) cos and sin rows every ``(x * cos, rotate_half(x) * sin)`` pair of ``muls`` reads
     (as its second input, unsqueezed), where they are one pair of known values with equal halves; None
     otherwise (the layers are then left as they are)."""
-    found: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for with_cos, with_sin in muls:
-        pair = []
-        for mul in (with_cos, with_sin):
-            unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-            value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
-            if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
-                    or not bool((value == value[:1]).all()):
-                return None
-            pair.append(value[0])
-        found.append((pair[0], pair[1]))
-    if not found:
+    found: list[torch.Tensor] = []   # cos, sin, cos, sin, ...
+    for mul in (mul for pair in muls for mul in pair):
+        unsqueeze = parent(graph, mul, 1, "Unsqueeze")
+        value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+        if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
+                or not bool((value == value[:1]).all()):
+            return None
+        found.append(value[0])
+    half = head_size // 2
+    if not found or any(not torch.equal(value, found[i % 2]) for i, value in enumerate(found)) \
+            or any(not torch.equal(value[:, :half], value[:, half:]) for value in found[:2]):
         return None
-    cos, sin = found[0]
-    half = cos.shape[-1] // 2
-    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
-            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
-        return None
-    return cos, sin
+    return found[0], found[1]
 
 
 def _per_batch_row(emit: Emitter, sizes: Sizes, batch: int | str, row: torch.Tensor, hint: str) -> str:
