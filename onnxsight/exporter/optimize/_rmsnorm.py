@@ -87,8 +87,8 @@ def _half_precision(graph: Graph, wide: str, nodes: list[onnx.NodeProto]) -> tup
     """A half-precision model's chain, ``Cast(x, float32) -> ... -> Cast(back)``: the op's float32 stash
     (``stash_type=1``) is those Casts, so it reads x itself and the chain takes in the Cast back (and the Cast
     to float32, where the chain alone reads it). Else the chain as it is."""
-    cast_in = graph.producer.get(wide)
-    source = cast_in.input[0] if cast_in is not None and cast_in.op_type == "Cast" and not cast_in.domain else None
+    cast_in = graph.made_by(wide, "Cast")
+    source = cast_in.input[0] if cast_in is not None else None
     if source is None or graph.elem_type(source) not in _HALF or graph.elem_type(wide) != onnx.TensorProto.FLOAT:
         return wide, nodes
     cast_out = graph.sole_reader(nodes[-1].output[0], "Cast")

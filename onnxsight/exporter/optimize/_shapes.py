@@ -23,6 +23,8 @@ A value merged into another is compared by the verifier through the one that hol
 
 from __future__ import annotations
 
+import math
+
 import onnx
 import torch
 
@@ -217,11 +219,7 @@ def _reshaped(shape: tuple[int, ...] | None, target: torch.Tensor | None) -> tup
     dims = [int(d) for d in target.tolist()]
     if 0 in dims or dims.count(-1) > 1:
         return None
-    total, known = 1, 1
-    for d in shape:
-        total *= d
-    for d in dims:
-        known *= d if d != -1 else 1
+    total, known = math.prod(shape), math.prod(d for d in dims if d != -1)
     if -1 in dims:
         if known == 0 or total % known:
             return None
