@@ -11,7 +11,8 @@ last value of the chain keeps its name (the verifier pairs it with PyTorch's); t
 it are listed as optimised away. Matched in float32 and float64, and in half precision where the
 chain runs between a Cast to float32 and a Cast back, the weight multiplied after it (LLaMA's
 ``hidden_states.to(torch.float32)`` ... ``self.weight * hidden_states.to(input_dtype)``): the op's
-float32 stash (``stash_type=1``) is those Casts.
+float32 stash (``stash_type=1``) is those Casts. Ours, as the other opset-23 passes: the values it removes are
+recorded for verification (``_passes``' NOTE), which onnxscript's ``onnx_fusions`` does not do.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ CPU kernel has no bfloat16). A partial rotary (GPT-NeoX's, Phi's: ``x[..., :rot]
 position ids), so they are expanded to x's batch where that differs (once per model).
 
 The Add's value (``q_embed``, ``k_embed``) keeps its name on the RotaryEmbedding; the values inside are listed as
-optimised away.
+optimised away. Ours: onnxscript 0.7.2's ``onnx_fusions`` writes a RotaryEmbedding ONNX Runtime rejects at batch > 1.
 """
 
 from __future__ import annotations

@@ -174,11 +174,8 @@ def no_ops(graph: Graph) -> int:
             continue
         if isinstance(source, onnx.NodeProto):   # a node that does it in one
             graph.nodes[graph.nodes.index(node)] = source
-            graph.producer[source.output[0]] = source
-            for name in node.input:
-                graph.readers[name] = [r for r in graph.readers.get(name, []) if r is not node]
-            for name in source.input:
-                graph.readers.setdefault(name, []).append(source)
+            graph.remove([node])
+            graph.index(source)
         else:
             graph.replace_uses(node.output[0], source)
             graph.remove([node])
