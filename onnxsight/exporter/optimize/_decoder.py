@@ -111,9 +111,8 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
     for position, (node, index) in enumerate(sources):
         reshape = parent(graph, parent(graph, node, index, "Transpose"), 0, "Reshape")
         source = parent(graph, reshape, 0, "Split")
-        if source is None or list(source.output).index(reshape.input[0]) != position:
-            return False
-        if split is not None and source is not split:
+        if source is None or list(source.output).index(reshape.input[0]) != position \
+                or (split is not None and source is not split):
             return False
         split = source
     sizes = graph.constant(split.input[1]) if len(split.input) > 1 else None

@@ -152,14 +152,15 @@ class Graph:
         return tuple(int(d) for d in shape)
 
     def dims(self, name: str) -> list[int | str | None] | None:
-        """The dims of ``name`` where its rank is known: each a known int, a named symbol (``batch``, torch's ``s0``: the
-        same name is the same size) or None."""
+        """The dims of ``name`` where its rank is known: each a known int, a named symbol (``batch``, torch's ``s0``:
+        the same name is the same size) or None."""
         if name in self.initializers:
             return list(self.initializers[name].shape)
         info = self.info(name)
         if info is None or not info.type.tensor_type.HasField("shape"):
             return None
-        return [d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in info.type.tensor_type.shape.dim]
+        return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in info.type.tensor_type.shape.dim]
 
     def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
         """The shape of ``name`` where every dim is a known int or a named symbol; else None."""
