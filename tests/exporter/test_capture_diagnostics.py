@@ -414,3 +414,21 @@ def test_a_model_built_by_library_code_alone_is_located_at_the_librarys_line(mon
     monkeypatch.setattr(_torchlog, "_frames", lambda: [(library, 493, "forward"), (__file__, 7, "test")])
     user, origin = _torchlog._locations()  # a user's line calling into the library: both, as before
     assert (user.file, user.line, origin.file, origin.line) == (__file__, 7, library, 493)
+
+
+def test_a_data_dependent_branch_inside_a_librarys_model_names_the_librarys_line() -> None:
+    """transformers' dynamic rope (rope_type="dynamic") recomputes its frequencies when the positions' values pass
+    the cached length: a branch on tensor data in transformers' code, no line of the user's on torch.export's stack.
+    CAP002 said "the model's code depends on tensor data"; it names transformers' line now."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=8,
+                                      rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    model = transformers.LlamaForCausalLM(config).eval()
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(model, (torch.randint(0, 64, (1, 6)),))
+    (error,) = [d for d in info.value.diagnostics if d.code == "CAP002"]
+    assert "modeling_rope_utils.py:" in error.message and "`if seq_len > max_seq_len_cached" in error.message
+    assert "the model's code" not in error.message
+    assert error.location.file == __file__   # the SARIF result stays on the user's call
