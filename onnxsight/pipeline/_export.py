@@ -92,7 +92,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
                               module_functions=module_functions, optimize=optimize, verbose=verbose,
-                              dropout=options.core.get("dropout", "eval"))
+                              modes=options.core.get("modes", "eval"))
     except ExportError as exc:
         exc.diagnostics = [*options.notes, *exc.diagnostics]
         if report:
