@@ -30,6 +30,7 @@ from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_seq
 from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
 from onnxsight.exporter.capture._early_stop import Watch
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
+from onnxsight.exporter.inputs._fake import model_is_fake
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -506,6 +507,8 @@ def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple,
     forward then costs nothing a successful export pays."""
     import copy
 
+    if model_is_fake(model):   # weights without data (fake_mode(), meta): nothing to run
+        return False
     try:
         inputs = copy.deepcopy((args, kwargs))
     except Exception:  # noqa: BLE001 - inputs that cannot be copied are not run again
