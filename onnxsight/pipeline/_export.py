@@ -139,7 +139,8 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
         # the engine logged each of these as it found it: kept on the program, not logged a second time
-        program.diagnostics = [*program.diagnostics, *(d for outcome in (result, *examples) for d in outcome.diagnostics)]
+        found = [d for outcome in (result, *examples) for d in outcome.diagnostics]
+        program.diagnostics = [*program.diagnostics, *found]
         failed = [str(n) for n, r in enumerate(examples, start=1) if not r.passed]
         if not result.passed or failed:
             stage.status = "failed"

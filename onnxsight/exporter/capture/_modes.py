@@ -18,6 +18,7 @@ import torch
 # translate to draws (ops/_nn_common.dropout)
 _DRAWN = (torch.nn.modules.dropout._DropoutNd, torch.nn.MultiheadAttention)
 
+
 def is_exported_graph(model: torch.nn.Module) -> bool:
     """Whether ``model`` is a graph module of ATen ops (torch.export's ``.module()``, PT2E's prepare/convert).
 
@@ -68,7 +69,8 @@ def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False, exp
         return []
     found = []
     for name, module in model.named_modules():
-        if (module.training or in_any_mode) and _mode_dependent(module) and (exported or not isinstance(module, _DRAWN)):
+        drawn = isinstance(module, _DRAWN)
+        if (module.training or in_any_mode) and _mode_dependent(module) and (exported or not drawn):
             found.append(f"{name or 'the model'} ({type(module).__name__})")
     return found
 
