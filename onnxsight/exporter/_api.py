@@ -50,7 +50,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
            dynamic_axes: Mapping[str, Any] | None = None, external_data: bool | None = None,
            custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
            module_functions: bool | Iterable[type] = False, optimize: bool | str = True,
-           registry: Registry | None = None, verbose: bool | None = None, dropout: str = "eval") -> ONNXProgram:
+           registry: Registry | None = None, verbose: bool | None = None, modes: str = "eval") -> ONNXProgram:
     """The exporter core: arguments -> capture -> decompose -> translate -> check -> save.
 
     Users call :func:`onnxsight.export` (``onnxsight.pipeline``), which runs this
@@ -77,9 +77,9 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
     projection biases as rows: docs/optimization.md), and at opset 23 attention and RMS norms without the
     standard's Attention and RMSNormalization, which that optimizer does not know.
 
-    ``dropout="train"`` captures every dropout module in training mode, ``"preserve"`` those the user left in
-    training mode (torch.onnx's ``training=TrainingMode.TRAINING``/``PRESERVE``): their ``Dropout`` nodes draw,
-    and verification lists what they feed as not compared. Every other module is captured in eval mode.
+    ``modes="train"`` captures every module in training mode, ``"preserve"`` each in its own (torch.onnx's
+    ``training=TrainingMode.TRAINING``/``PRESERVE``; the default ``"eval"``: every module in eval mode, the
+    user's modes restored after): dropout then draws, and verification lists what it feeds as not compared.
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     ctx = DiagnosticContext(fallback_location=caller_location(), verbose=verbose)
@@ -91,7 +91,7 @@ def export(model: torch.nn.Module, args: Any = (), f: str | os.PathLike | None =
                               output_names=output_names, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               custom_translations=custom_translations, registry=registry, f=f,
                               external_data=external_data, module_functions=module_functions,
-                              opset_chosen=opset_version is not None, optimize=optimize, dropout=dropout)
+                              opset_chosen=opset_version is not None, optimize=optimize, modes=modes)
             if f is not None:
                 with record.stage("save"):
                     files = program.save(f, external_data=external_data)
@@ -120,7 +120,7 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             dynamic_axes: Any, custom_translations: Mapping[Any, Callable] | None,
             registry: Registry | None, f: Any = None, external_data: bool | None = None,
             module_functions: Any = False, opset_chosen: bool = True, optimize: bool | str = True,
-            dropout: str = "eval") -> ONNXProgram:
+            modes: str = "eval") -> ONNXProgram:
     captured = None
     with record.stage("arguments") as stage:
         if isinstance(model, torch.export.ExportedProgram):  # already captured: torch.onnx takes it too
@@ -144,9 +144,9 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
         invalid = invalid_selection(module_functions)
         if invalid is not None:
             ctx.emit(rules.MODULE_FUNCTIONS_INVALID, given=invalid)
-        if dropout not in ("eval", "train", "preserve"):
-            ctx.emit(rules.INVALID_ARGUMENT, argument="dropout",
-                     error=f"expected 'eval', 'train' or 'preserve', got {dropout!r}")
+        if modes not in ("eval", "train", "preserve"):
+            ctx.emit(rules.INVALID_ARGUMENT, argument="modes",
+                     error=f"expected 'eval', 'train' or 'preserve', got {modes!r}")
         if not isinstance(optimize, bool) and optimize != ORT_FUSION:
             ctx.emit(rules.INVALID_ARGUMENT, argument="optimize",
                      error=f"expected True, False or {ORT_FUSION!r}, got {optimize!r}")
@@ -173,10 +173,10 @@ def _export(model: Any, args: Any, kwargs: Any, ctx: DiagnosticContext, record: 
             stage.status = "failed"
             _fail(errors.InvalidArgumentError, "export() was called with invalid arguments", ctx, record)
     target, opset = opset, max(opset, TRANSLATED_OPSETS.start)  # 15, 16: translated at 17, then converted
-    training = training_dependent(model, dropout=dropout == "eval") if captured is None else []
+    training = training_dependent(model) if captured is None and modes == "eval" else []
     if training:  # torch.onnx would export the training graph: said, as the graph here is eval()'s
         ctx.emit(rules.TRAINING_MODE_EXPORTED_AS_EVAL, model=type(model).__name__, modules=", ".join(training))
-    with eval_semantics(model, dropout), record.stage("capture") as stage:  # the user's modes are restored exactly
+    with eval_semantics(model, modes), record.stage("capture") as stage:  # the user's modes are restored exactly
         if captured is not None:  # an ExportedProgram: captured as it is (its module() is never switched)
             exported, stage.status, stage.detail = captured, "skipped", "the model is an ExportedProgram"
         else:

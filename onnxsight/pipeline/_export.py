@@ -92,7 +92,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | None = None, *,
                               opset_version=opset_version, dynamic_shapes=dynamic_shapes, dynamic_axes=dynamic_axes,
                               external_data=external_data, custom_translations=custom_translations,
                               module_functions=module_functions, optimize=optimize, verbose=verbose,
-                              dropout=options.core.get("dropout", "eval"))
+                              modes=options.core.get("modes", "eval"))
     except ExportError as exc:
         exc.diagnostics = [*options.notes, *exc.diagnostics]
         if report:
@@ -139,7 +139,8 @@ def _verify(program: ONNXProgram, args: Any, kwargs: Any, calls: Sequence[tuple[
         program.verification = result
         examples = verify_examples(program, calls, run_verify) if calls else []
         # the engine logged each of these as it found it: kept on the program, not logged a second time
-        program.diagnostics = [*program.diagnostics, *(d for outcome in (result, *examples) for d in outcome.diagnostics)]
+        found = [d for outcome in (result, *examples) for d in outcome.diagnostics]
+        program.diagnostics = [*program.diagnostics, *found]
         failed = [str(n) for n, r in enumerate(examples, start=1) if not r.passed]
         if not result.passed or failed:
             stage.status = "failed"

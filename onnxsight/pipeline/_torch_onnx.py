@@ -5,7 +5,7 @@ A call written for torch.onnx should keep working when ``torch.onnx.export`` bec
 judged here, once, before any work:
 
 - means the same here: accepted (``export_modules_as_functions`` is ``module_functions``, ``training=TRAINING``
-  or ``PRESERVE`` is ``dropout="train"``/``"preserve"`` where dropout is what training mode changes,
+  or ``PRESERVE`` is ``modes="train"``/``"preserve"`` (refused where batch norm would train),
   ``custom_translation_table`` is ``custom_translations`` with its ONNX Script functions run into the
   builder, ``training=TrainingMode.EVAL`` of a model in eval mode, ``export_params=True``);
 - cannot change the result: ignored, with an ARG019 note (``dynamo=True``; ``optimize=`` is onnxsight's own keyword, the optimize stage);
@@ -144,31 +144,23 @@ def _custom_translation_table(ctx: DiagnosticContext, options: TorchOnnxOptions,
 
 def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
     mode = getattr(value, "name", str(value)).upper()
-    training = bool(getattr(model, "training", False))
-    if mode == "EVAL" or (mode == "PRESERVE" and not training):
+    if mode == "EVAL" or (mode == "PRESERVE" and not getattr(model, "training", False)):
         return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
     import torch
 
     from onnxsight.exporter import training_dependent
 
     if not isinstance(model, torch.nn.Module):
-        _refuse(ctx, "training", value, f"a {type(model).__name__} has no training mode to export",
-                "drop the argument")
+        _refuse(ctx, "training", value, f"a {type(model).__name__} has no training mode to export", "drop the argument")
         return
-    switched = training_dependent(model, in_any_mode=mode == "TRAINING")
-    if not switched:
-        _ignore(ctx, "training", value, f"no module of {type(model).__name__} behaves differently in training mode "
-                "(no dropout, batch norm, instance norm with running statistics or recurrent dropout), so its "
-                "training graph is the inference graph onnxsight exports")
-        return
-    others = training_dependent(model, in_any_mode=mode == "TRAINING", dropout=False)
-    if others:  # batch norm's training graph normalises by the batch and updates its running statistics
-        _refuse(ctx, "training", value, f"{', '.join(others)} would run in training mode, which onnxsight does "
+    refused = training_dependent(model, in_any_mode=mode == "TRAINING", exported=False)
+    if refused:
+        _refuse(ctx, "training", value, f"{', '.join(refused)} would run in training mode, which onnxsight does "
                 "not export (batch norm's batch statistics and running-statistics updates, a recurrent layer's "
                 "dropout between layers); dropout and attention dropout it exports drawing",
                 "call model.eval() before export and drop the argument")
         return
-    options.core["dropout"] = "train" if mode == "TRAINING" else "preserve"
+    options.core["modes"] = "train" if mode == "TRAINING" else "preserve"
 
 
 def _operator_export_type(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:

@@ -532,6 +532,28 @@ DIMS_APART_TIED = define(
         "warning goes.",
     tags=("capture", "dynamic-shapes"))
 
+MODEL_RAISES_EAGERLY = define(
+    "CAP025", "model-raises-eagerly", E,
+    "{model}.forward raises {error_type} when PyTorch runs it on these inputs, without any export: {error} "
+    "(at {cause}); a model is exported as it runs, so it must run first",
+    "Fix the line the message names, or call the model with the inputs it takes.",
+    what="Checks, when every capture strategy failed, whether the model runs at all: it is called once "
+         "eagerly on the example inputs (a copy of them), and where it raises, that error is the one "
+         "reported, at the line that raised it (a model library's line, with the user's call into it).",
+    why="torch.export's error for a model that cannot run (an attribute read from a tuple, an argument of "
+        "the wrong type) reads as a limit of the exporter, and every strategy reports it again in its own "
+        "words; the user's fix is in the model or the inputs.",
+    example="""
+        model = transformers.OPTModel(config).eval()
+        model.config.return_dict = False       # OPTModel then reads .last_hidden_state from a tuple
+        onnxsight.export(model, (input_ids,))
+        # CAP025: OPTModel.forward raises AttributeError when PyTorch runs it on these inputs, without
+        # any export: 'tuple' object has no attribute 'last_hidden_state' (at `...` at modeling_opt.py:...)
+    """,
+    how="Run `model(*args, **kwargs)` yourself: the same error, with its traceback. Fix that line, or pass "
+        "the inputs and options the model takes (here, leave `return_dict` as it was).",
+    tags=("capture",))
+
 DATA_DEPENDENT_INTEGER = define(
     "CAP018", "data-dependent-integer", E,
     "{cause} needs a Python number computed from tensor data (a size, an index, a slice bound, a "

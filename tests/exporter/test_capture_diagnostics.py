@@ -414,3 +414,69 @@ def test_a_model_built_by_library_code_alone_is_located_at_the_librarys_line(mon
     monkeypatch.setattr(_torchlog, "_frames", lambda: [(library, 493, "forward"), (__file__, 7, "test")])
     user, origin = _torchlog._locations()  # a user's line calling into the library: both, as before
     assert (user.file, user.line, origin.file, origin.line) == (__file__, 7, library, 493)
+
+
+def test_a_data_dependent_branch_inside_a_librarys_model_names_the_librarys_line() -> None:
+    """transformers' dynamic rope (rope_type="dynamic") recomputes its frequencies when the positions' values pass
+    the cached length: a branch on tensor data in transformers' code, no line of the user's on torch.export's stack.
+    CAP002 said "the model's code depends on tensor data"; it names transformers' line now."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=8,
+                                      rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    model = transformers.LlamaForCausalLM(config).eval()
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(model, (torch.randint(0, 64, (1, 6)),))
+    (error,) = [d for d in info.value.diagnostics if d.code == "CAP002"]
+    assert "modeling_rope_utils.py:" in error.message and "`if seq_len > max_seq_len_cached" in error.message
+    assert "the model's code" not in error.message
+    assert error.location.file == __file__   # the SARIF result stays on the user's call
+
+
+def test_a_model_that_does_not_run_eagerly_is_said_so_at_the_line_that_raised() -> None:
+    """transformers' OPTModel with config.return_dict=False reads .last_hidden_state from a tuple: it raises
+    when PyTorch runs it, before any export. CAP006 said every capture strategy failed; CAP025 names the
+    model's error and transformers' line, and the user's inputs (a cache among them) are left as they were."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=64, hidden_size=32, num_attention_heads=4, ffn_dim=64,
+                                    num_hidden_layers=1, word_embed_proj_dim=32)
+    model = transformers.OPTModel(config).eval()
+    model.config.return_dict = False
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(model, (torch.randint(0, 64, (1, 6)),))
+    codes = [d.code for d in info.value.diagnostics]
+    assert "CAP025" in codes and "CAP006" not in codes
+    (error,) = [d for d in info.value.diagnostics if d.code == "CAP025"]
+    assert "OPTModel.forward raises AttributeError" in error.message
+    assert "last_hidden_state" in error.message and "modeling_opt.py:" in error.message
+
+
+def test_a_users_model_that_raises_is_located_at_the_users_line() -> None:
+    class Broken(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.relu().sum(dim="rows")  # @broken
+
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(Broken(), (torch.randn(2, 3),))
+    (error,) = [d for d in info.value.diagnostics if d.code == "CAP025"]
+    assert (error.location.file, error.location.line) == (HERE, _line("broken"))
+    assert "Broken.forward raises TypeError" in error.message
+
+
+def test_a_model_that_runs_eagerly_but_does_not_capture_keeps_cap006() -> None:
+    """A custom op without a fake kernel runs eagerly and fails every capture: the exporter's limit, CAP006."""
+
+    @torch.library.custom_op("onnxsight_test::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    class CustomOp(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return twice(x) + 1
+
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(CustomOp(), (torch.randn(2, 3),))
+    codes = [d.code for d in info.value.diagnostics]
+    assert "CAP006" in codes and "CAP025" not in codes

@@ -228,6 +228,11 @@ class TiedThroughMask(torch.nn.Module):
         return (mask * 2 + ids) * keys  # @CAP024
 
 
+class RaisesEagerly(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(dim="rows")  # @CAP025
+
+
 def _cache() -> Any:
     from transformers import DynamicCache
 
@@ -396,6 +401,7 @@ CASES: tuple[Case, ...] = (
          options={"dynamic_shapes": {"mask": {0: torch.export.Dim.DYNAMIC}, "keys": {0: torch.export.Dim("cache_length")},
                                      "ids": {0: torch.export.Dim("seq_length")}}}),
     Case("VAL007", lambda: _fake(lambda: torch.nn.Linear(4, 4)), marker="export", files=("f",)),
+    Case("CAP025", RaisesEagerly, args=(torch.randn(2, 3),)),
 )
 
 

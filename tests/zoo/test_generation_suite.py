@@ -19,7 +19,10 @@ from onnxsight.zoo._worker import run_model
 pytest.importorskip("transformers")
 
 MODELS = {"gen_llama", "gen_llama_mha", "gen_qwen2", "gen_gpt2", "gen_bart", "gen_marian", "gen_t5", "gen_whisper",
-          "gen_mistral", "gen_gemma2", "gen_phi3", "gen_opt", "gen_gpt_neox", "gen_bloom", "gen_mbart", "gen_pegasus"}
+          "gen_mistral", "gen_gemma2", "gen_phi3", "gen_opt", "gen_gpt_neox", "gen_bloom", "gen_mbart", "gen_pegasus",
+          "gen_qwen3", "gen_phi", "gen_gptj", "gen_codegen", "gen_stablelm", "gen_olmo2", "gen_granite",
+          "gen_starcoder2", "gen_gpt_bigcode", "gen_mixtral", "gen_qwen2_moe", "gen_cohere", "gen_m2m100",
+          "gen_blenderbot_small", "gen_mt5"}
 
 
 def _task(model: str, tmp_path) -> dict:

@@ -126,12 +126,13 @@ def _path(location: Location) -> str:
 
 
 def cause(location: Location | None, origin: Location | None = None) -> str:
-    """"`x.view(4, -1)` at model.py:12", with the library line first when the user's line calls into one."""
-    if location is None:
+    """"`x.view(4, -1)` at model.py:12", with the library line first when the user's line calls into one (the
+    library line alone where the model is a library's, transformers' with no line of the user's on the stack)."""
+    if location is None and origin is None:
         return "the model's code"
     line = origin or location
     text = f"`{line.code}` at {_path(line)}:{line.line}" if line.code else f"{_path(line)}:{line.line}"
-    return f"{text} (called from {_path(location)}:{location.line})" if origin else text
+    return f"{text} (called from {_path(location)}:{location.line})" if origin and location else text
 
 
 def refuse(ctx: DiagnosticContext, entries: Entries, log: TorchLog, dims: list[RequestedDim], value: int | None,

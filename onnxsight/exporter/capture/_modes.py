@@ -14,9 +14,10 @@ from typing import Iterator
 
 import torch
 
-# the modules whose training mode an export can keep: their ops (native_dropout, sdpa's dropout_p) translate to
-# draws (ops/_nn_common.dropout)
-_DROPOUT = (torch.nn.modules.dropout._DropoutNd, torch.nn.MultiheadAttention)
+# the mode-dependent modules whose training graph an export keeps: their ops (native_dropout, sdpa's dropout_p)
+# translate to draws (ops/_nn_common.dropout)
+_DRAWN = (torch.nn.modules.dropout._DropoutNd, torch.nn.MultiheadAttention)
+
 
 def is_exported_graph(model: torch.nn.Module) -> bool:
     """Whether ``model`` is a graph module of ATen ops (torch.export's ``.module()``, PT2E's prepare/convert).
@@ -32,11 +33,12 @@ def is_exported_graph(model: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def eval_semantics(model: torch.nn.Module, dropout: str = "eval") -> Iterator[None]:
+def eval_semantics(model: torch.nn.Module, modes: str = "eval") -> Iterator[None]:
     """Every submodule's ``training`` is False inside; each submodule's own flag comes back after.
 
-    ``dropout``: ``"train"``, every dropout module draws (torch.onnx's ``training=TrainingMode.TRAINING``);
-    ``"preserve"``, the dropout modules in training mode keep drawing (``TrainingMode.PRESERVE``); ``"eval"``, none.
+    ``modes="train"``: every submodule's is True instead (torch.onnx's ``training=TrainingMode.TRAINING``),
+    ``"preserve"``: each keeps its own (``TrainingMode.PRESERVE``); the pipeline refuses both where a module
+    whose training graph onnxsight does not export would train (:func:`training_dependent`).
 
     NOTE: the attribute is set directly, never through ``train()``/``eval()``: ``train()``
     recurses (it would overwrite submodules' own modes when restoring), a module may
@@ -48,26 +50,27 @@ def eval_semantics(model: torch.nn.Module, dropout: str = "eval") -> Iterator[No
     saved = [(module, module.training) for module in model.modules()]
     try:
         for module, flag in saved:
-            module.training = isinstance(module, _DROPOUT) and (dropout == "train" or dropout == "preserve" and flag)
+            module.training = modes == "train" or (modes == "preserve" and flag)
         yield
     finally:
         for module, flag in saved:
             module.training = flag
 
 
-def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False, dropout: bool = True) -> list[str]:
+def training_dependent(model: torch.nn.Module, *, in_any_mode: bool = False, exported: bool = True) -> list[str]:
     """``name (Class)`` of each submodule in training mode whose behaviour depends on the mode.
 
     Dropout, batch norm, instance norm with running statistics, recurrent layers and attention with
     dropout: the modules whose training graph differs from the one :func:`eval_semantics` captures.
     ``in_any_mode``: such submodules whatever their mode (what ``training=TrainingMode.TRAINING`` would switch).
-    ``dropout=False``: dropout modules left out (an export whose dropout draws, :func:`eval_semantics`).
+    ``exported=False``: only those whose training graph onnxsight does not export (dropout's it does: it draws).
     """
     if is_exported_graph(model):
         return []
     found = []
     for name, module in model.named_modules():
-        if (module.training or in_any_mode) and _mode_dependent(module) and (dropout or not isinstance(module, _DROPOUT)):
+        drawn = isinstance(module, _DRAWN)
+        if (module.training or in_any_mode) and _mode_dependent(module) and (exported or not drawn):
             found.append(f"{name or 'the model'} ({type(module).__name__})")
     return found
 

@@ -30,6 +30,7 @@ from onnxsight.exporter.capture._packed import PackedSequenceRefused, packed_seq
 from onnxsight.exporter.capture._export_flag import dynamo_sees_onnx_export
 from onnxsight.exporter.capture._early_stop import Watch
 from onnxsight.exporter.capture._rnn_kernels import rnn_shape_kernels
+from onnxsight.exporter.inputs._fake import model_is_fake
 
 STRATEGIES: tuple[tuple[str, bool], ...] = (("torch.export(strict=False)", False), ("torch.export(strict=True)", True))
 MAX_FIX_ROUNDS = 4
@@ -486,8 +487,11 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
         failures.append((strategy, session.error))
         if classify(session.error) is rules.BAD_DYNAMIC_SHAPES:
             break  # ARG003 once, without a CAP001 per strategy repeating torch's message
-    # Every strategy failed: report the first (most informative, non-strict) failure as the error.
+    # Every strategy failed: report the first (most informative, non-strict) failure as the error, unless the
+    # model does not run at all (CAP025: the model's own error, not the exporter's).
     strategy, exc = failures[0]
+    if classify(exc) is rules.ALL_CAPTURE_FAILED and _raises_eagerly(ctx, model, args, kwargs):
+        return None
     frames = traceback_frames(exc)
     location = user_frame(frames)
     ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
@@ -495,3 +499,29 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
              dims="the dynamic dims", cause=audit.cause(location, refused.library_origin(exc)),
              subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "")
     return None
+
+
+def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Run ``model`` once on a copy of its inputs (a cache the call appends to stays as the user gave it); where it
+    raises, emit CAP025 at the line that raised and return True. Only after every strategy failed: one more
+    forward then costs nothing a successful export pays."""
+    import copy
+
+    if model_is_fake(model):   # weights without data (fake_mode(), meta): nothing to run
+        return False
+    try:
+        inputs = copy.deepcopy((args, kwargs))
+    except Exception:  # noqa: BLE001 - inputs that cannot be copied are not run again
+        return False
+    try:
+        with torch.no_grad():
+            model(*inputs[0], **inputs[1])
+    except Exception as error:  # noqa: BLE001 - any error of the model's is the one to report
+        frames = traceback_frames(error)[1:]   # the model's frames, not this call's
+        location = user_frame(frames)
+        origin = refused.caller(error)
+        ctx.emit(rules.MODEL_RAISES_EAGERLY, location=location, stack=frames, model=type(model).__name__,
+                 error_type=type(error).__name__, error=_short(error),
+                 cause=audit.cause(location, origin if origin != location else None))
+        return True
+    return False

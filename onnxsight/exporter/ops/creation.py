@@ -333,8 +333,7 @@ def aten_randint_like_low_dtype(b: GraphBuilder, self: Value, low: int | Value, 
     if not isinstance(low, int) or not isinstance(high, int):
         raise UnsupportedVariant("low/high", "a symbolic bound", "Python ints")
     zeros = _full(b, b.shape_of(self), 0, torch.float64)
-    uniform = random_like(b, "RandomUniformLike", zeros, torch.float64,
-                           low=float(low), high=float(high))
+    uniform = random_like(b, "RandomUniformLike", zeros, torch.float64, low=float(low), high=float(high))
     return b.cast(b.op("Floor", uniform), _dtype(b, dtype, self))
 
 
@@ -383,7 +382,7 @@ def aten_multinomial(b: GraphBuilder, self: Value, num_samples: int, replacement
     logits = b.op("Log", b.cast(rows, dtype), dtype=dtype, shape=rows.shape)
     if replacement or num_samples == 1:
         out = b.op("Multinomial", logits, sample_size=num_samples, dtype=i64)
-        b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(i64)))  # as _random_like
+        b.nodes[-1].attribute.append(helper.make_attribute("dtype", _dtypes.to_onnx(i64)))  # as random_like
     else:
         uniform = random_like(b, "RandomUniformLike", logits, dtype, low=float(torch.finfo(dtype).tiny), high=1.0)
         gumbel = b.op("Neg", b.op("Log", b.op("Neg", b.op("Log", uniform))))

@@ -96,6 +96,68 @@ def bloom() -> tuple:
     return _build("BloomConfig", "BloomForCausalLM", **sizes), prompt()
 
 
+def qwen3() -> tuple:
+    """Grouped-query attention with a norm on each head's queries and keys."""
+    return _build("Qwen3Config", "Qwen3ForCausalLM", **DECODER, num_key_value_heads=2, head_dim=8), prompt()
+
+
+def phi() -> tuple:
+    """A partial rotary (half of each head's dims), parallel attention and MLP."""
+    return _build("PhiConfig", "PhiForCausalLM", **DECODER, partial_rotary_factor=0.5), prompt()
+
+
+def gptj() -> tuple:
+    """An interleaved rotary on the first 4 dims of each head."""
+    sizes = dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, rotary_dim=4, n_positions=POSITIONS,
+                 pad_token_id=0)
+    return _build("GPTJConfig", "GPTJForCausalLM", **sizes), prompt()
+
+
+def codegen() -> tuple:
+    sizes = dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, rotary_dim=4, n_positions=POSITIONS,
+                 n_ctx=POSITIONS, pad_token_id=0)
+    return _build("CodeGenConfig", "CodeGenForCausalLM", **sizes), prompt()
+
+
+def stablelm() -> tuple:
+    return _build("StableLmConfig", "StableLmForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def olmo2() -> tuple:
+    return _build("Olmo2Config", "Olmo2ForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def granite() -> tuple:
+    """LLaMA's layout with scaled embeddings, residuals, attention and logits."""
+    return _build("GraniteConfig", "GraniteForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def starcoder2() -> tuple:
+    return _build("Starcoder2Config", "Starcoder2ForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
+def gpt_bigcode() -> tuple:
+    """Multi-query attention, its keys and values in one cache tensor per layer."""
+    sizes = dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=POSITIONS, pad_token_id=0)
+    return _build("GPTBigCodeConfig", "GPTBigCodeForCausalLM", **sizes), prompt()
+
+
+def mixtral() -> tuple:
+    """A mixture of experts: 2 of 4 experts per token, chosen by the router."""
+    return (_build("MixtralConfig", "MixtralForCausalLM", **DECODER, num_key_value_heads=2, num_local_experts=4,
+                   num_experts_per_tok=2), prompt())
+
+
+def qwen2_moe() -> tuple:
+    """Routed experts and a gated shared expert."""
+    return (_build("Qwen2MoeConfig", "Qwen2MoeForCausalLM", **DECODER, num_key_value_heads=2, num_experts=4,
+                   num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32), prompt())
+
+
+def cohere() -> tuple:
+    return _build("CohereConfig", "CohereForCausalLM", **DECODER, num_key_value_heads=2), prompt()
+
+
 def bart() -> tuple:
     return _build("BartConfig", "BartForConditionalGeneration", **SEQ2SEQ), prompt(left_padded=False)
 
@@ -111,6 +173,21 @@ def mbart() -> tuple:
 
 def pegasus() -> tuple:
     return _build("PegasusConfig", "PegasusForConditionalGeneration", **SEQ2SEQ), prompt(left_padded=False)
+
+
+def m2m100() -> tuple:
+    return _build("M2M100Config", "M2M100ForConditionalGeneration", **SEQ2SEQ), prompt(left_padded=False)
+
+
+def blenderbot_small() -> tuple:
+    return (_build("BlenderbotSmallConfig", "BlenderbotSmallForConditionalGeneration", **SEQ2SEQ),
+            prompt(left_padded=False))
+
+
+def mt5() -> tuple:
+    sizes = dict(vocab_size=VOCAB, d_model=HIDDEN, d_kv=8, d_ff=FFN, num_layers=LAYERS, num_heads=HEADS,
+                 pad_token_id=0, decoder_start_token_id=0)
+    return _build("MT5Config", "MT5ForConditionalGeneration", **sizes), prompt(left_padded=False)
 
 
 def t5() -> tuple:
@@ -141,11 +218,26 @@ MODELS = {
     "opt": (opt, ("decoder",)),
     "gpt_neox": (gpt_neox, ("decoder",)),
     "bloom": (bloom, ("decoder", "alibi")),
+    "qwen3": (qwen3, ("decoder", "grouped-query")),
+    "phi": (phi, ("decoder", "partial-rotary")),
+    "gptj": (gptj, ("decoder", "partial-rotary")),
+    "codegen": (codegen, ("decoder", "partial-rotary")),
+    "stablelm": (stablelm, ("decoder", "grouped-query")),
+    "olmo2": (olmo2, ("decoder", "grouped-query")),
+    "granite": (granite, ("decoder", "grouped-query")),
+    "starcoder2": (starcoder2, ("decoder", "grouped-query")),
+    "gpt_bigcode": (gpt_bigcode, ("decoder", "multi-query")),
+    "mixtral": (mixtral, ("decoder", "grouped-query", "mixture-of-experts")),
+    "qwen2_moe": (qwen2_moe, ("decoder", "grouped-query", "mixture-of-experts")),
+    "cohere": (cohere, ("decoder", "grouped-query")),
     "bart": (bart, ("encoder-decoder",)),
     "marian": (marian, ("encoder-decoder",)),
     "mbart": (mbart, ("encoder-decoder",)),
     "pegasus": (pegasus, ("encoder-decoder",)),
+    "m2m100": (m2m100, ("encoder-decoder",)),
+    "blenderbot_small": (blenderbot_small, ("encoder-decoder",)),
     "t5": (t5, ("encoder-decoder",)),
+    "mt5": (mt5, ("encoder-decoder",)),
     "whisper": (whisper, ("encoder-decoder", "audio")),
 }
 
