@@ -89,12 +89,7 @@ class Graph:
     def reindex(self) -> None:
         self.producer, self.readers, self.pinned = {}, {}, set()
         for node in self.nodes:
-            for name in node.output:
-                if name:
-                    self.producer[name] = node
-            for name in node.input:
-                if name:
-                    self.readers.setdefault(name, []).append(node)
+            self.index(node)
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     self.pinned |= _outer_reads(attr.g)
