@@ -18,7 +18,6 @@ additive form does (``_padding.py``, the note ONX008).
 
 from __future__ import annotations
 
-
 import numpy as np
 import onnx
 import torch
