@@ -128,14 +128,12 @@ def linear_reshapes(graph: Graph) -> int:
     for gemm in list(graph.nodes):
         if not plain_gemm(gemm):
             continue
-        flat = graph.private(gemm.input[0], "Reshape")
-        readers = graph.readers.get(gemm.output[0], [])
-        if flat is None or len(readers) != 1 or gemm.output[0] in graph.pinned:
+        flat, back = graph.private(gemm.input[0], "Reshape"), graph.sole_reader(gemm.output[0], "Reshape")
+        if flat is None or back is None:
             continue
-        (back,) = readers
         x, weight, bias = flat.input[0], graph.symbolic_shape(gemm.input[1]), graph.symbolic_shape(gemm.input[2])
         shape, out = graph.symbolic_shape(x), graph.symbolic_shape(back.output[0])
-        if back.op_type != "Reshape" or back.domain or shape is None or out is None or len(out) < 3 \
+        if shape is None or out is None or len(out) < 3 \
                 or weight is None or len(weight) != 2 or bias != (weight[1],) or out[-1] != weight[1] \
                 or tuple(shape[:len(out) - 1]) != out[:-1]:
             continue
