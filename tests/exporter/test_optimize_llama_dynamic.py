@@ -287,6 +287,6 @@ def _offset_mask(rows: int, cols: int, fill: float = float("-inf"), window: int 
     (np.concatenate([_offset_mask(4, 4), np.zeros((1, 1, 4, 4), np.float32)]), False),  # rows that differ
 ])
 def test_only_a_causal_mask_after_the_past_is_causal(mask: np.ndarray, expected: float | bool) -> None:
-    from onnxsight.exporter.optimize._rotary_dynamic import offset_causal_fill
+    from onnxsight.exporter.optimize._sized_mask import offset_causal_fill
 
     assert offset_causal_fill(mask) == expected

@@ -15,12 +15,14 @@ the simplifying passes (its NOTE says why); input padding masks are ``_padding``
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._emit import Emitter
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 
 
 def constant_masks(graph: Graph) -> int:
@@ -28,21 +30,16 @@ def constant_masks(graph: Graph) -> int:
 
     RowMax is TopK(k=1)'s values (ReduceMax for half-precision scores)."""
     done = 0
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        if softmax is None:
-            continue
-        add = graph.producer.get(softmax.input[0])
+    for where, softmax, add in guarded_adds(graph):
         mask = _constant_operand(graph, add)
         if mask is None or not has_no_dead_row(mask[1]):
-            continue
-        if where.output[0] in graph.pinned:
             continue
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
         other = add.input[1 - mask[0]]
-        fits = _keeps_shape(graph, other, mask[1]) if graph.constant(add.input[mask[0]]) is not None \
-            else _broadcasts_into(graph, add.input[mask[0]], other)
+        dims = list(mask[1].shape) if graph.constant(add.input[mask[0]]) is not None \
+            else graph.dims(add.input[mask[0]])
+        fits = _broadcasts_into(dims, graph.dims(other))
         if bool((mask[1] == 0).all()) and fits and add.output[0] not in graph.pinned:
             graph.replace_uses(add.output[0], add.input[1 - mask[0]])
             done += 1
@@ -54,16 +51,13 @@ def nan_guards(graph: Graph) -> int:
     could drop (a mask from an input's values, a mask that may mask a whole row) as torch.onnx writes them, which
     onnxscript's attention rule takes in (and which costs no TopK). The same zeros for a row whose every key is
     masked (Softmax gives NaN there); a row with a NaN score is zeros too, where torch gives NaN."""
-    done = 0
+    done, emit = 0, Emitter(graph)
     for where in list(graph.nodes):
         softmax = _guarded_softmax(graph, where)
         if softmax is None:
             continue
-        nan = graph.fresh(f"_isnan_{softmax.output[0]}")
-        node = onnx.helper.make_node("IsNaN", [softmax.output[0]], [nan], name=graph.fresh(f"_IsNaN_{nan}"))
-        graph.nodes.insert(next(i for i, n in enumerate(graph.nodes) if n is where), node)
-        graph.producer[nan] = node
-        graph.readers.setdefault(softmax.output[0], []).append(node)
+        nan = emit.op("IsNaN", softmax.output[0], hint=f"isnan_{softmax.output[0]}")
+        emit.place(where)
         graph.set_input(where, 0, nan)   # the row maximum and its Equal are dead code now
         done += 1
     return done
@@ -76,23 +70,25 @@ def has_no_dead_row(mask: torch.Tensor) -> bool:
     return not bool(torch.isneginf(mask).all(dim=-1).any())
 
 
+def guarded_adds(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto]]:
+    """(torch's fully-masked-row guard, its Softmax, the Add of scores and a mask before that) for each guard whose
+    value may be bypassed (no graph output): the guards the mask passes look at."""
+    for where in list(graph.nodes):
+        softmax = _guarded_softmax(graph, where)
+        add = graph.made_by(softmax.input[0], "Add") if softmax is not None else None
+        if add is not None and where.output[0] not in graph.pinned:
+            yield where, softmax, add
+
+
 def _guarded_softmax(graph: Graph, where: onnx.NodeProto) -> onnx.NodeProto | None:
     """The Softmax of torch's fully-masked-row guard ``where``, or None if ``where`` is not one."""
     if where.op_type != "Where" or where.domain or len(where.input) != 3:
         return None
-    equal, zero, softmax = graph.producer.get(where.input[0]), graph.constant(where.input[1]), \
-        graph.producer.get(where.input[2])
-    if equal is None or equal.op_type != "Equal" or softmax is None or softmax.op_type != "Softmax":
-        return None
-    if zero is None or zero.numel() != 1 or float(zero.reshape(-1)[0]) != 0.0:
-        return None
-    row_max = graph.producer.get(equal.input[0])
-    lowest = graph.constant(equal.input[1])
-    if row_max is None or row_max.input[0] != softmax.input[0] or not _is_row_max(graph, row_max):
-        return None
-    if lowest is None or lowest.numel() != 1 or float(lowest.reshape(-1)[0]) != -math.inf:
-        return None
-    if attribute(softmax, "axis", -1) != -1:
+    equal, softmax = graph.made_by(where.input[0], "Equal"), graph.made_by(where.input[2], "Softmax")
+    row_max = graph.producer.get(equal.input[0]) if equal is not None else None
+    if softmax is None or row_max is None or row_max.input[0] != softmax.input[0] or not _is_row_max(graph, row_max) \
+            or graph.scalar(where.input[1]) != 0.0 or graph.scalar(equal.input[1]) != -math.inf \
+            or attribute(softmax, "axis", -1) != -1:
         return None
     return softmax
 
@@ -103,14 +99,11 @@ def _is_row_max(graph: Graph, node: onnx.NodeProto) -> bool:
         return False
     if node.op_type == "ReduceMax":
         return True
-    k = graph.constant(node.input[1]) if node.op_type == "TopK" and len(node.input) > 1 else None
-    return k is not None and k.numel() == 1 and int(k.reshape(-1)[0]) == 1 and attribute(node, "axis", -1) == -1 \
-        and attribute(node, "largest", 1) == 1
+    return node.op_type == "TopK" and len(node.input) > 1 and graph.scalar(node.input[1]) == 1 \
+        and attribute(node, "axis", -1) == -1 and attribute(node, "largest", 1) == 1
 
 
-def _constant_operand(graph: Graph, add: onnx.NodeProto | None) -> tuple[int, torch.Tensor] | None:
-    if add is None or add.op_type != "Add" or add.domain:
-        return None
+def _constant_operand(graph: Graph, add: onnx.NodeProto) -> tuple[int, torch.Tensor] | None:
     for index in (1, 0):
         if graph.constant(add.input[1 - index]) is not None:
             continue
@@ -178,38 +171,11 @@ def _lower_bound(graph: Graph, name: str, depth: int = 0) -> int | None:
     return None
 
 
-def _broadcasts_into(graph: Graph, mask: str, other: str) -> bool:
-    """Whether the computed ``mask`` broadcasts into ``other``'s shape, by their declared (symbolic) shapes:
-    each of the mask's dims is 1 or the same size (the same number, or the same symbol) as ``other``'s."""
-    infos = graph.info(mask), graph.info(other)
-    if any(i is None or not i.type.tensor_type.HasField("shape") for i in infos):
-        return False
-    dims, others = (i.type.tensor_type.shape.dim for i in infos)
-    if len(dims) > len(others):
-        return False
-    for dim, size in zip(reversed(dims), reversed(others)):
-        if dim.HasField("dim_value") and dim.dim_value == 1:
-            continue
-        if dim.HasField("dim_value") and size.HasField("dim_value") and dim.dim_value == size.dim_value:
-            continue
-        if dim.HasField("dim_param") and size.HasField("dim_param") and dim.dim_param == size.dim_param:
-            continue
-        return False
-    return True
-
-
-def _keeps_shape(graph: Graph, other: str, mask: torch.Tensor) -> bool:
-    """Whether adding ``mask`` to ``other`` leaves ``other``'s shape as it is (the mask broadcasts into it)."""
-    info = graph.info(other)
-    if info is None or not info.type.tensor_type.HasField("shape"):
-        return False
-    dims = info.type.tensor_type.shape.dim
-    if len(dims) < mask.dim():
-        return False
-    for size, dim in zip(reversed(mask.shape), reversed(dims)):
-        if size != 1 and not (dim.HasField("dim_value") and dim.dim_value == size):
-            return False
-    return True
+def _broadcasts_into(mask: list[int | str | None] | None, other: list[int | str | None] | None) -> bool:
+    """Whether a mask of (symbolic) shape ``mask`` broadcasts into ``other``'s: each of its dims is 1 or the same size
+    as ``other``'s (the same number, or the same symbol)."""
+    return mask is not None and other is not None and len(mask) <= len(other) \
+        and all(d == 1 or (d is not None and d == o) for d, o in zip(reversed(mask), reversed(other)))
 
 
 # -- ONNX Runtime's transformer optimizer ---------------------------------------------------------------------
@@ -256,10 +222,8 @@ def _projection_input(graph: Graph, add: onnx.NodeProto | None) -> str | None:
 
 def _head_projection(graph: Graph, value: str) -> onnx.NodeProto | None:
     """The bias Add that ``value`` = ``Transpose(Reshape(Add(MatMul(x, W), bias)))`` comes from."""
-    transpose = graph.producer.get(value)
-    reshape = graph.producer.get(transpose.input[0]) if transpose is not None and transpose.op_type == "Transpose" \
-        else None
-    return graph.producer.get(reshape.input[0]) if reshape is not None and reshape.op_type == "Reshape" else None
+    reshape = parent(graph, graph.made_by(value, "Transpose"), 0, "Reshape")
+    return graph.producer.get(reshape.input[0]) if reshape is not None else None
 
 
 def _projection_adds(graph: Graph, softmax: onnx.NodeProto) -> list[onnx.NodeProto] | None:
@@ -290,10 +254,10 @@ def _reader_path(graph: Graph, value: str, *path: str) -> onnx.NodeProto | None:
     """The last node of a chain of sole readers of ``value`` with op types ``path``."""
     node = None
     for op_type in path:
-        readers = graph.readers.get(value, [])
-        if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or value in graph.pinned:
+        node = graph.sole_reader(value, op_type)
+        if node is None:
             return None
-        node, value = readers[0], readers[0].output[0]
+        value = node.output[0]
     return node
 
 

@@ -27,7 +27,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, set_attribute
 
 PASS_NAME = "batch-norm folding"
 
@@ -236,16 +236,10 @@ def _rewrite(graph: Graph, op: onnx.NodeProto, bn: onnx.NodeProto, folds: tuple[
             op.input.append(name)
             graph.readers.setdefault(name, []).append(op)
     if op.op_type == "Gemm":
-        _set_float(op, "beta", 1.0)
+        set_attribute(op, "beta", 1.0)
     product, out = op.output[0], bn.output[0]
     graph.remove([bn])
     op.output[0] = out
     graph.producer.pop(product, None)
     graph.producer[out] = op
     graph.removed[product] = PASS_NAME
-
-
-def _set_float(node: onnx.NodeProto, name: str, value: float) -> None:
-    for attr in node.attribute:
-        if attr.name == name:
-            attr.f = value

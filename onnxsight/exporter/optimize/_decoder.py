@@ -25,8 +25,9 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
-from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
+from onnxsight.exporter.optimize._simplify import plain_gemm
+from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes, offset_causal_fill
 
 _END = 2 ** 62  # a Slice end past any axis: "to the end"
 
@@ -58,13 +59,10 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
     checked at many sizes by running it, ``_sized_mask``, which has dropped torch's fully-masked-row guard)."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2 or add.output[0] in graph.pinned:
         return None
-    scores = graph.producer.get(add.input[0])
-    if scores is None or scores.op_type != "Div":
+    scores, softmax = graph.made_by(add.input[0], "Div"), graph.sole_reader(add.output[0], "Softmax")
+    if scores is None or softmax is None or attribute(softmax, "axis", -1) not in (-1, 3):
         return None
-    readers = graph.readers.get(add.output[0], [])
-    if len(readers) != 1 or readers[0].op_type != "Softmax" or attribute(readers[0], "axis", -1) not in (-1, 3):
-        return None
-    probs = readers[0].output[0]
+    probs = softmax.output[0]
     if not _qkv_from_one_split(graph, scores, probs):
         return None
     found, merge = _output_projection(graph, probs)
@@ -77,57 +75,28 @@ def _match(graph: Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto, float, on
             return None
         fill = causal_fill(mask, shape[-2], shape[-1])
     else:   # the layout matched first: running the mask costs more
-        fill = _causal_fill_from_sizes(graph, scores, add.input[1], probs)
+        query, value = graph.producer[scores.input[0]].input[0], graph.readers[probs][0].input[1]
+        fill = _causal_fill_from_sizes(graph, query, value, add.input[1])
     return None if fill is None else (scores, fill, merge)
 
 
-def _causal_fill_from_sizes(graph: Graph, scores: onnx.NodeProto, mask: str, probs: str) -> float | None:
+def _causal_fill_from_sizes(graph: Graph, query: str, value: str, mask: str) -> float | None:
     """The fill of a mask computed from the input sizes where it is causal over as many keys as queries: Q's and
     V's lengths the same symbol or size (no KV cache), the mask causal at every size sampled."""
-    matmul_qk = parent(graph, scores, 0, "MatMul")
-    readers = graph.readers.get(probs, [])
-    if matmul_qk is None or len(readers) != 1 or readers[0].op_type != "MatMul":
+    shapes = graph.symbolic_shape(query), graph.symbolic_shape(value)
+    if any(s is None or len(s) != 4 for s in shapes) or shapes[0][2] != shapes[1][2]:
         return None
-    query, value = graph.symbolic_shape(matmul_qk.input[0]), graph.symbolic_shape(readers[0].input[1])
-    if query is None or value is None or len(query) != 4 or len(value) != 4 or query[2] != value[2]:
-        return None
-    return causal_fill_at_sizes(graph, mask, query[2])
+    return causal_fill_at_sizes(graph, mask, shapes[0][2])
 
 
 def causal_fill(mask: torch.Tensor, rows: int, cols: int) -> float | None:
     """The masked-out value of ``mask`` where it is exactly torch's causal mask for ``rows == cols`` (0 on and
     below the diagonal, one value of at most the dtype's lowest above it), the same for every batch row and
     head; None otherwise."""
-    if rows != cols or rows < 2 or not mask.dtype.is_floating_point or mask.dim() > 4 or mask.dim() < 2:
+    if rows != cols or rows < 2 or mask.dim() > 4 or tuple(mask.shape[-2:]) != (rows, cols):
         return None
-    if tuple(mask.shape[-2:]) != (rows, cols):
-        return None
-    squares = mask.reshape(-1, rows, cols)
-    if not bool((squares == squares[:1]).all()):
-        return None
-    square = squares[0]
-    keep = torch.ones(rows, cols, dtype=torch.bool).tril()
-    blocked = square[~keep]
-    fill = float(blocked[0])
-    if not bool((square[keep] == 0).all()) or not bool((blocked == fill).all()):
-        return None
-    return fill if fill == -math.inf or fill <= torch.finfo(mask.dtype).min else None
-
-
-def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
-    """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
-    if node is None or len(node.input) <= index:
-        return None
-    found = graph.producer.get(node.input[index])
-    return found if found is not None and found.op_type == op_type and not found.domain else None
-
-
-def _plain_gemm(node: onnx.NodeProto | None) -> bool:
-    """``x @ W + b`` as ORT's fused Attention reads it: the GPT-2 fuser takes the Gemm's weight and bias as they
-    are, whatever its transB/alpha/beta say."""
-    return node is not None and node.op_type == "Gemm" and not node.domain and len(node.input) == 3 \
-        and attribute(node, "transA", 0) == 0 and attribute(node, "transB", 0) == 0 \
-        and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
+    fill = offset_causal_fill(mask)
+    return None if isinstance(fill, bool) else fill
 
 
 def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> bool:
@@ -142,9 +111,8 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
     for position, (node, index) in enumerate(sources):
         reshape = parent(graph, parent(graph, node, index, "Transpose"), 0, "Reshape")
         source = parent(graph, reshape, 0, "Split")
-        if source is None or list(source.output).index(reshape.input[0]) != position:
-            return False
-        if split is not None and source is not split:
+        if source is None or list(source.output).index(reshape.input[0]) != position \
+                or (split is not None and source is not split):
             return False
         split = source
     sizes = graph.constant(split.input[1]) if len(split.input) > 1 else None
@@ -152,7 +120,8 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
     if sizes is None or sizes.numel() != 3 or len(set(sizes.tolist())) != 1 or rank is None \
             or attribute(split, "axis", 0) not in (-1, rank - 1):  # Q, K, V side by side in the Gemm's columns
         return False
-    if not _plain_gemm(parent(graph, parent(graph, split, 0, "Reshape"), 0, "Gemm")):
+    # the GPT-2 fuser takes the Gemm's weight and bias as they are, whatever its transB/alpha/beta say
+    if not plain_gemm(parent(graph, parent(graph, split, 0, "Reshape"), 0, "Gemm")):
         return False
     return scaled_by_root_of_head_size(graph, scores, matmul_qk)
 
@@ -160,11 +129,10 @@ def _qkv_from_one_split(graph: Graph, scores: onnx.NodeProto, probs: str) -> boo
 def scaled_by_root_of_head_size(graph: Graph, scores: onnx.NodeProto, matmul_qk: onnx.NodeProto) -> bool:
     """Whether ``scores`` is ``Q K^T / sqrt(E)``: the scale ORT's fused attention ops apply when not told one."""
     head = graph.symbolic_shape(matmul_qk.input[0])
-    divisor = graph.constant(scores.input[1])
-    if head is None or not isinstance(head[-1], int) or divisor is None or divisor.numel() != 1 \
-            or scores.input[0] != matmul_qk.output[0]:
+    divisor = graph.scalar(scores.input[1])
+    if head is None or not isinstance(head[-1], int) or divisor is None or scores.input[0] != matmul_qk.output[0]:
         return False
-    return math.isclose(float(divisor.reshape(-1)[0]), math.sqrt(head[-1]), rel_tol=1e-6)
+    return math.isclose(divisor, math.sqrt(head[-1]), rel_tol=1e-6)
 
 
 def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto | None]:
@@ -179,7 +147,7 @@ def _output_projection(graph: Graph, probs: str) -> tuple[bool, onnx.NodeProto |
     while len(chain) == 1 and chain[0].op_type == "Reshape" and len(reshapes) < 2:
         reshapes.append(chain[0])
         chain = graph.readers.get(chain[0].output[0], [])
-    if not reshapes or not chain or any(not _plain_gemm(n) or n.input[0] != reshapes[-1].output[0] for n in chain):
+    if not reshapes or not chain or any(not plain_gemm(n) or n.input[0] != reshapes[-1].output[0] for n in chain):
         return False, None
     if len(reshapes) == 2:
         return True, None

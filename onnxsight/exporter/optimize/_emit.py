@@ -42,20 +42,13 @@ class Emitter:
         output = out or graph.fresh(f"_{hint or op_type.lower()}")
         node = onnx.helper.make_node(op_type, list(inputs), [output], name=graph.fresh(f"_{op_type}_{output}"),
                                      **attrs)
-        graph.producer[output] = node
-        for name in inputs:
-            if name:
-                graph.readers.setdefault(name, []).append(node)
+        graph.index(node)
         self._pending.append(node)
         return output
 
-    def place(self, before: onnx.NodeProto) -> None:
-        """Put the nodes made since the last call just before ``before`` (they read only what it can read)."""
-        at = next(i for i, n in enumerate(self.graph.nodes) if n is before)
+    def place(self, before: onnx.NodeProto | None) -> None:
+        """Put the nodes made since the last call just before ``before`` (they read only what it can read); at the
+        start of the graph for None."""
+        at = 0 if before is None else next(i for i, n in enumerate(self.graph.nodes) if n is before)
         self.graph.nodes[at:at] = self._pending
-        self._pending = []
-
-    def place_first(self) -> None:
-        """Put the pending nodes at the start of the graph (they read graph inputs and constants only)."""
-        self.graph.nodes[0:0] = self._pending
         self._pending = []

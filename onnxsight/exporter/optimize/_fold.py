@@ -80,10 +80,8 @@ def fold_constants(graph: Graph, opset: int) -> int:
             folded += _fold_shape(graph, node)
             continue
         inputs = [graph.constant(name) for name in node.input]
-        if not inputs or any(t is None and name for t, name in zip(inputs, node.input)):
-            continue
-        if any(t is not None and not has_data(t) for t in inputs) or len(node.output) != 1 \
-                or any(name in graph.weights for name in node.input):
+        if not inputs or any(t is None and name for t, name in zip(inputs, node.input)) or len(node.output) != 1 \
+                or any(t is not None and not has_data(t) for t in inputs) or set(node.input) & graph.weights:
             continue
         largest = max((t.numel() for t in inputs if t is not None), default=0)
         try:
@@ -132,9 +130,7 @@ def _fold_shape(graph: Graph, node: onnx.NodeProto) -> int:
     if node.op_type == "Size":
         value = torch.tensor(int(np.prod(shape)), dtype=torch.int64)
     else:
-        rank = len(shape)
-        start, end = attribute(node, "start", 0), attribute(node, "end", rank)
-        value = torch.tensor(shape[slice(start, end)], dtype=torch.int64)
+        value = torch.tensor(shape[attribute(node, "start", 0):attribute(node, "end", len(shape))], dtype=torch.int64)
     graph.initializers[node.output[0]] = value
     graph.remove([node])
     return 1

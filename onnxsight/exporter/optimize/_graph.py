@@ -16,6 +16,7 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_onnx
+from onnxsight.exporter.inputs._fake import has_data
 
 
 @dataclass
@@ -88,12 +89,7 @@ class Graph:
     def reindex(self) -> None:
         self.producer, self.readers, self.pinned = {}, {}, set()
         for node in self.nodes:
-            for name in node.output:
-                if name:
-                    self.producer[name] = node
-            for name in node.input:
-                if name:
-                    self.readers.setdefault(name, []).append(node)
+            self.index(node)
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     self.pinned |= _outer_reads(attr.g)
@@ -118,6 +114,31 @@ class Graph:
         """The weight or folded constant called ``name``; None for computed values."""
         return self.initializers.get(name) if name else None
 
+    def ints(self, name: str) -> list[int] | None:
+        """The elements of the constant ``name`` as ints, where it has data; else None."""
+        value = self.constant(name)
+        return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
+
+    def scalar(self, name: str) -> float | None:
+        """The one element of the constant ``name`` (of any shape), where it has data; else None."""
+        value = self.constant(name)
+        return float(value.reshape(-1)[0]) if value is not None and value.numel() == 1 and has_data(value) else None
+
+    def made_by(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The node making ``name`` where it is a standard ``op_type``; else None."""
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op_type and not node.domain else None
+
+    def private(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The standard ``op_type`` node making ``name``, where ``name`` is read by one node alone (no graph output)."""
+        return self.made_by(name, op_type) if self.uses(name) == 1 else None
+
+    def sole_reader(self, name: str, op_type: str) -> onnx.NodeProto | None:
+        """The one node reading ``name``, where it is a standard ``op_type`` (and ``name`` no graph output)."""
+        readers = self.readers.get(name, [])
+        return readers[0] if len(readers) == 1 and readers[0].op_type == op_type and not readers[0].domain \
+            and name not in self.pinned else None
+
     def static_shape(self, name: str) -> tuple[int, ...] | None:
         """The shape of ``name`` where every dim is a known int; else None."""
         shape = self.symbolic_shape(name)
@@ -125,18 +146,21 @@ class Graph:
             return None
         return tuple(int(d) for d in shape)
 
-    def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
-        """The shape of ``name`` where every dim is a known int or a named symbol (``batch``, torch's ``s0``: the
-        same name is the same size); else None."""
+    def dims(self, name: str) -> list[int | str | None] | None:
+        """The dims of ``name`` where its rank is known: each a known int, a named symbol (``batch``, torch's ``s0``:
+        the same name is the same size) or None."""
         if name in self.initializers:
-            return tuple(self.initializers[name].shape)
+            return list(self.initializers[name].shape)
         info = self.info(name)
         if info is None or not info.type.tensor_type.HasField("shape"):
             return None
-        dims = info.type.tensor_type.shape.dim
-        if any(not d.HasField("dim_value") and not d.dim_param for d in dims):
-            return None
-        return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in dims)
+        return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in info.type.tensor_type.shape.dim]
+
+    def symbolic_shape(self, name: str) -> tuple[int | str, ...] | None:
+        """The shape of ``name`` where every dim is a known int or a named symbol; else None."""
+        dims = self.dims(name)
+        return None if dims is None or None in dims else tuple(dims)  # type: ignore[arg-type]
 
     @property
     def graph_inputs(self) -> set[str]:
@@ -144,12 +168,8 @@ class Graph:
 
     def static_rank(self, name: str) -> int | None:
         """The rank of ``name`` where it is known (symbolic dims included); else None."""
-        if name in self.initializers:
-            return self.initializers[name].dim()
-        info = self.info(name)
-        if info is None or not info.type.tensor_type.HasField("shape"):
-            return None
-        return len(info.type.tensor_type.shape.dim)
+        dims = self.dims(name)
+        return None if dims is None else len(dims)
 
     def elem_type(self, name: str) -> int | None:
         if name in self.initializers:
@@ -179,6 +199,28 @@ class Graph:
                 if readers is not None:
                     self.readers[name] = [r for r in readers if id(r) not in doomed]
         self._dropped.update(doomed)
+
+    def index(self, node: onnx.NodeProto) -> None:
+        """Record a new node as the producer of its outputs and a reader of its inputs (placed by the caller)."""
+        for name in node.output:
+            if name:
+                self.producer[name] = node
+        for name in node.input:
+            if name:
+                self.readers.setdefault(name, []).append(node)
+
+    def replace(self, nodes: list[onnx.NodeProto], node: onnx.NodeProto, why: str) -> None:
+        """``node``, writing the value of the last of ``nodes``, where that one was; the other nodes' values are gone,
+        removed by the pass ``why`` (the nodes must come before the last, and their values be unread but by them)."""
+        *inner, last = nodes
+        for old in inner:
+            self.removed[old.output[0]] = why
+        node.metadata_props.extend(last.metadata_props)
+        self.remove(inner)
+        at = next(i for i, n in enumerate(self.nodes) if n is last)
+        self.remove([last])
+        self.nodes.insert(at, node)
+        self.index(node)
 
     def set_input(self, node: onnx.NodeProto, index: int, name: str) -> None:
         old = node.input[index]
@@ -230,3 +272,15 @@ def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
         if attr.name == name:
             return onnx.helper.get_attribute_value(attr)
     return default
+
+
+def set_attribute(node: onnx.NodeProto, name: str, value: Any) -> None:
+    """``node``'s attribute ``name`` (which it has) set to ``value`` in place."""
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.CopyFrom(onnx.helper.make_attribute(name, value))
+
+
+def parent(graph: Graph, node: onnx.NodeProto | None, index: int, op_type: str) -> onnx.NodeProto | None:
+    """The node making ``node``'s input ``index`` where it is a standard ``op_type``; else None."""
+    return graph.made_by(node.input[index], op_type) if node is not None and len(node.input) > index else None

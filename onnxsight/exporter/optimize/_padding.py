@@ -10,11 +10,10 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_torch
-from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._attention import guarded_adds
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._sized_mask import _is_mask, subgraph_model
+from onnxsight.exporter.optimize._sized_mask import _is_mask, mask_subgraph, subgraph_model, zeros
 
 # Score dtypes the additive form is written in: each with its own lowest finite value.
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
@@ -39,11 +38,8 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     done = 0
     made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
     checked: dict[tuple, str | None] = {}   # every layer adds the same mask: its subgraph is run once
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        found = _padding_mask(graph, add, checked) if add is not None and add.op_type == "Add" \
-            and where.output[0] not in graph.pinned else None
+    for where, softmax, add in guarded_adds(graph):
+        found = _padding_mask(graph, add, checked)
         if found is None:
             continue
         index, keys = found
@@ -104,55 +100,27 @@ def _broadcast_keys(graph: Graph, mask: str, wanted: tuple, shape: tuple) -> str
     """The bool value of (symbolic) shape ``wanted`` that ``mask`` (of shape ``shape``) is ``value[:, None, None,
     :]`` of: its subgraph may read other graph inputs for their sizes only (``Shape``); run to check, on masks of
     several densities, at two sizes per symbol where sizes are dynamic."""
-    nodes: dict[int, onnx.NodeProto] = {}
-    leaves: set[str] = set()
-    sized: set[str] = set()   # graph inputs the subgraph reads the sizes of
-    stack = [mask]
-    while stack:
-        name = stack.pop()
-        if graph.constant(name) is not None or name in leaves or name in sized:
-            continue
-        if name != mask and graph.symbolic_shape(name) == wanted and graph.elem_type(name) == onnx.TensorProto.BOOL:
-            leaves.add(name)
-            continue
-        if name in graph.graph_inputs:
-            sized.add(name)
-            continue
-        node = graph.producer.get(name)
-        if node is None or node.domain or len(nodes) > _MAX_MASK_NODES:
-            return None
-        if id(node) not in nodes:
-            nodes[id(node)] = node
-            stack.extend(n for n in node.input if n)
-    if len(leaves) != 1 or any(graph.constant(n) is not None and not has_data(graph.constant(n))
-                               for node in nodes.values() for n in node.input):
+    def leaf(name: str) -> bool:
+        return name != mask and graph.symbolic_shape(name) == wanted and graph.elem_type(name) == onnx.TensorProto.BOOL
+
+    found = mask_subgraph(graph, mask, leaf)
+    # one value the mask broadcasts; any other graph input read for its sizes alone (``Shape``)
+    if found is None or len(found[0]) > _MAX_MASK_NODES or len(found[2]) != 1 or not leaf(found[2][0]) \
+            or any(name not in graph.graph_inputs for name in found[1]):
         return None
-    if any(n in sized and node.op_type != "Shape" for node in nodes.values() for n in node.input):
-        return None   # the mask depends on another input's values, not only on its sizes
-    (keys,) = leaves
-    inputs = {name: graph.symbolic_shape(name) for name in sorted(sized)}
+    body, sized, (keys,) = found
+    inputs = {name: graph.symbolic_shape(name) for name in sized}
     symbols = sorted({d for s in (wanted, shape, *inputs.values()) if s is not None for d in s if isinstance(d, str)})
     if any(s is None for s in inputs.values()) or any(not s.isidentifier() for s in symbols):
         return None   # a size written as an expression ("seq*batch") is not one to choose
     sizes = [dict(zip(symbols, range(3, 3 + len(symbols)))), dict(zip(symbols, range(5, 5 + 2 * len(symbols), 2)))] \
         if symbols else [{}]
-    evaluator = _evaluator(graph, list(nodes.values()), keys, mask, sorted(sized))
     try:
-        return keys if evaluator is not None and all(_broadcasts(graph, evaluator, keys, sorted(sized), wanted, shape,
-                                                                 size) for size in sizes) else None
-    except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
-        return None
+        from onnx.reference import ReferenceEvaluator
 
-
-def _evaluator(graph: Graph, nodes: list[onnx.NodeProto], keys: str, mask: str, sized: list[str]) -> object | None:
-    """onnx's reference evaluator of the mask's subgraph, from ``keys`` and the inputs read for their sizes."""
-    from onnx.reference import ReferenceEvaluator
-
-    order = {id(n): i for i, n in enumerate(graph.nodes)}
-    try:
-        return ReferenceEvaluator(subgraph_model(graph, sorted(nodes, key=lambda n: order[id(n)]), [keys, *sized],
-                                                 mask))
-    except Exception:  # noqa: BLE001 - a mask the reference cannot load is left as it is
+        evaluator = ReferenceEvaluator(subgraph_model(graph, body, [keys, *sized], mask))
+        return keys if all(_broadcasts(graph, evaluator, keys, sized, wanted, shape, size) for size in sizes) else None
+    except Exception:  # noqa: BLE001 - a mask the reference cannot load or run is left as it is
         return None
 
 
@@ -161,9 +129,7 @@ def _broadcasts(graph: Graph, evaluator: object, keys: str, sized: list[str], wa
     """Whether the mask's subgraph, at the sizes ``size`` gives to the symbols, broadcasts each sample of keys."""
     wanted_now = tuple(size.get(d, d) if isinstance(d, str) else d for d in wanted)
     shape_now = tuple(size.get(d, d) if isinstance(d, str) else d for d in shape)
-    feeds = {name: np.zeros([size.get(d, d) if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
-                            onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name) or onnx.TensorProto.FLOAT))
-             for name in sized}
+    feeds = zeros(graph, sized, size)
     rng = np.random.default_rng(0)
     one_hot = np.zeros(wanted_now, bool)
     one_hot[np.arange(wanted_now[0]), np.arange(wanted_now[0]) % wanted_now[1]] = True

@@ -11,7 +11,8 @@ last value of the chain keeps its name (the verifier pairs it with PyTorch's); t
 it are listed as optimised away. Matched in float32 and float64, and in half precision where the
 chain runs between a Cast to float32 and a Cast back, the weight multiplied after it (LLaMA's
 ``hidden_states.to(torch.float32)`` ... ``self.weight * hidden_states.to(input_dtype)``): the op's
-float32 stash (``stash_type=1``) is those Casts.
+float32 stash (``stash_type=1``) is those Casts. Ours, as the other opset-23 passes: the values it removes are
+recorded for verification (``_passes``' NOTE), which onnxscript's ``onnx_fusions`` does not do.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ def rms_norms(graph: Graph) -> int:
         if chain is None:
             continue
         x, eps, scale, nodes = chain
-        last = nodes[-1]
-        out = last.output[0]
+        out = nodes[-1].output[0]
         if scale is None:
             width = _width(graph, x)
             if width is None:
@@ -45,16 +45,7 @@ def rms_norms(graph: Graph) -> int:
             graph.initializers[scale] = torch.ones(width, dtype=to_torch(graph.elem_type(x)))
         norm = onnx.helper.make_node("RMSNormalization", [x, scale], [out], name=graph.fresh(f"{out}_rms"),
                                      axis=-1, epsilon=eps, stash_type=1)
-        norm.metadata_props.extend(last.metadata_props)
-        for node in nodes[:-1]:
-            graph.removed[node.output[0]] = PASS_NAME
-        graph.remove(nodes[:-1])
-        at = next(i for i, node in enumerate(graph.nodes) if node is last)   # after x and the weight are made
-        graph.remove([last])
-        graph.nodes.insert(at, norm)
-        graph.producer[out] = norm
-        for name in norm.input:
-            graph.readers.setdefault(name, []).append(norm)
+        graph.replace(nodes, norm, PASS_NAME)   # after x and the weight are made
         done += len(nodes) - 1
     return done
 
@@ -64,45 +55,44 @@ def _match(graph: Graph, pow_node: onnx.NodeProto) -> tuple[str, float, str | No
     if pow_node.op_type != "Pow" or pow_node.domain or graph.elem_type(pow_node.input[0]) not in _WIDE:
         return None
     x = pow_node.input[0]
-    exponent = graph.constant(pow_node.input[1])
-    if exponent is None or exponent.numel() != 1 or float(exponent.reshape(-1)[0]) != 2.0:
+    if graph.scalar(pow_node.input[1]) != 2.0:
         return None
-    mean = _only_reader(graph, pow_node, "ReduceMean")
+    mean = graph.sole_reader(pow_node.output[0], "ReduceMean")
     rank = graph.static_rank(x)
-    axes = graph.constant(mean.input[1]) if mean is not None and len(mean.input) > 1 else None
-    if mean is None or rank is None or axes is None or [a % rank for a in axes.reshape(-1).tolist()] != [rank - 1] \
+    axes = graph.ints(mean.input[1]) if mean is not None and len(mean.input) > 1 else None
+    if mean is None or rank is None or axes is None or [a % rank for a in axes] != [rank - 1] \
             or not attribute(mean, "keepdims", 1):
         return None
-    add = _only_reader(graph, mean, "Add")
-    eps = graph.constant(add.input[1] if add.input[0] == mean.output[0] else add.input[0]) if add is not None else None
-    if eps is None or eps.numel() != 1:
+    add = graph.sole_reader(mean.output[0], "Add")
+    eps = graph.scalar(add.input[1] if add.input[0] == mean.output[0] else add.input[0]) if add is not None else None
+    if eps is None:
         return None
-    sqrt = _only_reader(graph, add, "Sqrt")
-    inverse = _only_reader(graph, sqrt, "Reciprocal") if sqrt is not None else None
-    mul = _only_reader(graph, inverse, "Mul") if inverse is not None else None
+    sqrt = graph.sole_reader(add.output[0], "Sqrt")
+    inverse = graph.sole_reader(sqrt.output[0], "Reciprocal") if sqrt is not None else None
+    mul = graph.sole_reader(inverse.output[0], "Mul") if inverse is not None else None
     if mul is None or set(mul.input) != {x, inverse.output[0]}:
         return None
     nodes = [pow_node, mean, add, sqrt, inverse, mul]
     x, nodes = _half_precision(graph, x, nodes)
-    weighted = _only_reader(graph, nodes[-1], "Mul")
+    weighted = graph.sole_reader(nodes[-1].output[0], "Mul")
     if weighted is not None:
         other = [name for name in weighted.input if name != nodes[-1].output[0]]
         weight = graph.constant(other[0]) if len(other) == 1 else None
         if weight is not None and weight.dim() == 1 and weight.numel() == _width(graph, x) \
                 and graph.elem_type(other[0]) == graph.elem_type(x):
-            return x, float(eps.reshape(-1)[0]), other[0], [*nodes, weighted]
-    return x, float(eps.reshape(-1)[0]), None, nodes
+            return x, eps, other[0], [*nodes, weighted]
+    return x, eps, None, nodes
 
 
 def _half_precision(graph: Graph, wide: str, nodes: list[onnx.NodeProto]) -> tuple[str, list[onnx.NodeProto]]:
     """A half-precision model's chain, ``Cast(x, float32) -> ... -> Cast(back)``: the op's float32 stash
     (``stash_type=1``) is those Casts, so it reads x itself and the chain takes in the Cast back (and the Cast
     to float32, where the chain alone reads it). Else the chain as it is."""
-    cast_in = graph.producer.get(wide)
-    source = cast_in.input[0] if cast_in is not None and cast_in.op_type == "Cast" and not cast_in.domain else None
+    cast_in = graph.made_by(wide, "Cast")
+    source = cast_in.input[0] if cast_in is not None else None
     if source is None or graph.elem_type(source) not in _HALF or graph.elem_type(wide) != onnx.TensorProto.FLOAT:
         return wide, nodes
-    cast_out = _only_reader(graph, nodes[-1], "Cast")
+    cast_out = graph.sole_reader(nodes[-1].output[0], "Cast")
     if cast_out is None or attribute(cast_out, "to") != graph.elem_type(source):
         return wide, nodes
     readers = graph.readers.get(wide, [])
@@ -110,17 +100,7 @@ def _half_precision(graph: Graph, wide: str, nodes: list[onnx.NodeProto]) -> tup
     return source, [cast_in, *nodes, cast_out] if alone else [*nodes, cast_out]
 
 
-def _only_reader(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeProto | None:
-    """The one node reading ``node``'s output, if it is an ``op_type`` (and the output is not a graph output)."""
-    out = node.output[0]
-    readers = graph.readers.get(out, [])
-    if len(readers) != 1 or out in graph.pinned or readers[0].op_type != op_type or readers[0].domain:
-        return None
-    return readers[0]
-
-
 def _width(graph: Graph, name: str) -> int | None:
     """The size of ``name``'s last axis where it is a known int (other axes may be dynamic)."""
-    info = graph.info(name)
-    dims = info.type.tensor_type.shape.dim if info is not None and info.type.tensor_type.HasField("shape") else ()
-    return dims[-1].dim_value if dims and dims[-1].HasField("dim_value") else None
+    dims = graph.dims(name)
+    return dims[-1] if dims and isinstance(dims[-1], int) else None

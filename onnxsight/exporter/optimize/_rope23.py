@@ -17,7 +17,7 @@ CPU kernel has no bfloat16). A partial rotary (GPT-NeoX's, Phi's: ``x[..., :rot]
 position ids), so they are expanded to x's batch where that differs (once per model).
 
 The Add's value (``q_embed``, ``k_embed``) keeps its name on the RotaryEmbedding; the values inside are listed as
-optimised away.
+optimised away. Ours: onnxscript 0.7.2's ``onnx_fusions`` writes a RotaryEmbedding ONNX Runtime rejects at batch > 1.
 """
 
 from __future__ import annotations
@@ -60,13 +60,7 @@ def rotary_embeddings(graph: Graph) -> int:
                   for c, table in zip(caches, (cos, sin))]
         out = add.output[0]
         rotary = onnx.helper.make_node("RotaryEmbedding", [x, *caches], [out], name=graph.fresh(f"{out}_rotary"))
-        rotary.metadata_props.extend(add.metadata_props)
-        for node in nodes:
-            graph.removed[node.output[0]] = PASS_NAME
-        at = next(i for i, node in enumerate(graph.nodes) if node is add)
-        graph.remove([*nodes, add])
-        graph.nodes.insert(at - len(nodes), rotary)   # the pattern's nodes all come before the Add
-        _index(graph, rotary)
+        graph.replace([*nodes, add], rotary, PASS_NAME)   # the pattern's nodes all come before the Add
         done += len(nodes) + _partial(graph, rotary)
     return done
 
@@ -75,13 +69,11 @@ def _partial(graph: Graph, rotary: onnx.NodeProto) -> int:
     """A partial rotary, ``cat(rotary(q[..., :rot]), q[..., rot:])`` (GPT-NeoX's, Phi's), as one RotaryEmbedding of q
     with ``rotary_embedding_dim=rot`` (which rotates the first ``rot`` and passes the rest through). Returns the
     nodes removed."""
-    rotated = _private(graph, rotary.input[0], "Slice")
-    concat = graph.readers.get(rotary.output[0], [])
-    concat = concat[0] if len(concat) == 1 and rotary.output[0] not in graph.pinned else None
-    if rotated is None or concat is None or concat.op_type != "Concat" or concat.domain \
-            or list(concat.input[:1]) != [rotary.output[0]] or len(concat.input) != 2:
+    rotated = graph.private(rotary.input[0], "Slice")
+    concat = graph.sole_reader(rotary.output[0], "Concat")
+    if rotated is None or concat is None or len(concat.input) != 2 or concat.input[0] != rotary.output[0]:
         return 0
-    passed = _private(graph, concat.input[1], "Slice")
+    passed = graph.private(concat.input[1], "Slice")
     q = rotated.input[0]
     shape = graph.symbolic_shape(q)
     if passed is None or passed.input[0] != q or shape is None or len(shape) != 4 or not isinstance(shape[3], int) \
@@ -93,13 +85,7 @@ def _partial(graph: Graph, rotary: onnx.NodeProto) -> int:
     out = concat.output[0]
     whole = onnx.helper.make_node("RotaryEmbedding", [q, *rotary.input[1:]], [out], name=graph.fresh(f"{out}_rotary"),
                                   rotary_embedding_dim=width)
-    whole.metadata_props.extend(concat.metadata_props)
-    for node in (rotated, rotary, passed):
-        graph.removed[node.output[0]] = PASS_NAME
-    at = next(i for i, node in enumerate(graph.nodes) if node is concat)
-    graph.remove([rotated, rotary, passed, concat])
-    graph.nodes.insert(at - 3, whole)   # the three come before the Concat
-    _index(graph, whole)
+    graph.replace([rotated, rotary, passed, concat], whole, PASS_NAME)   # the three come before the Concat
     return 3
 
 
@@ -108,7 +94,7 @@ def _match(graph: Graph, add: onnx.NodeProto,
     """(x, its cos and sin of shape (batch, seq, D), the pattern's nodes but the Add) where ``add`` ends one."""
     if add.op_type != "Add" or add.domain or len(add.input) != 2:
         return None
-    muls = [_private(graph, name, "Mul") for name in add.input]
+    muls = [graph.private(name, "Mul") for name in add.input]
     if None in muls or muls[0] is muls[1]:
         return None
     for plain, rotated in (muls, muls[::-1]):
@@ -117,11 +103,9 @@ def _match(graph: Graph, add: onnx.NodeProto,
             continue
         x, sin4, inner = found
         cos4 = _other(plain, x)
-        shape = graph.symbolic_shape(x)
-        if cos4 is None or graph.elem_type(x) not in _DTYPES or shape is None or len(shape) != 4 \
-                or not isinstance(shape[3], int) or shape[3] % 2:
-            return None
-        if any(graph.elem_type(v) != graph.elem_type(x) for v in (cos4, sin4)):
+        shape = graph.symbolic_shape(x)   # known, its last dim even (rotate_half)
+        if cos4 is None or graph.elem_type(x) not in _DTYPES or len(shape) != 4 \
+                or any(graph.elem_type(v) != graph.elem_type(x) for v in (cos4, sin4)):
             return None
         found = [_over_heads(graph, v, shape, tables) for v in (cos4, sin4)]
         if None in found:
@@ -133,55 +117,55 @@ def _match(graph: Graph, add: onnx.NodeProto,
 def _rotate_half(graph: Graph, mul: onnx.NodeProto) -> tuple[str, str, list[onnx.NodeProto]] | None:
     """(x, sin, nodes) where ``mul`` is ``Concat(Neg(x[..., D/2:]), x[..., :D/2]) * sin``."""
     for i in (0, 1):
-        concat = _private(graph, mul.input[i], "Concat")
-        if concat is None or len(concat.input) != 2:
-            continue
-        neg = _private(graph, concat.input[0], "Neg")
-        high = _private(graph, neg.input[0], "Slice") if neg is not None else None
-        low = _private(graph, concat.input[1], "Slice")
-        if high is None or low is None or high.input[0] != low.input[0]:
-            continue
-        x = low.input[0]
-        shape = graph.symbolic_shape(x)
-        width = shape[-1] if shape else None
-        if not isinstance(width, int) or width % 2 or attribute(concat, "axis") % len(shape) != len(shape) - 1:
-            continue
-        if _slice(graph, low, len(shape), width) != (0, width // 2) \
-                or _slice(graph, high, len(shape), width) != (width // 2, width):
-            continue
-        return x, mul.input[1 - i], [low, high, neg, concat, mul]
+        found = rotate_half(graph, mul.input[i])
+        if found is not None:
+            return found[0], mul.input[1 - i], [*found[1], mul]
     return None
+
+
+def rotate_half(graph: Graph, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
+    """(x, [x[..., :D/2]'s Slice, x[..., D/2:]'s, the Neg, the Concat]) where ``name`` is transformers'
+    ``rotate_half(x)``, ``Concat(Neg(x[..., D/2:]), x[..., :D/2])`` on the last axis (D known and even), each value
+    read by the next node alone (``_rotary.py``'s LLaMA form matches it too)."""
+    concat = graph.private(name, "Concat")
+    neg = graph.private(concat.input[0], "Neg") if concat is not None and len(concat.input) == 2 else None
+    high = graph.private(neg.input[0], "Slice") if neg is not None else None
+    low = graph.private(concat.input[1], "Slice") if high is not None else None
+    shape = graph.symbolic_shape(low.input[0]) if low is not None and high.input[0] == low.input[0] else None
+    width = shape[-1] if shape else None
+    if not isinstance(width, int) or width % 2 or attribute(concat, "axis") % len(shape) != len(shape) - 1 \
+            or _slice(graph, low, len(shape), width) != (0, width // 2) \
+            or _slice(graph, high, len(shape), width) != (width // 2, width):
+        return None
+    return low.input[0], [low, high, neg, concat]
 
 
 def _slice(graph: Graph, node: onnx.NodeProto, rank: int, width: int) -> tuple[int, int] | None:
     """(start, end) of a Slice of the last axis by step 1, clamped to [0, width]; None for any other Slice."""
-    values = [graph.constant(name) if name else None for name in node.input[1:]]
-    if len(values) < 3 or any(v is None or v.numel() != 1 for v in values) \
-            or int(values[2].reshape(-1)[0]) % rank != rank - 1 \
-            or (len(values) > 3 and int(values[3].reshape(-1)[0]) != 1):
+    values = [graph.ints(name) if name else None for name in node.input[1:]]
+    if len(values) < 3 or any(v is None or len(v) != 1 for v in values) or values[2][0] % rank != rank - 1 \
+            or (len(values) > 3 and values[3][0] != 1):
         return None
 
     def clamp(index: int) -> int:
         return min(max(index + width if index < 0 else index, 0), width)
 
-    return clamp(int(values[0].reshape(-1)[0])), clamp(int(values[1].reshape(-1)[0]))
+    return clamp(values[0][0]), clamp(values[1][0])
 
 
 def _over_heads(graph: Graph, name: str, x: tuple, tables: dict[str, str]) -> str | None:
     """The (batch or 1, seq, D) value ``name`` broadcasts over x's heads axis (``Unsqueeze(c, 1)``, or an exporter
     constant of shape (batch or 1, 1, seq, D), then stored without that axis, once), where its seq and D are x's;
     None otherwise."""
-    unsqueeze = graph.producer.get(name)
     constant = graph.constant(name) if name not in graph.weights else None
     if constant is not None and constant.dim() == 4 and constant.shape[1] == 1:
         if name not in tables:
             tables[name] = graph.fresh(f"{name}_table")
             graph.initializers[tables[name]] = constant[:, 0]
         table = tables[name]
-    elif unsqueeze is not None and unsqueeze.op_type == "Unsqueeze" and not unsqueeze.domain \
-            and len(unsqueeze.input) == 2:
-        axes = graph.constant(unsqueeze.input[1])
-        if axes is None or axes.numel() != 1 or int(axes.reshape(-1)[0]) % 4 != 1:
+    elif (unsqueeze := graph.made_by(name, "Unsqueeze")) is not None and len(unsqueeze.input) == 2:
+        axes = graph.ints(unsqueeze.input[1])
+        if axes is None or len(axes) != 1 or axes[0] % 4 != 1:
             return None
         table = unsqueeze.input[0]
     else:
@@ -238,7 +222,8 @@ def _half(graph: Graph, name: str, halves: dict[str, str | None], made: list[onn
     node.input[inputs[0]] = half
     node.output[0] = halves[name] = graph.fresh(f"{name}_half")
     node.name = graph.fresh(f"{producer.name or name}_half")
-    _insert_after(graph, producer, node)
+    graph.nodes.insert(next(i for i, n in enumerate(graph.nodes) if n is producer) + 1, node)
+    graph.index(node)
     made.append(node)
     return halves[name]
 
@@ -261,32 +246,9 @@ def _to_batch(graph: Graph, cache: str, x: str, done: dict[tuple[str, int | str]
     done[(cache, batch)] = graph.fresh(f"{cache}_batch")
     nodes.append(onnx.helper.make_node("Expand", [cache, shape], [done[(cache, batch)]], name=done[(cache, batch)]))
     for node in nodes:
-        _index(graph, node)
+        graph.index(node)
     graph.nodes[at:at] = nodes
     return done[(cache, batch)]
-
-
-def _insert_after(graph: Graph, producer: onnx.NodeProto, node: onnx.NodeProto) -> None:
-    at = next(i for i, n in enumerate(graph.nodes) if n is producer)
-    graph.nodes.insert(at + 1, node)
-    _index(graph, node)
-
-
-def _index(graph: Graph, node: onnx.NodeProto) -> None:
-    for name in node.output:
-        graph.producer[name] = node
-    for name in node.input:
-        if name:
-            graph.readers.setdefault(name, []).append(node)
-
-
-def _private(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | None:
-    """The ``op_type`` node making ``name``, where ``name`` is read by one node only (and is no graph output)."""
-    node = graph.producer.get(name)
-    if node is None or node.op_type != op_type or node.domain or name in graph.pinned \
-            or len(graph.readers.get(name, [])) != 1:
-        return None
-    return node
 
 
 def _other(node: onnx.NodeProto, name: str) -> str | None:

@@ -33,14 +33,13 @@ import onnx
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
 from onnxsight.exporter.optimize._attention import _guarded_softmax
-from onnxsight.exporter.optimize._decoder import causal_fill, parent
+from onnxsight.exporter.optimize._decoder import causal_fill
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
+from onnxsight.exporter.optimize._rope23 import rotate_half
 from onnxsight.exporter.optimize._rotary_dynamic import (
     Sizes,
     causal_mask_form,
-    computed_causal_fill,
-    offset_causal_fill,
     on_the_fly_tables,
     root_sizes,
     rotary_source,
@@ -48,6 +47,7 @@ from onnxsight.exporter.optimize._rotary_dynamic import (
 from onnxsight.exporter.optimize._rotary_padding import padded_causal_fill, padded_causal_mask_form
 from onnxsight.exporter.optimize._rotary_scores import divided, scores
 from onnxsight.exporter.optimize._rotary_tables import constant_tables, evaluate, gathered_tables, padding_mask_form
+from onnxsight.exporter.optimize._sized_mask import causal_fill_at_sizes, offset_causal_fill
 
 
 @dataclass
@@ -152,7 +152,7 @@ def _constant_forms(emit: Emitter, layers: list[_Layer]) -> _Forms | None:
     cos, sin = gathered_tables(emit, sizes, tables, batch, length)
     dtype = emit.graph.elem_type(layers[0].add_mask.output[0])
     padding = layers[0].padding
-    mask = padding_mask_form(emit, length, layers[0].fill, to_torch(dtype)) if padding is None \
+    mask = padding_mask_form(emit, length, layers[0].fill, dtype) if padding is None \
         else padded_causal_mask_form(emit, layers[0].root, None, padding, dtype)
     return cos, sin, {(None, padding): mask}, sizes
 
@@ -206,19 +206,9 @@ def _read(graph: Graph, mul: onnx.NodeProto, value: str, shape: tuple[int, ...])
         graph.set_input(mul, 1, value)
 
 
-def _single_reader(graph: Graph, name: str, op_type: str) -> onnx.NodeProto | None:
-    readers = graph.readers.get(name, [])
-    if len(readers) != 1 or readers[0].op_type != op_type or readers[0].domain or name in graph.pinned:
-        return None
-    return readers[0]
-
-
-def _transpose(graph: Graph, node: onnx.NodeProto | None, index: int | None, perm: list[int]) \
-        -> onnx.NodeProto | None:
-    """``node``'s input ``index`` where a Transpose of ``perm`` makes it; ``node`` itself where ``index`` is None."""
-    found = parent(graph, node, index, "Transpose") if index is not None else node
-    if found is not None and (found.op_type != "Transpose" or found.domain):
-        return None
+def _transpose(graph: Graph, name: str | None, perm: list[int]) -> onnx.NodeProto | None:
+    """The Transpose of ``perm`` making ``name``."""
+    found = graph.made_by(name, "Transpose") if name else None
     return found if found is not None and attribute(found, "perm") == perm else None
 
 
@@ -244,7 +234,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
     attend, guard = _attend(graph, softmax)
     if attend is None or not _reads_only(graph, add_mask, softmax, guard):
         return None
-    keys = _transpose(graph, k_reader, 0 if prescaled else 1, [0, 1, 3, 2])
+    keys = _transpose(graph, k_reader.input[0 if prescaled else 1], [0, 1, 3, 2])
     (new_k, past_k), (new_v, past_v) = _appended(graph, keys, 0), _appended(graph, attend, 1)
     if (past_k is None) != (past_v is None) or (past_k is None and shape[-2] != shape[-1]):
         return None
@@ -257,7 +247,7 @@ def _match(graph: Graph, softmax: onnx.NodeProto, padded: dict[str, tuple[float,
         return None
     rope_q = _rope(graph, parent(graph, q_reader, 0, "Add"))
     rope_k = _rope(graph, graph.producer.get(new_k) if new_k else None)
-    v = _projected(graph, _transpose(graph, graph.producer.get(new_v) if new_v else None, None, [0, 2, 1, 3]))
+    v = _projected(graph, _transpose(graph, new_v, [0, 2, 1, 3]))
     if rope_q is None or rope_k is None or v is None:
         return None
     q, k = _projected(graph, rope_q.x), _projected(graph, rope_k.x)
@@ -298,16 +288,11 @@ def _reads_only(graph: Graph, add: onnx.NodeProto, softmax: onnx.NodeProto, guar
 
 def _attend(graph: Graph, softmax: onnx.NodeProto) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
     """(the MatMul of the attention weights with V, torch's guard between them or None)."""
-    guard = None
-    weights = softmax.output[0]
-    readers = graph.readers.get(weights, [])
-    if len(readers) == 1 and readers[0].op_type == "Where" and _guarded_softmax(graph, readers[0]) is softmax \
-            and readers[0].output[0] not in graph.pinned:
-        guard = readers[0]
-        weights = guard.output[0]
-    attend = _single_reader(graph, weights, "MatMul")
-    if attend is None or attend.input[0] != weights or (guard is not None and weights in graph.pinned) \
-            or softmax.output[0] in graph.pinned:
+    guard = graph.sole_reader(softmax.output[0], "Where")
+    guard = guard if guard is not None and _guarded_softmax(graph, guard) is softmax else None
+    weights = guard.output[0] if guard is not None else softmax.output[0]
+    attend = graph.sole_reader(weights, "MatMul")
+    if attend is None or attend.input[0] != weights or softmax.output[0] in graph.pinned:
         return None, None
     return attend, guard
 
@@ -319,7 +304,7 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
     if value is None and isinstance(shape[-1], int):
         value = evaluate(graph, mask)   # a mask of constants left unfolded (bfloat16), else None
     if value is None:
-        return computed_causal_fill(graph, mask)
+        return causal_fill_at_sizes(graph, mask)
     if not isinstance(shape[-2], int) or not isinstance(shape[-1], int) or not has_data(value):
         return None
     if not cached:
@@ -330,11 +315,11 @@ def _causal_fill(graph: Graph, mask: str, shape: tuple[int | str, ...], *, cache
 
 def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
     """``attend -> Transpose(0, 2, 1, 3) -> Reshape(B, L, hidden) -> MatMul(W_o) -> Add(residual)``."""
-    transpose = _single_reader(graph, attend.output[0], "Transpose")
+    transpose = graph.sole_reader(attend.output[0], "Transpose")
     if transpose is None or attribute(transpose, "perm") != [0, 2, 1, 3]:
         return None
-    merge = _single_reader(graph, transpose.output[0], "Reshape")
-    projection = _single_reader(graph, merge.output[0], "MatMul") if merge is not None else None
+    merge = graph.sole_reader(transpose.output[0], "Reshape")
+    projection = graph.sole_reader(merge.output[0], "MatMul") if merge is not None else None
     if projection is None or projection.input[0] != merge.output[0]:
         return None
     shape = graph.symbolic_shape(merge.output[0])
@@ -344,33 +329,14 @@ def _output(graph: Graph, attend: onnx.NodeProto) -> tuple[onnx.NodeProto, onnx.
     return merge, projection, residual[0]
 
 
-def _constant_ints(graph: Graph, name: str) -> list[int] | None:
-    value = graph.constant(name) if name else None
-    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
-
-
 def _rope(graph: Graph, add: onnx.NodeProto | None) -> _Rope | None:
     """``Add(Mul(x, cos), Mul(Concat(Neg(x[..., E/2:]), x[..., :E/2]), sin))`` with x a heads-first Transpose."""
     with_cos, with_sin = parent(graph, add, 0, "Mul"), parent(graph, add, 1, "Mul")
-    concat = parent(graph, with_sin, 0, "Concat")
-    neg = parent(graph, concat, 0, "Neg")
-    second, first = parent(graph, neg, 0, "Slice"), parent(graph, concat, 1, "Slice")
-    x = _transpose(graph, with_cos, 0, [0, 2, 1, 3])
-    if x is None or second is None or first is None or attribute(concat, "axis") not in (-1, 3) \
-            or not second.input[0] == first.input[0] == x.output[0]:
+    halves = rotate_half(graph, with_sin.input[0]) if with_sin is not None else None
+    x = _transpose(graph, with_cos.input[0] if with_cos is not None else None, [0, 2, 1, 3])
+    if x is None or halves is None or halves[0] != x.output[0] or graph.static_rank(x.output[0]) != 4:
         return None
-    shape = graph.symbolic_shape(x.output[0])
-    if shape is None or len(shape) != 4 or not isinstance(shape[-1], int) or shape[-1] % 2:
-        return None
-    half = shape[-1] // 2
-    for node, start, end in ((first, 0, half), (second, half, shape[-1])):
-        starts, ends = _constant_ints(graph, node.input[1]), _constant_ints(graph, node.input[2])
-        axes = _constant_ints(graph, node.input[3]) if len(node.input) > 3 else None
-        steps = _constant_ints(graph, node.input[4]) if len(node.input) > 4 and node.input[4] else [1]
-        if starts != [start] or ends is None or min(ends[0], shape[-1]) != end or axes not in ([3], [-1]) \
-                or steps != [1]:
-            return None
-    return _Rope(x, with_cos, with_sin, first, second)
+    return _Rope(x, with_cos, with_sin, halves[1][0], halves[1][1])
 
 
 def _shape_paths(emit: Emitter, layer: _Layer, sizes: Sizes | None) -> None:

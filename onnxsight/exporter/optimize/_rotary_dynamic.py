@@ -18,70 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
-from onnxsight.exporter.optimize._sized_mask import mask_at_sizes
-
-def computed_causal_fill(graph: Graph, mask: str) -> float | None:
-    """The masked-out value of ``mask``, an additive (.., queries, keys) mask computed at run time, where it is
-    exactly causal at every size it was run at (``_sized_mask.mask_at_sizes``: every combination of small sizes,
-    and sizes around each integer constant of its subgraph, so a sliding window shows): query i (of S) attends
-    the keys up to i + T - S (of T: a cache of T - S past positions before the S new ones), and every other key
-    is masked by one value of at most the dtype's lowest. None where it reads an input's values (a padding
-    mask) or is not causal."""
-    runs = mask_at_sizes(graph, mask)
-    if runs is None:
-        return None
-    fills = [offset_causal_fill(value) for _, value in runs]
-    if any(f is False for f in fills):
-        return None
-    values = {f for f in fills if f is not True}
-    return values.pop() if len(values) == 1 else None
-
-
-def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
-    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
-    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
-    numpy form: read as float32, its lowest kept); None otherwise."""
-    if isinstance(value, torch.Tensor):
-        kind = value.dtype
-        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
-    if np.issubdtype(value.dtype, np.floating):
-        return value, float(np.finfo(value.dtype).min)
-    if value.dtype.name == "bfloat16":
-        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
-    return None
-
-
-def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
-    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
-    should not (S == 1); False where it is not causal."""
-    found = float_values(value)
-    if found is None or found[0].ndim < 2:
-        return False
-    mask, lowest = found
-    rows, cols = mask.shape[-2:]
-    squares = mask.reshape(-1, rows, cols)
-    if cols < rows or not (squares == squares[:1]).all():
-        return False
-    keep = np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
-    if not (squares[0][keep] == 0).all():
-        return False
-    blocked = squares[0][~keep]
-    if blocked.size == 0:
-        return True
-    fill = float(blocked[0])
-    if not (blocked == fill).all() or not (fill == -np.inf or fill <= lowest):
-        return False
-    return fill
-
+from onnxsight.exporter.optimize._graph import Graph, attribute, parent
 
 @dataclass(frozen=True)
 class RotarySource:
@@ -118,8 +61,7 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, 
     scale, 1)``, or ``Unsqueeze(Cast(op_type(angles) * scale), 1)`` from float32 (transformers computes cos/sin of
     a half-precision model in float32)."""
     unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-    axes = graph.constant(unsqueeze.input[1]) if unsqueeze is not None and len(unsqueeze.input) > 1 else None
-    if axes is None or axes.reshape(-1).tolist() != [1]:
+    if unsqueeze is None or len(unsqueeze.input) < 2 or graph.ints(unsqueeze.input[1]) != [1]:
         return None
     node, scale, cast = graph.producer.get(unsqueeze.input[0]), 1.0, None
     if node is not None and node.op_type == "Cast" and not node.domain \
@@ -127,11 +69,9 @@ def _trig(graph: Graph, mul: onnx.NodeProto, op_type: str) -> tuple[str, float, 
         node, cast = graph.producer.get(node.input[0]), attribute(node, "to")
     if node is not None and node.op_type == "Mul" and not node.domain:
         for index in (1, 0):
-            value = graph.constant(node.input[index])
-            trig = graph.producer.get(node.input[1 - index])
-            if value is not None and has_data(value) and value.numel() == 1 and trig is not None \
-                    and trig.op_type == op_type:
-                node, scale = trig, float(value.reshape(-1)[0])
+            value, trig = graph.scalar(node.input[index]), graph.producer.get(node.input[1 - index])
+            if value is not None and trig is not None and trig.op_type == op_type:
+                node, scale = trig, value
                 break
     if node is None or node.op_type != op_type or node.domain:
         return None
@@ -154,12 +94,10 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
     float(positions[..., None]) * inv_freq``, with inv_freq a float32 (head size / 2,) initializer and positions
     (rows, length) or (length,) int64 (then ``positions[None, :, None]``), or, with sizes fixed at export, the
     float (1, length, 1) constant they were folded to."""
-    concat = graph.producer.get(angles)
-    if concat is None or concat.op_type != "Concat" or concat.domain or len(concat.input) != 2 \
-            or concat.input[0] != concat.input[1] or attribute(concat, "axis") not in (-1, 2):
-        return None
+    concat = graph.made_by(angles, "Concat")
     mul = parent(graph, concat, 0, "Mul")
-    if mul is None:
+    if mul is None or len(concat.input) != 2 or concat.input[0] != concat.input[1] \
+            or attribute(concat, "axis") not in (-1, 2):
         return None
     for index in (1, 0):
         inv = _through(graph, mul.input[index], "Identity", "Cast")
@@ -175,12 +113,11 @@ def _frequencies(graph: Graph, angles: str, head_size: int) -> tuple[str, str, t
         unsqueeze = parent(graph, cast, 0, "Unsqueeze")
         if cast is None or attribute(cast, "to") != onnx.TensorProto.FLOAT or unsqueeze is None:
             return None
-        axes = graph.constant(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
+        axes = graph.ints(unsqueeze.input[1]) if len(unsqueeze.input) > 1 else None
         positions = unsqueeze.input[0]
         shape = graph.symbolic_shape(positions)
         wanted = {1: ([0, 2], [0, -1]), 2: ([2], [-1])}.get(len(shape) if shape is not None else 0, ())
-        if axes is None or axes.reshape(-1).tolist() not in wanted \
-                or graph.elem_type(positions) != onnx.TensorProto.INT64:
+        if axes not in wanted or graph.elem_type(positions) != onnx.TensorProto.INT64:
             return None
         return positions, inv, None
     return None
@@ -248,15 +185,18 @@ def on_the_fly_tables(emit: Emitter, sizes: Sizes, source: RotarySource) -> tupl
     return out[0], out[1]
 
 
-def all_attend(emit: Emitter, kind: torch.dtype, dtype: int) -> str:
-    """``1 - Cast(Expand(Unsqueeze(Unsqueeze(ones))))``: the padding part of transformers' mask for a padding mask
-    of ones, of shape (1, 1, 1, 1) (it broadcasts over the batch, queries and keys). ``FusionRotaryAttention``
-    matches ``Where -> Sub -> Cast -> Expand -> Unsqueeze -> Unsqueeze`` and reads only the ``Where``'s output:
-    the padding mask itself, and the shape it is expanded to, are constants here."""
+def all_attend(emit: Emitter, blocked: str, fill: float, dtype: int) -> str:
+    """``Where(blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``: a causal mask as transformers combined it
+    with a padding mask of ones, its padding part of shape (1, 1, 1, 1) (it broadcasts over the batch, queries and
+    keys). ``FusionRotaryAttention`` matches ``Where -> Sub -> Cast -> Expand -> Unsqueeze -> Unsqueeze`` and reads
+    only the ``Where``'s output: the padding mask itself, and the shape it is expanded to, are constants here."""
+    kind = to_torch(dtype)
+    masked = emit.const("_masked", torch.tensor(fill, dtype=kind))
     ones = emit.const("_one_row", [[1]])
     expanded = emit.op("Expand", emit.op("Unsqueeze", emit.op("Unsqueeze", ones, emit.const("_axis1", [1])),
                                          emit.const("_axis2", [2])), emit.const("_ones_shape", [1, 1, 1, 1]))
-    return emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    inverted = emit.op("Sub", emit.const("_one_f", torch.tensor(1.0, dtype=kind)), emit.op("Cast", expanded, to=dtype))
+    return emit.op("Where", blocked, masked, inverted, hint="causal_mask")
 
 
 def _past_length_of(emit: Emitter, past: str) -> str:
@@ -271,29 +211,18 @@ def _past_length_of(emit: Emitter, past: str) -> str:
             if node.domain or node not in graph.nodes:
                 continue
             if node.op_type == "Squeeze" and start in (2, -2) and end in (3, -1) \
-                    and (len(node.input) < 2 or _ints(graph, node.input[1]) == [0]):
+                    and (len(node.input) < 2 or graph.ints(node.input[1]) == [0]):
                 return node.output[0]
             if node.op_type == "Gather" and start == 0 and end is None and attribute(node, "axis", 0) == 0 \
-                    and _scalar(graph, node.input[1]) == 2:
+                    and graph.scalar(node.input[1]) == 2 and graph.static_rank(node.input[1]) == 0:
                 return node.output[0]
     return emit.op("Gather", emit.op("Shape", past), emit.const("_index2", 2), axis=0, hint="past_length")
-
-
-def _scalar(graph: Graph, name: str) -> int | None:
-    value = graph.constant(name)
-    return int(value) if value is not None and has_data(value) and value.dim() == 0 else None
-
-
-def _ints(graph: Graph, name: str) -> list[int] | None:
-    value = graph.constant(name) if name else None
-    return None if value is None or not has_data(value) else [int(v) for v in value.reshape(-1).tolist()]
 
 
 def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float, dtype: int) -> str:
     """The causal mask of ``sizes.root``'s length S after ``past``'s P positions (none without a cache) as
     transformers combined it with an all-ones padding mask: ``Where(key > P + query, fill, 1 - Cast(Expand(
     Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, S, P + S)."""
-    kind = to_torch(dtype)
     one = emit.const("_one", 1)
     count = sizes.length
     if past is not None:
@@ -304,5 +233,4 @@ def causal_mask_form(emit: Emitter, sizes: Sizes, past: str | None, fill: float,
         keys = queries = emit.op("Range", emit.const("_zero", 0), count, one)
     blocked = emit.op("Greater", emit.op("Unsqueeze", keys, emit.const("_axis0", [0])),
                       emit.op("Unsqueeze", queries, emit.const("_axis1", [1])), hint="causal_blocked")
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=kind)),
-                   all_attend(emit, kind, dtype), hint="causal_mask")
+    return all_attend(emit, blocked, fill, dtype)

@@ -2,7 +2,7 @@
 
 transformers combines the causal mask with a 2-D padding mask read from an input (``generate()``'s prompt step
 with padded sequences, a decode step over a KV cache with the mask of past and new keys). Such a mask depends on
-the input's values, so ``_rotary_dynamic.computed_causal_fill`` cannot prove it causal, and with left padding a
+the input's values, so ``_sized_mask.causal_fill_at_sizes`` cannot prove it causal, and with left padding a
 query row can have every key masked, which the translation guards (torch's zeros) and ORT's
 ``MultiHeadAttention`` does not: an ``attention_bias`` row of ``-inf`` gives NaN, which the next layer spreads.
 
@@ -18,9 +18,6 @@ additive form does (``_padding.py``, the note ONX008).
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 import onnx
 import torch
@@ -28,8 +25,8 @@ import torch
 from onnxsight.exporter._dtypes import to_torch
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
-from onnxsight.exporter.optimize._rotary_dynamic import float_values
-from onnxsight.exporter.optimize._sized_mask import mask_subgraph, sizes_near_constants, subgraph_model
+from onnxsight.exporter.optimize._sized_mask import (blocked_fill, causal, float_values, mask_subgraph, sampled_sizes,
+                                                     subgraph_model, zeros)
 
 _SIZES = (1, 2, 3, 8, 9)       # each symbol takes each of these (every combination); _sized_mask adds sizes
                                # around constants over 8 only
@@ -42,10 +39,10 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     scores of shape ``scores`` is, at every size and padding mask sampled, exactly ``causal & padding[:, None,
     None, :]`` (query i of S attends the keys up to i + T - S of T that its row of the padding input does not
     mask) with every masked key one value of at most the dtype's lowest; None otherwise."""
-    found = _subgraph(graph, mask)
-    if found is None:
+    found = mask_subgraph(graph, mask)   # the one input whose values it reads, others read for their sizes
+    if found is None or len(found[2]) != 1 or graph.elem_type(found[2][0]) not in _PADDING_TYPES:
         return None
-    body, padding, sized = found
+    body, sized, (padding,) = found
     if graph.elem_type(mask) not in (*_FLOATS, None):   # None: a form of an earlier pass (BERT's, a step of one
         return None                                      # token at static sizes); _check sees its values' dtype
     shapes = {name: graph.symbolic_shape(name) for name in (padding, *sized)}
@@ -61,11 +58,9 @@ def padded_causal_fill(graph: Graph, mask: str, scores: tuple[int | str, ...]) -
     chosen = [s for s in symbols if s != free]
     # NOTE: with no size to vary (static sizes) only the mask's values are; the constants are then the sizes
     # fixed at export, not windows to sample around
-    extra = sizes_near_constants(graph, body) if chosen else []
-    if extra is None:
+    samples = sampled_sizes(graph, body, chosen, _SIZES) if chosen else [{}]
+    if samples is None:
         return None
-    samples = [dict(zip(chosen, sizes)) for sizes in itertools.product(_SIZES, repeat=len(chosen))]
-    samples += [{s: size for s in chosen} for size in extra]
     try:
         from onnx.reference import ReferenceEvaluator
 
@@ -86,8 +81,7 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     """The fills seen at ``sizes`` on each padding mask sampled (empty where nothing is masked); None where the
     mask is not causal & padding there. ``one_size``: the only size the mask is run at (static sizes), where
     more masks are sampled."""
-    feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
-                            onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in sized}
+    feeds = zeros(graph, sized, sizes)
     pad_type = onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(padding))
     first, second = graph.symbolic_shape(padding)
     batch = sizes[first] if isinstance(first, str) else first
@@ -99,7 +93,7 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
     length = sizes[queries] if isinstance(queries, str) else queries
     if length is None or keys < length:
         return None
-    causal = np.arange(keys)[None, :] <= np.arange(length)[:, None] + (keys - length)
+    attends = causal(length, keys)
     fills: set[float] = set()
     for sample in _masks(batch, keys, one_size=one_size):
         run = evaluator.run(None, {padding: sample.astype(pad_type), **feeds})  # type: ignore[attr-defined]
@@ -109,16 +103,10 @@ def _check(graph: Graph, evaluator: object, padding: str, sized: list[str], size
         value, lowest = found
         if value.ndim != 4 or value.shape[1] != 1 or value.shape[0] != batch or value.shape[2:] != (length, keys):
             return None
-        keep = causal[None, :, :] & sample[:, None, :]
-        value = value[:, 0]
-        if not (value[keep] == 0).all():
+        fill = blocked_fill(value[:, 0], attends[None, :, :] & sample[:, None, :], lowest)
+        if fill is None:
             return None
-        blocked = value[~keep]
-        if blocked.size:
-            fill = float(blocked[0])
-            if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
-                return None
-            fills.add(fill)
+        fills |= set() if fill is True else {fill}
     return fills
 
 
@@ -135,18 +123,6 @@ def _masks(batch: int, keys: int, *, one_size: bool) -> list[np.ndarray]:
             *(cols >= ((rows + shift) % (keys + 1)) for shift in shifts),         # left padding
             *(cols < keys - ((rows + shift) % (keys + 1)) for shift in shifts),   # right padding
             *(rng.random((batch, keys)) < density for density in densities)]
-
-
-def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], str, list[str]] | None:
-    """(the nodes computing ``mask`` in graph order, the one graph input whose values they read, the graph inputs
-    they read through ``Shape`` only), where every constant is an exporter constant with data; else None."""
-    found = mask_subgraph(graph, mask)
-    if found is None:
-        return None
-    body, sized, by_value = found
-    if len(by_value) != 1 or graph.elem_type(by_value[0]) not in _PADDING_TYPES:
-        return None
-    return body, by_value[0], sized
 
 
 def padded_causal_mask_form(emit: Emitter, root: str, past: str | None, padding: str, dtype: int) -> str:

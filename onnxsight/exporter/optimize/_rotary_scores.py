@@ -12,9 +12,9 @@ import onnx
 import torch
 
 from onnxsight.exporter._dtypes import to_torch
-from onnxsight.exporter.optimize._decoder import parent, scaled_by_root_of_head_size
+from onnxsight.exporter.optimize._decoder import scaled_by_root_of_head_size
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._graph import Graph, parent
 
 
 def scores(graph: Graph, add: onnx.NodeProto | None) \
@@ -28,14 +28,13 @@ def scores(graph: Graph, add: onnx.NodeProto | None) \
         return ((matmul, matmul), None) if matmul is not None and scaled_by_root_of_head_size(graph, div, matmul) \
             else None
     matmul = parent(graph, add, 0, "MatMul")
-    muls = [parent(graph, matmul, index, "Mul") for index in (0, 1)]
-    if matmul is None or any(m is None or m.output[0] in graph.pinned or len(graph.readers.get(m.output[0], [])) != 1
-                             for m in muls):
+    muls = [graph.private(name, "Mul") for name in matmul.input] if matmul is not None else [None]
+    if None in muls:
         return None
     head = graph.symbolic_shape(muls[0].input[0])
-    roots = [graph.constant(m.input[1]) for m in muls]
-    if head is None or not isinstance(head[-1], int) or any(r is None or r.numel() != 1 for r in roots) \
-            or not all(math.isclose(float(r.reshape(-1)[0]), head[-1] ** -0.25, rel_tol=1e-3) for r in roots):
+    roots = [graph.scalar(m.input[1]) for m in muls]
+    if head is None or not isinstance(head[-1], int) or None in roots \
+            or not all(math.isclose(r, head[-1] ** -0.25, rel_tol=1e-3) for r in roots):
         return None   # rel_tol: E**-0.25 rounded to float16 or bfloat16
     return (muls[0], muls[1]), matmul
 

@@ -16,12 +16,12 @@ import onnx
 import torch
 
 from onnxsight.exporter._builder import torch_to_tensor_proto
-from onnxsight.exporter._dtypes import to_onnx
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._decoder import parent
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph
+from onnxsight.exporter.optimize._fold import _from_numpy
+from onnxsight.exporter.optimize._graph import Graph, parent
 from onnxsight.exporter.optimize._rotary_dynamic import Sizes, all_attend
+from onnxsight.exporter.optimize._sized_mask import mask_subgraph, subgraph_model
 
 
 def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
@@ -29,37 +29,16 @@ def evaluate(graph: Graph, name: str) -> torch.Tensor | None:
     export), evaluated with ONNX's reference implementation; None where it reads a graph input."""
     from onnx.reference import ReferenceEvaluator
 
-    nodes: dict[int, onnx.NodeProto] = {}
-    feeds: dict[str, torch.Tensor] = {}
-    stack = [name]
-    while stack:
-        value = stack.pop()
-        if not value or value in feeds or any(value in n.output for n in nodes.values()):
-            continue
-        tensor = graph.constant(value)
-        if tensor is not None:
-            if not has_data(tensor):
-                return None
-            feeds[value] = tensor
-            continue
-        node = graph.producer.get(value)
-        if node is None or node.domain or len(nodes) > 16:
-            return None
-        nodes[id(node)] = node
-        stack.extend(node.input)
-    order = sorted(nodes.values(), key=graph.nodes.index)
-    # NOTE: the constants as initializers (bfloat16 too, which numpy has not: onnx reads it as ml_dtypes')
-    model = onnx.helper.make_model(onnx.helper.make_graph(
-        order, "evaluate", [], [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.UNDEFINED, None)],
-        initializer=[torch_to_tensor_proto(tensor, n) for n, tensor in feeds.items()]),
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in graph.opset_imports.items()])
+    value = graph.constant(name)
+    if value is not None:
+        return value if has_data(value) else None
+    found = mask_subgraph(graph, name, weights=True)
+    if found is None or found[1] or found[2] or len(found[0]) > 17:
+        return None
     try:
-        value = np.asarray(ReferenceEvaluator(model).run(None, {})[0])
+        return _from_numpy(np.asarray(ReferenceEvaluator(subgraph_model(graph, found[0], [], name)).run(None, {})[0]))
     except Exception:  # noqa: BLE001 - what the reference cannot run is left as it is
         return None
-    if value.dtype.name == "bfloat16":   # exact: every bfloat16 is a float32
-        return torch.from_numpy(value.astype(np.float32)).to(torch.bfloat16)
-    return torch.from_numpy(np.array(value, copy=True))
 
 
 def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProto]], length: int,
@@ -67,25 +46,19 @@ def constant_tables(graph: Graph, muls: list[tuple[onnx.NodeProto, onnx.NodeProt
     """The (length, head size) cos and sin rows every ``(x * cos, rotate_half(x) * sin)`` pair of ``muls`` reads
     (as its second input, unsqueezed), where they are one pair of known values with equal halves; None
     otherwise (the layers are then left as they are)."""
-    found: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for with_cos, with_sin in muls:
-        pair = []
-        for mul in (with_cos, with_sin):
-            unsqueeze = parent(graph, mul, 1, "Unsqueeze")
-            value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
-            if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
-                    or not bool((value == value[:1]).all()):
-                return None
-            pair.append(value[0])
-        found.append((pair[0], pair[1]))
-    if not found:
+    found: list[torch.Tensor] = []   # cos, sin, cos, sin, ...
+    for mul in (mul for pair in muls for mul in pair):
+        unsqueeze = parent(graph, mul, 1, "Unsqueeze")
+        value = evaluate(graph, unsqueeze.input[0]) if unsqueeze is not None else None
+        if value is None or value.dim() != 3 or value.shape[1:] != (length, head_size) \
+                or not bool((value == value[:1]).all()):
+            return None
+        found.append(value[0])
+    half = head_size // 2
+    if not found or any(not torch.equal(value, found[i % 2]) for i, value in enumerate(found)) \
+            or any(not torch.equal(value[:, :half], value[:, half:]) for value in found[:2]):
         return None
-    cos, sin = found[0]
-    half = cos.shape[-1] // 2
-    if any(not (torch.equal(c, cos) and torch.equal(s, sin)) for c, s in found) \
-            or not torch.equal(cos[:, :half], cos[:, half:]) or not torch.equal(sin[:, :half], sin[:, half:]):
-        return None
-    return cos, sin
+    return found[0], found[1]
 
 
 def _per_batch_row(emit: Emitter, sizes: Sizes, batch: int | str, row: torch.Tensor, hint: str) -> str:
@@ -116,10 +89,9 @@ def gathered_tables(emit: Emitter, sizes: Sizes, tables: tuple[torch.Tensor, tor
     return out[0], out[1]
 
 
-def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: torch.dtype) -> str:
+def padding_mask_form(emit: Emitter, length: int, fill: float, dtype: int) -> str:
     """The causal mask as transformers combined it with an all-ones padding mask:
     ``Where(causal blocked, fill, 1 - Cast(Expand(Unsqueeze(Unsqueeze(ones)))))``, of shape (1, 1, length,
     length)."""
-    blocked = emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril())
-    return emit.op("Where", blocked, emit.const("_masked", torch.tensor(fill, dtype=dtype)),
-                   all_attend(emit, dtype, to_onnx(dtype)), hint="causal_mask")
+    return all_attend(emit, emit.const("_causal_blocked", ~torch.ones(length, length, dtype=torch.bool).tril()), fill,
+                      dtype)

@@ -23,10 +23,13 @@ A value merged into another is compared by the verifier through the one that hol
 
 from __future__ import annotations
 
+import math
+
 import onnx
 import torch
 
 from onnxsight.exporter.inputs._fake import has_data
+from onnxsight.exporter.optimize._attention import _lower_bound
 from onnxsight.exporter.optimize._graph import Graph, attribute
 
 # Ops whose every run gives a new value: never merged (nor are ops of other domains, or with subgraphs).
@@ -171,11 +174,8 @@ def no_ops(graph: Graph) -> int:
             continue
         if isinstance(source, onnx.NodeProto):   # a node that does it in one
             graph.nodes[graph.nodes.index(node)] = source
-            graph.producer[source.output[0]] = source
-            for name in node.input:
-                graph.readers[name] = [r for r in graph.readers.get(name, []) if r is not node]
-            for name in source.input:
-                graph.readers.setdefault(name, []).append(source)
+            graph.remove([node])
+            graph.index(source)
         else:
             graph.replace_uses(node.output[0], source)
             graph.remove([node])
@@ -191,7 +191,7 @@ def _same_value(graph: Graph, node: onnx.NodeProto) -> str | onnx.NodeProto | No
         indices = (1, 0) if op in ("Add", "Mul") else (1,)
         for index in indices:
             other = node.input[1 - index]
-            if _is_scalar_const(graph, node.input[index], neutral) and _keeps(graph, other, node.output[0]) \
+            if graph.scalar(node.input[index]) == neutral and _keeps(graph, other, node.output[0]) \
                     and (neutral == 1 or not _is_float(graph, other)):   # -0.0 + 0 is +0.0
                 return other
         return None
@@ -216,21 +216,12 @@ def _reshaped(shape: tuple[int, ...] | None, target: torch.Tensor | None) -> tup
     dims = [int(d) for d in target.tolist()]
     if 0 in dims or dims.count(-1) > 1:
         return None
-    total, known = 1, 1
-    for d in shape:
-        total *= d
-    for d in dims:
-        known *= d if d != -1 else 1
+    total, known = math.prod(shape), math.prod(d for d in dims if d != -1)
     if -1 in dims:
         if known == 0 or total % known:
             return None
         dims[dims.index(-1)] = total // known
     return tuple(dims)
-
-
-def _is_scalar_const(graph: Graph, name: str, value: int) -> bool:
-    tensor = graph.constant(name)
-    return tensor is not None and tensor.numel() == 1 and has_data(tensor) and float(tensor.reshape(-1)[0]) == value
 
 
 def _is_float(graph: Graph, name: str) -> bool:
@@ -254,9 +245,8 @@ def _below(graph: Graph, index: str, limit: str) -> bool:
         node = graph.producer.get(node.input[0])
     if node is None or node.domain or node.op_type != "Range" or node.input[1] != limit:
         return False
-    start, step = graph.constant(node.input[0]), graph.constant(node.input[2])
-    return start is not None and step is not None and has_data(start) and has_data(step) \
-        and not start.dtype.is_floating_point and int(start.reshape(-1)[0]) >= 0 and int(step.reshape(-1)[0]) > 0
+    low = _lower_bound(graph, node.output[0])
+    return low is not None and low >= 0
 
 
 def _shape_run(graph: Graph, node: onnx.NodeProto) -> onnx.NodeProto | None:

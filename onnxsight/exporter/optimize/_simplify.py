@@ -14,7 +14,7 @@ import onnx
 import torch
 
 from onnxsight.exporter.optimize._emit import Emitter
-from onnxsight.exporter.optimize._graph import Graph, attribute
+from onnxsight.exporter.optimize._graph import Graph, attribute, set_attribute
 
 
 def _bypass(graph: Graph, node: onnx.NodeProto, source: str) -> bool:
@@ -46,14 +46,6 @@ def identities(graph: Graph) -> int:
     return done
 
 
-def _sole_parent(graph: Graph, node: onnx.NodeProto, op_type: str) -> onnx.NodeProto | None:
-    """The node making ``node``'s first input, if it is an ``op_type`` whose output nothing else reads."""
-    parent = graph.producer.get(node.input[0])
-    if parent is None or parent.op_type != op_type or parent.domain or graph.uses(parent.output[0]) != 1:
-        return None
-    return parent
-
-
 def _merge_into(graph: Graph, parent: onnx.NodeProto, node: onnx.NodeProto, pass_name: str) -> None:
     """``node`` reads ``parent``'s input directly; ``parent`` (read by ``node`` alone) goes."""
     graph.set_input(node, 0, parent.input[0])
@@ -67,7 +59,7 @@ def transpose_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type != "Transpose" or node.domain:
             continue
-        parent = _sole_parent(graph, node, "Transpose")
+        parent = graph.private(node.input[0], "Transpose")
         p, q = attribute(parent, "perm") if parent is not None else None, attribute(node, "perm")
         if parent is None or not p or not q:
             continue
@@ -77,7 +69,7 @@ def transpose_pairs(graph: Graph) -> int:
         if combined == sorted(combined) and _bypass(graph, node, node.input[0]):
             done += 1
             continue
-        _set_ints(node, "perm", combined)
+        set_attribute(node, "perm", combined)
     return done
 
 
@@ -87,26 +79,21 @@ def unsqueeze_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type not in ("Unsqueeze", "Squeeze") or node.domain or len(node.input) != 2:
             continue
-        parent = _sole_parent(graph, node, "Unsqueeze")
+        parent = graph.private(node.input[0], "Unsqueeze")
         if parent is None or len(parent.input) != 2:
             continue
-        first, second = graph.constant(parent.input[1]), graph.constant(node.input[1])
+        first, second = graph.ints(parent.input[1]), graph.ints(node.input[1])
         rank = graph.static_rank(parent.input[0])
         if first is None or second is None or rank is None:
             continue
-        first_axes = sorted(a % (rank + first.numel()) for a in first.reshape(-1).tolist())
         if node.op_type == "Squeeze":
-            if sorted(a % (rank + first.numel()) for a in second.reshape(-1).tolist()) != first_axes:
-                continue
-            graph.removed[parent.output[0]] = "unsqueeze pairs"
-            source = parent.input[0]
-            if _bypass(graph, node, source):
+            if sorted(a % (rank + len(first)) for a in second) == sorted(a % (rank + len(first)) for a in first) \
+                    and _bypass(graph, node, parent.input[0]):
+                graph.removed[parent.output[0]] = "unsqueeze pairs"
                 graph.remove([parent])
                 done += 2
-            else:
-                graph.removed.pop(parent.output[0])
             continue
-        final = _unsqueezed(_unsqueezed(["x"] * rank, first.reshape(-1).tolist()), second.reshape(-1).tolist())
+        final = _unsqueezed(_unsqueezed(["x"] * rank, first), second)
         axes = graph.fresh(f"{node.output[0]}_axes")
         graph.initializers[axes] = torch.tensor([i for i, d in enumerate(final) if d == "1"], dtype=torch.int64)
         graph.set_input(node, 1, axes)
@@ -122,7 +109,7 @@ def reshape_pairs(graph: Graph) -> int:
     for node in list(graph.nodes):
         if node.op_type != "Reshape" or node.domain:
             continue
-        parent = _sole_parent(graph, node, "Reshape")
+        parent = graph.private(node.input[0], "Reshape")
         target = graph.constant(node.input[1]) if parent is not None else None
         if target is None or (0 in target.tolist() and not attribute(node, "allowzero", 0)):
             continue
@@ -139,18 +126,14 @@ def linear_reshapes(graph: Graph) -> int:
     ONNX Runtime makes the Gemm again when it loads a static model."""
     done = 0
     for gemm in list(graph.nodes):
-        if gemm.op_type != "Gemm" or gemm.domain or len(gemm.input) != 3 or attribute(gemm, "transA", 0) \
-                or attribute(gemm, "transB", 0) or attribute(gemm, "alpha", 1.0) != 1.0 \
-                or attribute(gemm, "beta", 1.0) != 1.0:
+        if not plain_gemm(gemm):
             continue
-        flat = _sole_parent(graph, gemm, "Reshape")
-        readers = graph.readers.get(gemm.output[0], [])
-        if flat is None or flat.output[0] in graph.pinned or len(readers) != 1 or gemm.output[0] in graph.pinned:
+        flat, back = graph.private(gemm.input[0], "Reshape"), graph.sole_reader(gemm.output[0], "Reshape")
+        if flat is None or back is None:
             continue
-        (back,) = readers
         x, weight, bias = flat.input[0], graph.symbolic_shape(gemm.input[1]), graph.symbolic_shape(gemm.input[2])
         shape, out = graph.symbolic_shape(x), graph.symbolic_shape(back.output[0])
-        if back.op_type != "Reshape" or back.domain or shape is None or out is None or len(out) < 3 \
+        if shape is None or out is None or len(out) < 3 \
                 or weight is None or len(weight) != 2 or bias != (weight[1],) or out[-1] != weight[1] \
                 or tuple(shape[:len(out) - 1]) != out[:-1]:
             continue
@@ -168,16 +151,16 @@ def linear_reshapes(graph: Graph) -> int:
     return done
 
 
+def plain_gemm(node: onnx.NodeProto | None) -> bool:
+    """``x @ W + b``: a standard Gemm of three inputs, no transposes, alpha and beta 1."""
+    return node is not None and node.op_type == "Gemm" and not node.domain and len(node.input) == 3 \
+        and attribute(node, "transA", 0) == 0 and attribute(node, "transB", 0) == 0 \
+        and attribute(node, "alpha", 1.0) == 1.0 and attribute(node, "beta", 1.0) == 1.0
+
+
 def _unsqueezed(dims: list[str], axes: list[int]) -> list[str]:
     """``dims`` with a 1 inserted at each of ``axes``, as ONNX Unsqueeze does (axes of the output, sorted)."""
     out = list(dims)
     for axis in sorted(a % (len(dims) + len(axes)) for a in axes):
         out.insert(axis, "1")
     return out
-
-
-def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
-    for attr in node.attribute:
-        if attr.name == name:
-            del attr.ints[:]
-            attr.ints.extend(values)

@@ -9,7 +9,7 @@ implementation at a set of sizes and says whether it is the causal mask at each,
 or masks no whole row at any. A causal mask over as many keys as queries is then
 computed in seven nodes (``compact_causal_masks``), a mask masking no whole row
 loses torch's fully-masked-row guard (``unguarded_sized_masks``), and the GPT-2
-form of ``_decoder`` asks ``causal_fill_at_sizes``.
+and LLaMA forms (``_decoder``, ``_rotary``) ask ``causal_fill_at_sizes``.
 
 That is a check at sample sizes, not a proof. A mask that changes its form at some
 size (a sliding window, causal only below its width) holds that size as an integer
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -29,7 +30,7 @@ import torch
 
 from onnxsight.exporter._builder import torch_to_tensor_proto
 from onnxsight.exporter.inputs._fake import has_data
-from onnxsight.exporter.optimize._attention import _guarded_softmax
+from onnxsight.exporter.optimize._attention import guarded_adds
 from onnxsight.exporter.optimize._emit import Emitter
 from onnxsight.exporter.optimize._graph import Graph
 
@@ -37,7 +38,6 @@ _SIZES = (1, 2, 3, 8)          # each symbol takes each of these (every combinat
 _LARGEST = 256                 # sizes sampled around constants up to this; a larger constant is refused
 _TO_THE_END = 2 ** 31 - 1      # Slice ends from here up mean "to the end", not a size
 _MAX_NODES = 400
-_ANY = "any"                   # a one-query mask masks nothing: any fill
 _RANDOM = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
@@ -85,7 +85,7 @@ def _compact(emit: Emitter, where: onnx.NodeProto) -> str | None:
     keep = emit.op("LessOrEqual", emit.op("Unsqueeze", positions, emit.const("_axis0", [0])),
                    emit.op("Unsqueeze", positions, emit.const("_axis1", [1])), hint="causal")
     mask = emit.op("Where", keep, where.input[1], where.input[2], hint="causal_mask")
-    emit.place_first()
+    emit.place(None)   # they read graph inputs and constants only
     return mask
 
 
@@ -95,11 +95,7 @@ def unguarded_sized_masks(graph: Graph) -> int:
     sampled; the constant masks are ``_attention.constant_masks``'s."""
     done = 0
     verdicts: dict[tuple[str, ...], bool] = {}   # each layer makes the same mask additive: run it once
-    for where in list(graph.nodes):
-        softmax = _guarded_softmax(graph, where)
-        add = graph.producer.get(softmax.input[0]) if softmax is not None else None
-        if add is None or add.op_type != "Add" or add.domain or where.output[0] in graph.pinned:
-            continue
+    for where, softmax, add in guarded_adds(graph):
         masks = [name for name in add.input if graph.constant(name) is None and _is_mask(graph, name)]
         if len(masks) != 1:
             continue
@@ -114,31 +110,32 @@ def unguarded_sized_masks(graph: Graph) -> int:
 
 def _is_mask(graph: Graph, name: str) -> bool:
     """``Where(cond, 0, -inf)``: a bool mask made additive (sdpa's translation), the form checked here."""
-    node = graph.producer.get(name)
-    if node is None or node.op_type != "Where" or node.domain or len(node.input) != 3:
-        return False
-    zero, lowest = graph.constant(node.input[1]), graph.constant(node.input[2])
-    return zero is not None and lowest is not None and zero.numel() == 1 and lowest.numel() == 1 \
-        and has_data(zero) and has_data(lowest) and float(zero.reshape(-1)[0]) == 0.0 \
-        and float(lowest.reshape(-1)[0]) == -math.inf
+    node = graph.made_by(name, "Where")
+    return node is not None and len(node.input) == 3 and graph.scalar(node.input[1]) == 0.0 \
+        and graph.scalar(node.input[2]) == -math.inf
 
 
-def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int) -> float | None:
-    """The masked-out value of the additive float mask ``mask`` where, at every size sampled, it is exactly the
-    causal mask over ``length`` queries and as many keys (0 on and below the diagonal, one value of at most the
-    dtype's lowest above it), the same for every batch row and head; None otherwise, and where ``mask`` is not
-    computed from the sizes of graph inputs alone or the symbol ``length`` is not an input's dim (an int: a
-    length fixed at export, the batch dynamic)."""
+def causal_fill_at_sizes(graph: Graph, mask: str, length: str | int | None = None) -> float | None:
+    """The masked-out value of the additive float mask ``mask`` where, at every size sampled (every combination of
+    small sizes, and sizes around each integer constant of its subgraph, so a sliding window shows), it is exactly
+    causal: query i (of S) attends the keys up to i + T - S (of T: a cache of T - S past positions before the S new
+    ones), every other key masked by one value of at most the dtype's lowest, the same for every batch row and head.
+    ``length``: S, with as many keys (T == S), a symbol of an input's dims (an int: a length fixed at export, the batch
+    dynamic); None: any S and T. None where it is not causal, or not computed from the sizes of graph inputs alone
+    (it reads an input's values: a padding mask)."""
     runs = mask_at_sizes(graph, mask, required=length if isinstance(length, str) else None)
     if runs is None:
         return None
     fills = set()
     for sizes, value in runs:
-        fill = _causal_fill(value, sizes[length] if isinstance(length, str) else length)
-        if fill is None:
+        rows = sizes[length] if isinstance(length, str) else length
+        if rows is not None and (value.dtype.kind != "f" or not 2 <= value.ndim <= 4
+                                 or value.shape[-2:] != (rows, rows)):
             return None
-        if fill != _ANY:
-            fills.add(fill)
+        fill = offset_causal_fill(value)
+        if fill is False:
+            return None
+        fills |= set() if fill is True else {fill}
     return fills.pop() if len(fills) == 1 else None
 
 
@@ -155,49 +152,34 @@ def mask_at_sizes(graph: Graph, mask: str,
                   required: str | None = None) -> list[tuple[dict[str, int], np.ndarray]] | None:
     """``mask``'s value at each size sampled (symbol -> size), where it is computed from the sizes of graph inputs
     alone (``required``: a symbol that must be one of their dims) and ONNX's reference implementation runs it."""
-    found = _subgraph(graph, mask)
-    if found is None:
+    found = mask_subgraph(graph, mask)
+    # no input's values read (a padding mask's): a function of sizes
+    if found is None or found[2] or not found[1] \
+            or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in found[1]):
         return None
-    body, inputs = found
+    body, inputs, _ = found
     symbols = sorted({d for name in inputs for d in graph.symbolic_shape(name) if isinstance(d, str)})
-    extra = sizes_near_constants(graph, body)
-    if extra is None or not symbols or (required is not None and required not in symbols):
+    samples = sampled_sizes(graph, body, symbols) if symbols and required in (None, *symbols) else None
+    if samples is None:
         return None
-    samples = [dict(zip(symbols, sizes)) for sizes in itertools.product(_SIZES, repeat=len(symbols))]
-    samples += [{s: size for s in symbols} for size in extra]
     runs = []
     try:
         from onnx.reference import ReferenceEvaluator
 
         evaluator = ReferenceEvaluator(subgraph_model(graph, body, inputs, mask))
         for sizes in samples:
-            feeds = {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
-                                    dtype=onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name)))
-                     for name in inputs}
-            runs.append((sizes, np.asarray(evaluator.run(None, feeds)[0])))
+            runs.append((sizes, np.asarray(evaluator.run(None, zeros(graph, inputs, sizes))[0])))
     except Exception:  # noqa: BLE001 - a mask the reference cannot run is left as it is
         return None
     return runs
 
 
-def _subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str]] | None:
-    """The nodes computing ``mask`` (in graph order) and the graph inputs they read, where they read those inputs
-    through ``Shape`` alone and every constant is an exporter constant with data; else None."""
-    found = mask_subgraph(graph, mask)
-    if found is None:
-        return None
-    body, inputs, by_value = found
-    if by_value:
-        return None   # the mask reads an input's values (a padding mask): not a function of sizes
-    if not inputs or any(graph.symbolic_shape(n) is None or graph.elem_type(n) is None for n in inputs):
-        return None
-    return body, inputs
-
-
-def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[str], list[str]] | None:
+def mask_subgraph(graph: Graph, mask: str, leaf: Callable[[str], bool] | None = None, *, weights: bool = False) \
+        -> tuple[list[onnx.NodeProto], list[str], list[str]] | None:
     """(the nodes computing ``mask`` in graph order, the graph inputs they read through ``Shape`` only, the graph
-    inputs whose values they read), where every constant is an exporter constant with data and no node is random,
-    of another domain or holds a subgraph; else None."""
+    inputs whose values they read), where every constant is an exporter constant (or, with ``weights``, a weight)
+    with data and no node is random, of another domain or holds a subgraph; else None. ``leaf``: which other values
+    are taken for inputs (the walk stops there)."""
     nodes: dict[int, onnx.NodeProto] = {}
     inputs: set[str] = set()
     stack, seen = [mask], set()
@@ -208,10 +190,10 @@ def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[s
         seen.add(name)
         tensor = graph.constant(name)
         if tensor is not None:
-            if name in graph.weights or not has_data(tensor):
+            if (name in graph.weights and not weights) or not has_data(tensor):
                 return None   # a weight a checkpoint may replace at save(), or no data to run
             continue
-        if name in graph.graph_inputs:
+        if name in graph.graph_inputs or (leaf is not None and leaf(name)):
             inputs.add(name)
             continue
         node = graph.producer.get(name)
@@ -225,10 +207,11 @@ def mask_subgraph(graph: Graph, mask: str) -> tuple[list[onnx.NodeProto], list[s
     return sorted(nodes.values(), key=lambda n: order[id(n)]), sorted(inputs - by_value), sorted(by_value)
 
 
-def sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] | None:
-    """Sizes around each integer constant of the subgraph (a window width, say); None where one is too large to
-    run the mask at."""
-    sizes: set[int] = set()
+def sampled_sizes(graph: Graph, body: list[onnx.NodeProto], symbols: list[str],
+                  sizes: tuple[int, ...] = _SIZES) -> list[dict[str, int]] | None:
+    """Each combination of ``sizes`` for ``symbols``, then each size around an integer constant of the subgraph
+    ``body`` (a window width, say) for all of them; None where such a constant is too large to run the mask at."""
+    near: set[int] = set()
     for node in body:
         for index, name in enumerate(node.input):
             tensor = graph.constant(name)
@@ -240,8 +223,16 @@ def sizes_near_constants(graph: Graph, body: list[onnx.NodeProto]) -> list[int] 
                 if value > _LARGEST:
                     return None
                 if value > max(_SIZES):
-                    sizes |= {value - 1, value, value + 1}
-    return sorted(sizes)
+                    near |= {value - 1, value, value + 1}
+    return [dict(zip(symbols, combination)) for combination in itertools.product(sizes, repeat=len(symbols))] \
+        + [{s: size for s in symbols} for size in sorted(near)]
+
+
+def zeros(graph: Graph, names: list[str], sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """Zeros of the shape (at ``sizes``: symbol -> size) and dtype of each of ``names``: the feeds of values read
+    for their sizes alone."""
+    return {name: np.zeros([sizes[d] if isinstance(d, str) else d for d in graph.symbolic_shape(name)],
+                           onnx.helper.tensor_dtype_to_np_dtype(graph.elem_type(name))) for name in names}
 
 
 def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], mask: str) -> onnx.ModelProto:
@@ -258,21 +249,47 @@ def subgraph_model(graph: Graph, body: list[onnx.NodeProto], inputs: list[str], 
     return onnx.helper.make_model(proto, opset_imports=opsets)
 
 
-def _causal_fill(mask: np.ndarray, length: int) -> float | str | None:
-    """The blocked value of ``mask`` where it is the causal mask of ``length`` rows and keys, broadcast over
-    batch and heads; None otherwise."""
-    if mask.dtype.kind != "f" or not 2 <= mask.ndim <= 4 or mask.shape[-2:] != (length, length):
-        return None
-    squares = mask.reshape(-1, length, length)
-    keep = np.tril(np.ones((length, length), dtype=bool))
-    if not (squares[:, keep] == 0).all():
-        return None
-    if length == 1:
-        return _ANY   # nothing is masked
-    blocked = squares[:, ~keep]
-    fill = float(blocked.reshape(-1)[0])
-    lowest = float(np.finfo(mask.dtype).min)
-    if not (blocked == fill).all() or not (fill == -math.inf or fill <= lowest):
-        return None
-    return fill
+def float_values(value: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float] | None:
+    """(``value`` as a numpy float array, its dtype's lowest) where it is a float array or tensor, bfloat16 included
+    (onnx's reference evaluator gives ml_dtypes' bfloat16, which numpy does not take for a float, and torch's has no
+    numpy form: read as float32, its lowest kept); None otherwise."""
+    if isinstance(value, torch.Tensor):
+        kind = value.dtype
+        return (value.float().numpy(), float(torch.finfo(kind).min)) if kind.is_floating_point else None
+    if np.issubdtype(value.dtype, np.floating):
+        return value, float(np.finfo(value.dtype).min)
+    if value.dtype.name == "bfloat16":
+        return value.astype(np.float32), float(torch.finfo(torch.bfloat16).min)
+    return None
 
+
+def offset_causal_fill(value: np.ndarray | torch.Tensor) -> float | bool:
+    """The fill of a causal (.., S, T) additive mask with T - S past keys; True where it masks nothing and
+    should not (S == 1); False where it is not causal."""
+    found = float_values(value)
+    if found is None or found[0].ndim < 2:
+        return False
+    mask, lowest = found
+    rows, cols = mask.shape[-2:]
+    squares = mask.reshape(-1, rows, cols)
+    if cols < rows or not (squares == squares[:1]).all():
+        return False
+    fill = blocked_fill(squares[0], causal(rows, cols), lowest)
+    return False if fill is None else fill
+
+
+def causal(rows: int, cols: int) -> np.ndarray:
+    """Which of ``cols`` keys each of ``rows`` queries attends causally, the first ``cols - rows`` keys past ones."""
+    return np.arange(cols)[None, :] <= np.arange(rows)[:, None] + (cols - rows)
+
+
+def blocked_fill(mask: np.ndarray, keep: np.ndarray, lowest: float) -> float | bool | None:
+    """The one value the additive ``mask`` holds wherever ``keep`` is False, where it is 0 wherever ``keep`` is True and
+    that value is -inf or at most ``lowest``; True where ``keep`` blocks nothing; None otherwise."""
+    if not (mask[keep] == 0).all():
+        return None
+    blocked = mask[~keep]
+    if blocked.size == 0:
+        return True
+    fill = float(blocked[0])
+    return fill if (blocked == fill).all() and (fill == -math.inf or fill <= lowest) else None
