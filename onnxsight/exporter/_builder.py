@@ -99,6 +99,8 @@ def torch_to_tensor_proto(tensor: torch.Tensor, name: str) -> onnx.TensorProto:
 def tensor_bytes_view(tensor: torch.Tensor) -> np.ndarray:
     """The tensor's bytes as a uint8 numpy array sharing its storage (contiguous CPU tensors)."""
     flat = tensor.detach().cpu().contiguous().reshape(-1)
+    if flat.stride() != (1,):   # one element or none, whose odd stride contiguous() keeps (a folded slice of one)
+        flat = flat.clone(memory_format=torch.contiguous_format)
     if flat.dtype == torch.bool:
         flat = flat.to(torch.uint8)
     return flat.view(torch.uint8).numpy()
