@@ -261,7 +261,8 @@ WITH_OPTIMIZE = [*PUBLIC_EXPORT[:PUBLIC_EXPORT.index("module_functions") + 1], "
     # optimize= (the optimize stage: on by default) sits beside module_functions= in both
     (onnxsight.pipeline.export, [*WITH_OPTIMIZE, "examples", "verbose", "float_model", "torch_onnx"]),
     (onnxsight.exporter.export, [p for p in WITH_OPTIMIZE if p not in ("report", "verify", "artifacts_dir")]
-     + ["registry", "verbose"]),                 # the core: no reports, no verification; registry= as extension
+     + ["registry", "verbose", "modes"]),        # the core: no reports, no verification; registry= as extension;
+    # modes= the modules' training modes at capture (torch.onnx's training=, judged by the pipeline)
 ])
 def test_export_signatures(function: Any, expected: list[str]) -> None:
     import inspect
