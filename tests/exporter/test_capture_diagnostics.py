@@ -480,3 +480,24 @@ def test_a_model_that_runs_eagerly_but_does_not_capture_keeps_cap006() -> None:
         onnxsight.export(CustomOp(), (torch.randn(2, 3),))
     codes = [d.code for d in info.value.diagnostics]
     assert "CAP006" in codes and "CAP025" not in codes
+
+
+def test_the_eager_call_that_finds_the_models_error_leaves_its_buffers_as_they_were() -> None:
+    class CountsThenBreaks(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(()))
+            self.register_buffer("seen", torch.zeros(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            self.seen = self.seen + x[0]   # replaced, not written into
+            return x.sum(dim="rows")
+
+    model = CountsThenBreaks()
+    calls, seen = model.calls, model.seen
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(model, (torch.randn(2, 3),))
+    assert "CAP025" in [d.code for d in info.value.diagnostics]
+    assert model.calls is calls and model.seen is seen
+    assert float(model.calls) == 0 and not model.seen.any()

@@ -514,7 +514,7 @@ def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple,
     except Exception:  # noqa: BLE001 - inputs that cannot be copied are not run again
         return False
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _buffers_kept(model):
             model(*inputs[0], **inputs[1])
     except Exception as error:  # noqa: BLE001 - any error of the model's is the one to report
         frames = traceback_frames(error)[1:]   # the model's frames, not this call's
@@ -525,3 +525,17 @@ def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple,
                  cause=audit.cause(location, origin if origin != location else None))
         return True
     return False
+
+
+@contextlib.contextmanager
+def _buffers_kept(model: torch.nn.Module) -> Any:
+    """Every buffer as it was before the block (export never changes the user's model): a forward that counts its
+    calls, or fills a static cache, writes into them or replaces them."""
+    saved = [(module, name, tensor, tensor.detach().clone()) for module in model.modules()
+             for name, tensor in module._buffers.items() if tensor is not None]
+    try:
+        yield
+    finally:
+        for module, name, tensor, values in saved:
+            module._buffers[name] = tensor
+            tensor.data.copy_(values)
