@@ -143,10 +143,12 @@ def _custom_translation_table(ctx: DiagnosticContext, options: TorchOnnxOptions,
 
 
 def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
-    mode = getattr(value, "name", str(value)).upper()
-    if mode == "EVAL" or (mode == "PRESERVE" and not getattr(model, "training", False)):
-        return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
     import torch
+
+    mode = getattr(value, "name", str(value)).upper()
+    modules = model.modules() if isinstance(model, torch.nn.Module) else ()
+    if mode == "EVAL" or (mode == "PRESERVE" and not any(module.training for module in modules)):
+        return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
 
     from onnxsight.exporter import training_dependent
 

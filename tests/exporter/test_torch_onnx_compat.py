@@ -291,6 +291,14 @@ def test_a_dropout_inside_the_graph_still_draws_in_onnx_runtimes_default_session
     assert sum(n.op_type == "RandomUniformLike" for n in eval_out.graph.node) == 4
 
 
+def test_training_preserve_of_an_eval_model_draws_in_the_one_dropout_left_training(tmp_path: Any) -> None:
+    model, x = DropoutNet().eval(), torch.randn(64, 4)
+    model.drop.train()
+    program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.PRESERVE)
+    assert (_ort_run(program, x, tmp_path) == 0).any()
+    assert not model.training and model.drop.training
+
+
 def test_training_preserve_draws_in_the_dropout_the_user_left_training(tmp_path: Any) -> None:
     model, x = DropoutNet().train(), torch.randn(64, 4)
     program = onnxsight.export(model, (x,), training=torch.onnx.TrainingMode.PRESERVE)
