@@ -145,16 +145,16 @@ def _custom_translation_table(ctx: DiagnosticContext, options: TorchOnnxOptions,
 def _training(ctx: DiagnosticContext, options: TorchOnnxOptions, model: Any, value: Any) -> None:
     import torch
 
-    mode = getattr(value, "name", str(value)).upper()
-    modules = model.modules() if isinstance(model, torch.nn.Module) else ()
-    if mode == "EVAL" or (mode == "PRESERVE" and not any(module.training for module in modules)):
-        return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
-
     from onnxsight.exporter import training_dependent
 
-    if not isinstance(model, torch.nn.Module):
-        _refuse(ctx, "training", value, f"a {type(model).__name__} has no training mode to export", "drop the argument")
+    mode = getattr(value, "name", str(value)).upper()
+    if not isinstance(model, torch.nn.Module):   # an ExportedProgram: its modes are in its graph
+        if mode == "TRAINING":
+            _refuse(ctx, "training", value, f"a {type(model).__name__} has no training mode to export",
+                    "drop the argument")
         return
+    if mode == "EVAL" or (mode == "PRESERVE" and not any(module.training for module in model.modules())):
+        return  # what onnxsight exports: eval semantics, the model's own modes left as they are (CAP015 says so)
     refused = training_dependent(model, in_any_mode=mode == "TRAINING", exported=False)
     if refused:
         _refuse(ctx, "training", value, f"{', '.join(refused)} would run in training mode, which onnxsight does "

@@ -259,9 +259,8 @@ def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Modu
                      kwargs: dict) -> str | None:
     """None when the captured graph computes what the model does at the example; else what differs."""
     try:
+        expected = pytree.tree_leaves(run_eagerly(model, args, kwargs))
         with torch.no_grad():
-            # On copies: a model that updates its inputs in place (a KV cache) must see the example twice.
-            expected = pytree.tree_leaves(model(*_copies(args), **_copies(kwargs)))
             # Without the input guards: a program captured from a grown example declares sizes >= 2.
             got = pytree.tree_leaves(program.module(check_guards=False)(*_copies(args), **_copies(kwargs)))
     except Exception as exc:  # noqa: BLE001 - a runtime assert at size 1 is the answer here
@@ -276,6 +275,21 @@ def check_at_example(program: torch.export.ExportedProgram, model: torch.nn.Modu
             except AssertionError:
                 return f"the graph captured for sizes >= 2 computes output {index} differently at the example"
     return None
+
+
+def run_eagerly(model: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+    """The model's outputs at the example, run by PyTorch on copies of the inputs (a model that updates its inputs
+    in place, a KV cache, must see the example again) with its buffers as they were after (export never changes
+    the user's model: a forward that counts its calls, or fills a static cache, writes into them or replaces them)."""
+    saved = [(module, name, tensor, tensor.detach().clone()) for module in model.modules()
+             for name, tensor in module._buffers.items() if tensor is not None]
+    try:
+        with torch.no_grad():
+            return model(*_copies(args), **_copies(kwargs))
+    finally:
+        for module, name, tensor, values in saved:
+            module._buffers[name] = tensor
+            tensor.data.copy_(values)
 
 
 def _copies(tree: Any) -> Any:

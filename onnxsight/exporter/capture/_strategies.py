@@ -490,11 +490,12 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
     # Every strategy failed: report the first (most informative, non-strict) failure as the error, unless the
     # model does not run at all (CAP025: the model's own error, not the exporter's).
     strategy, exc = failures[0]
-    if classify(exc) is rules.ALL_CAPTURE_FAILED and _raises_eagerly(ctx, model, args, kwargs):
+    rule = classify(exc)
+    if rule is rules.ALL_CAPTURE_FAILED and _raises_eagerly(ctx, model, args, kwargs):
         return None
     frames = traceback_frames(exc)
     location = user_frame(frames)
-    ctx.emit(classify(exc), location=location, stack=frames, strategy=strategy, error=_short(exc),
+    ctx.emit(rule, location=location, stack=frames, strategy=strategy, error=_short(exc),
              error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
              dims="the dynamic dims", cause=audit.cause(location, refused.library_origin(exc)),
              subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "")
@@ -502,22 +503,15 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
 
 
 def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> bool:
-    """Run ``model`` once on a copy of its inputs (a cache the call appends to stays as the user gave it); where it
+    """Run ``model`` once as PyTorch runs it (``audit.run_eagerly``: copies of the inputs, buffers kept); where it
     raises, emit CAP025 at the line that raised and return True. Only after every strategy failed: one more
     forward then costs nothing a successful export pays."""
-    import copy
-
     if model_is_fake(model):   # weights without data (fake_mode(), meta): nothing to run
         return False
     try:
-        inputs = copy.deepcopy((args, kwargs))
-    except Exception:  # noqa: BLE001 - inputs that cannot be copied are not run again
-        return False
-    try:
-        with torch.no_grad(), _buffers_kept(model):
-            model(*inputs[0], **inputs[1])
+        audit.run_eagerly(model, args, kwargs)
     except Exception as error:  # noqa: BLE001 - any error of the model's is the one to report
-        frames = traceback_frames(error)[1:]   # the model's frames, not this call's
+        frames = traceback_frames(error)
         location = user_frame(frames)
         origin = refused.caller(error)
         ctx.emit(rules.MODEL_RAISES_EAGERLY, location=location, stack=frames, model=type(model).__name__,
@@ -525,17 +519,3 @@ def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple,
                  cause=audit.cause(location, origin if origin != location else None))
         return True
     return False
-
-
-@contextlib.contextmanager
-def _buffers_kept(model: torch.nn.Module) -> Any:
-    """Every buffer as it was before the block (export never changes the user's model): a forward that counts its
-    calls, or fills a static cache, writes into them or replaces them."""
-    saved = [(module, name, tensor, tensor.detach().clone()) for module in model.modules()
-             for name, tensor in module._buffers.items() if tensor is not None]
-    try:
-        yield
-    finally:
-        for module, name, tensor, values in saved:
-            module._buffers[name] = tensor
-            tensor.data.copy_(values)
