@@ -136,3 +136,22 @@ def test_a_list_spec_for_a_tuple_argument_and_the_reverse_export(given: str) -> 
     assert not [d for d in program.diagnostics if d.code == "ARG003"]
     x, a, b = torch.randn(5, 3), torch.randn(5, 3), torch.randn(5, 3)
     torch.testing.assert_close(program(x, type(pair)([a, b]))[0], x + a * b)
+
+
+def test_a_dict_that_leaves_out_an_argument_exports_it_static() -> None:
+    """An argument the dict does not list has no dynamic axis, as dynamic_axes reads it (torch.export's ARG003).
+
+    transformers' MptForCausalLM is called so by export_generation: ``use_cache=True`` is no tensor at all.
+    """
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor | None = None,
+                    use_cache: bool = False) -> torch.Tensor:
+            return x * mask + (scale if use_cache and scale is not None else 0)
+
+    x, mask, scale = torch.randn(2, 3), torch.ones(3), torch.randn(2, 3)
+    program = onnxsight.export(Masked(), (x, mask), kwargs={"scale": scale, "use_cache": True},
+                               dynamic_shapes={"x": {0: torch.export.Dim("batch")}, "scale": {0: "batch"}})
+    assert [_dims(program, index) for index in range(3)] == [["batch", 3], [3], ["batch", 3]]
+    assert not [d for d in program.diagnostics if d.code == "ARG003"]
+    x, scale = torch.randn(5, 3), torch.randn(5, 3)
+    torch.testing.assert_close(program(x, mask, scale)[0], x * mask + scale)

@@ -41,18 +41,23 @@ def cache_shapes(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple, kw
 
     Call inside ``library_pytrees()``; anything that is not a cache's entry is returned as it was, except
     that a list given for a tuple argument (or a tuple for a list) of the same length takes the argument's
-    type: torch.export refuses the difference, which says nothing about the dims.
+    type, and a dict leaving out an argument given (``use_cache=True``, a mask with no dynamic axis) gets it
+    as ``None``, static, as ``dynamic_axes`` reads an input it does not list: torch.export refuses both,
+    which says nothing about the dims.
     """
     if dynamic_shapes is None:
         return dynamic_shapes
     active = active_containers()
     try:
-        bound = inspect.signature(model.forward).bind(*args, **kwargs).arguments
+        signature = inspect.signature(model.forward)
+        bound = signature.bind(*args, **kwargs).arguments
     except TypeError:
         return dynamic_shapes
     if isinstance(dynamic_shapes, Mapping):
-        return {name: _normalised(ctx, active, bound[name], spec, repr(name)) if name in bound else spec
-                for name, spec in dynamic_shapes.items()}
+        variadic = {name for name, p in signature.parameters.items() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        left_out = {name: None for name in bound if name not in dynamic_shapes and name not in variadic}
+        return {**{name: _normalised(ctx, active, bound[name], spec, repr(name)) if name in bound else spec
+                   for name, spec in dynamic_shapes.items()}, **left_out}
     if isinstance(dynamic_shapes, (tuple, list)) and len(dynamic_shapes) == len(bound):
         return type(dynamic_shapes)(_normalised(ctx, active, value, spec, str(index))
                                     for index, (value, spec) in enumerate(zip(bound.values(), dynamic_shapes)))
