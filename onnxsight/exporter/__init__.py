@@ -53,6 +53,7 @@ _INTERNAL = {
     "present_name": "onnxsight.exporter.inputs._cache_names",
     "OPTIMIZED_AWAY_KEY": "onnxsight.exporter.optimize._passes",
     "training_dependent": "onnxsight.exporter.capture._modes",
+    "run_model": "onnxsight.exporter.capture._model_runs",
     "onnxscript_translation": "onnxsight.exporter.translate._onnxscript",
 }
 
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from onnxsight.exporter.program._onnx_program import ONNXProgram
     from onnxsight.exporter.inputs._cache_names import cache_pairs, past_name, present_name
     from onnxsight.exporter.inputs._pytree_libs import library_pytrees
+    from onnxsight.exporter.capture._model_runs import run_model
     from onnxsight.exporter._record import CaptureAttempt, ExportRecord, StageRecord
     from onnxsight.exporter._registry import (Registry, Translation, UnsupportedVariant, default_registry, target_key,
                                               translation)

@@ -32,12 +32,20 @@ def export_generation(model: Any, inputs: Any, *, opset_version: int | None = No
     encoder inputs shape the examples; the examples themselves are random, at sizes chosen so every dim
     that varies during generation is dynamic. ``report=True`` writes each program's export report.
     """
-    from onnxsight.pipeline._export import export
+    from onnxsight.exporter import ExportError
+    from onnxsight.pipeline._export import _write_reports, export
     from onnxsight.verification import GenerationPrograms
 
+    try:
+        examples = step_examples(model, inputs)
+    except ExportError as error:  # the model raised when run for its cache's shapes (CAP025): reported as export's
+        if report:
+            _write_reports(error, error.diagnostics, error.record, artifacts_dir, program=None,
+                           inputs=(model, (), dict(inputs) if isinstance(inputs, Mapping) else {"input_ids": inputs}))
+        raise
     options = {"opset_version": opset_version, "optimize": optimize, "report": report, "artifacts_dir": artifacts_dir}
     return GenerationPrograms(**{name: export(module, (), kwargs=kwargs, dynamic_shapes=shapes, **options)
-                                 for name, module, kwargs, shapes in step_examples(model, inputs)})
+                                 for name, module, kwargs, shapes in examples})
 
 
 def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any], dict[str, Any]]]:
@@ -49,7 +57,7 @@ def step_examples(model: Any, inputs: Any) -> list[tuple[str, Any, dict[str, Any
     accepted = _forward_parameters(model.get_encoder())  # a tokenizer's token_type_ids: not T5's
     encoder_inputs = {k: v for k, v in prompt.items()
                       if not k.startswith("decoder_") and v is not None and (k in accepted or not accepted)}
-    encoder_kwargs, encoder_shapes = _encoder_example(encoder_inputs)
+    encoder_kwargs, encoder_shapes = _encoder_example(encoder_inputs, _vocab_size(model, prompt))
     states = _encoder_states(model, encoder_kwargs)
     return [("encoder", model.get_encoder(), encoder_kwargs, encoder_shapes),
             ("first_step", model, *_decoder_example(model, states, encoder_kwargs, cache=False)),
@@ -104,14 +112,12 @@ def _cache_shapes(model: Any, call: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Each cache tensor's (shape, dtype) as the model returns it for ``call``: heads and head sizes as
     the model has them (grouped-query attention, GPT-2's, T5's), every position kept (``step_cache``: a
     sliding-window layer too, so that every layer's past has the example's length)."""
-    import torch
-
+    from onnxsight.exporter import run_model
     from onnxsight.verification import named_cache, step_cache
 
     encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
     given = step_cache(model, encoder_decoder=encoder_decoder)
-    with torch.no_grad():
-        out = model(**call, **{_cache_argument(model): given}, **_use_cache(model, always=True))
+    out = run_model(model, (), {**call, _cache_argument(model): given, **_use_cache(model, always=True)})
     # a transformers ModelOutput names its cache; a user's forward() returning (logits, cache) filled ``given``
     cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None) or given
     return [(tuple(t.shape), t.dtype) for t in named_cache(cache).values()]
@@ -164,8 +170,9 @@ def _causal_example(model: Any, prompt: Mapping[str, Any]) -> tuple[dict[str, An
     return kwargs, dynamic
 
 
-def _encoder_example(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The encoder's inputs at batch ``_BATCH`` (and ``_ENCODER`` tokens for a text encoder)."""
+def _encoder_example(inputs: Mapping[str, Any], vocab: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The encoder's inputs at batch ``_BATCH`` (and ``_ENCODER`` tokens for a text encoder), token ids below
+    ``vocab`` (Marian pads with its last id: a few above the prompt's largest would be out of the vocabulary)."""
     import torch
 
     kwargs, dynamic = {}, {}
@@ -178,17 +185,16 @@ def _encoder_example(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[st
         elif name == "attention_mask":
             kwargs[name] = torch.ones(size, dtype=value.dtype)
         else:
-            kwargs[name] = torch.randint(3, int(value.max()) + 4, size, dtype=value.dtype,
+            kwargs[name] = torch.randint(3, max(min(int(value.max()) + 4, vocab), 4), size, dtype=value.dtype,
                                          generator=torch.Generator().manual_seed(0))
         dynamic[name] = {0: "batch", 1: "encoder_sequence"} if text else {0: "batch"}
     return kwargs, dynamic
 
 
 def _encoder_states(model: Any, encoder_kwargs: Mapping[str, Any]) -> Any:
-    import torch
+    from onnxsight.exporter import run_model
 
-    with torch.no_grad():
-        out = model.get_encoder()(**encoder_kwargs)
+    out = run_model(model.get_encoder(), (), encoder_kwargs)
     return out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
 
 

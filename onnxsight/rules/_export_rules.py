@@ -539,7 +539,9 @@ MODEL_RAISES_EAGERLY = define(
     "Fix the line the message names, or call the model with the inputs it takes.",
     what="Checks, when every capture strategy failed, whether the model runs at all: it is called once "
          "eagerly on the example inputs (a copy of them), and where it raises, that error is the one "
-         "reported, at the line that raised it (a model library's line, with the user's call into it).",
+         "reported, at the line that raised it (a model library's line, with the user's call into it). "
+         "`export_generation` and `verify_generation` report so the forward they run before exporting, which "
+         "learns the shapes of the model's KV cache.",
     why="torch.export's error for a model that cannot run (an attribute read from a tuple, an argument of "
         "the wrong type) reads as a limit of the exporter, and every strategy reports it again in its own "
         "words; the user's fix is in the model or the inputs.",

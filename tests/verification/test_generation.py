@@ -318,3 +318,38 @@ def test_a_decoder_without_positions_warns_on_a_padded_prompt(llama: Any) -> Non
     assert result.passed
     [warning] = [d for d in result.diagnostics if d.rule is rules.GENERATION_POSITIONS_COUNT_PADDING]
     assert "rows 0" in warning.message
+
+
+def test_a_model_that_raises_is_cap025_at_the_line_with_its_reports(tmp_path: Any) -> None:
+    """4 query heads over 3 key/value heads: the model raises in PyTorch before anything is exported. The error is
+    CAP025 at that line, with the reports, not sdpa's RuntimeError from export_generation's first forward."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                         num_key_value_heads=3, intermediate_size=64)).eval()
+    with pytest.raises(onnxsight.CaptureError) as failure:
+        onnxsight.verify_generation(model, _prompt(), report=True, artifacts_dir=tmp_path)
+    [diagnostic] = failure.value.diagnostics
+    assert diagnostic.code == "CAP025"
+    assert "LlamaForCausalLM.forward raises RuntimeError" in diagnostic.message
+    assert "scaled_dot_product_attention" in diagnostic.message  # the line that raised
+    assert diagnostic.location.file == __file__  # the user's call
+    assert failure.value.report_paths and all(os.path.exists(p) for p in failure.value.report_paths)
+
+
+def test_an_encoders_example_ids_stay_in_its_vocabulary() -> None:
+    """A prompt holding the vocabulary's last id (Marian pads with it): the encoder's example draws below it."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    from onnxsight.pipeline._generation import step_examples
+
+    torch.manual_seed(0)
+    model = BartForConditionalGeneration(BartConfig(
+        vocab_size=8, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, pad_token_id=7,
+        decoder_start_token_id=2)).eval()
+    prompt = {"input_ids": torch.tensor([[5, 4, 7, 7], [3, 6, 5, 4]]),
+              "attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])}
+    [(name, _, encoder_kwargs, _), *_] = step_examples(model, prompt)
+    assert name == "encoder" and int(encoder_kwargs["input_ids"].max()) < 8

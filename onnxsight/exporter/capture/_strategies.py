@@ -511,11 +511,16 @@ def _raises_eagerly(ctx: DiagnosticContext, model: torch.nn.Module, args: tuple,
     try:
         audit.run_eagerly(model, args, kwargs)
     except Exception as error:  # noqa: BLE001 - any error of the model's is the one to report
-        frames = traceback_frames(error)
-        location = user_frame(frames)
-        origin = refused.caller(error)
-        ctx.emit(rules.MODEL_RAISES_EAGERLY, location=location, stack=frames, model=type(model).__name__,
-                 error_type=type(error).__name__, error=_short(error),
-                 cause=audit.cause(location, origin if origin != location else None))
+        emit_model_raised(ctx, model, error)
         return True
     return False
+
+
+def emit_model_raised(ctx: DiagnosticContext, model: Any, error: BaseException) -> None:
+    """CAP025 for ``error``, raised by ``model`` when PyTorch ran it, at the line that raised it."""
+    frames = traceback_frames(error)
+    location = user_frame(frames)
+    origin = refused.caller(error)
+    ctx.emit(rules.MODEL_RAISES_EAGERLY, location=location, stack=frames, model=type(model).__name__,
+             error_type=type(error).__name__, error=_short(error),
+             cause=audit.cause(location, origin if origin != location else None))
