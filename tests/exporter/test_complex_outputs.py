@@ -115,3 +115,26 @@ def test_complex_output_with_dynamic_length() -> None:
     for shape in ((2, 64), (3, 100)):
         signal = torch.randn(*shape)
         torch.testing.assert_close(program(signal)[0], model(signal), atol=1e-4, rtol=1e-4)
+
+
+class ComplexRotary(torch.nn.Module):
+    """LLaMA-4's rotary embedding (and Meta's original LLaMA's): the query's pairs times complex frequencies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        angles = torch.arange(16).float()[:, None] * torch.rand(4, generator=torch.Generator().manual_seed(0))[None]
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [batch, sequence, heads, 8]
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        freqs = self.freqs_cis[: x.shape[1]][None, :, None, :].to(pairs.device)  # aten._assert_tensor_metadata
+        return torch.view_as_real(pairs * freqs).flatten(3).type_as(x)
+
+
+def test_a_complex_rotary_embedding_exports_with_a_dynamic_sequence() -> None:
+    model = ComplexRotary()
+    program = onnxsight.export(model, (torch.randn(2, 16, 2, 8),),
+                               dynamic_shapes=({0: torch.export.Dim("batch"), 1: torch.export.Dim("seq", max=16)},))
+    for shape in ((2, 16, 2, 8), (3, 5, 2, 8)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(program(x)[0], model(x), atol=1e-5, rtol=1e-5)

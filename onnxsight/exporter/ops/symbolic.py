@@ -273,6 +273,7 @@ def sym_or(b: GraphBuilder, a: Any, c: Any) -> Value:
 
 
 # -- runtime checks: nothing to emit ---------------------------------------------------------------
+@translation(aten._assert_tensor_metadata.default, complex=True)  # `.to(device)` of a complex rotary's freqs
 @translation(aten._assert_scalar.default, aten.sym_constrain_range_for_size.default,
              aten.sym_constrain_range.default, aten._assert_tensor_metadata.default, aten._assert_async.msg,
              aten._assert_async.default)
