@@ -158,6 +158,41 @@ def cohere() -> tuple:
     return _build("CohereConfig", "CohereForCausalLM", **DECODER, num_key_value_heads=2), prompt()
 
 
+def mpt() -> tuple:
+    """ALiBi; its config does not return the cache (``use_cache=False``): the step asks for it."""
+    sizes = dict(vocab_size=VOCAB, d_model=HIDDEN, n_layers=LAYERS, n_heads=HEADS, max_seq_len=POSITIONS,
+                 pad_token_id=0)
+    return _build("MptConfig", "MptForCausalLM", **sizes), prompt()
+
+
+def gemma3() -> tuple:
+    """Sliding and full layers with a rotary of their own each, norms on queries and keys."""
+    return (_build("Gemma3TextConfig", "Gemma3ForCausalLM", **DECODER, num_key_value_heads=2, head_dim=8,
+                   sliding_window=4), prompt())
+
+
+def gpt_neo() -> tuple:
+    """Global and local (windowed) attention layers alternating, learned positions."""
+    sizes = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_layers=LAYERS, num_heads=HEADS,
+                 attention_types=[[["global", "local"], 1]], window_size=4, max_position_embeddings=POSITIONS,
+                 pad_token_id=0)
+    return _build("GPTNeoConfig", "GPTNeoForCausalLM", **sizes), prompt()
+
+
+def llama4() -> tuple:
+    """A rotary of complex numbers, attention chunked to 4 positions on rotary layers, a routed expert."""
+    return (_build("Llama4TextConfig", "Llama4ForCausalLM", **DECODER, num_key_value_heads=2, head_dim=8,
+                   num_local_experts=2, intermediate_size_mlp=FFN, attention_chunk_size=4), prompt())
+
+
+def deepseek_v3() -> tuple:
+    """Multi-head latent attention (keys and values through a rank-16 projection), routed experts."""
+    return (_build("DeepseekV3Config", "DeepseekV3ForCausalLM", **DECODER, num_key_value_heads=HEADS,
+                   n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, kv_lora_rank=16,
+                   q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8, first_k_dense_replace=1,
+                   n_group=1, topk_group=1), prompt())
+
+
 def bart() -> tuple:
     return _build("BartConfig", "BartForConditionalGeneration", **SEQ2SEQ), prompt(left_padded=False)
 
@@ -230,6 +265,11 @@ MODELS = {
     "mixtral": (mixtral, ("decoder", "grouped-query", "mixture-of-experts")),
     "qwen2_moe": (qwen2_moe, ("decoder", "grouped-query", "mixture-of-experts")),
     "cohere": (cohere, ("decoder", "grouped-query")),
+    "mpt": (mpt, ("decoder", "alibi")),
+    "gemma3": (gemma3, ("decoder", "grouped-query", "sliding-window")),
+    "gpt_neo": (gpt_neo, ("decoder", "sliding-window")),
+    "llama4": (llama4, ("decoder", "grouped-query", "complex-rotary", "mixture-of-experts")),
+    "deepseek_v3": (deepseek_v3, ("decoder", "latent-attention", "mixture-of-experts")),
     "bart": (bart, ("encoder-decoder",)),
     "marian": (marian, ("encoder-decoder",)),
     "mbart": (mbart, ("encoder-decoder",)),
