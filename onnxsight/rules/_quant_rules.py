@@ -80,8 +80,10 @@ DEPLOYED_SESSION_DIFFERS = define(
          "given in steps of the output's quantization grid (the scale of the last per-tensor quantize "
          "before it) and judged in them: where the optimised session adds at most "
          "`Tolerance.quantization_steps` (default 1) to the unoptimised graph's own difference it is a "
-         "note, beyond it an error. The fused kernels the optimised session "
-         "runs that the model does not have are named.",
+         "note, beyond it an error. A float output is judged element by element by how much further "
+         "from PyTorch the optimised session is than the unoptimised graph run whole: within the "
+         "tolerance its fused kernels only round differently (a deep CNN's float32 drift), a note; beyond "
+         "it an error. The fused kernels the optimised session runs that the model does not have are named.",
     why="`verify()` compares every intermediate value by running the graph in chunks, each value a "
         "graph output of its chunk; ONNX Runtime cannot fuse across a value that is an output, so "
         "the per-node run never sees the fusions a deployed session makes. For a quantized model the "
