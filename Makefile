@@ -100,7 +100,7 @@ test-generation: setup
 	$(PY) -m pytest -q -n 0 -m slow tests/zoo/test_generation_suite.py tests/verification/test_generation_encdec.py \
 	  tests/verification/test_generation_models.py tests/verification/test_generation.py tests/test_cli_generation.py
 
-# Every dev-zoo model (smoke, tricky, transformers) at each opset 17..23, in ONNX Runtime vs eager.
+# Every dev-zoo model (smoke, tricky, transformers) at each opset 17..25, in ONNX Runtime vs eager.
 test-zoo-opsets: setup
 	$(PY) -m pytest -q -n $(JOBS) -m slow tests/zoo/test_opsets.py
 

@@ -173,7 +173,7 @@ def load_translations(specs: list[str]) -> dict[Any, Any]:
 # NOTE: the exporter's supported opsets (exporter/inputs/_arguments.py SUPPORTED_OPSETS), repeated here so that
 # `onnxsight --help` and a bad --opset answer without importing torch; tests/test_cli_bad_calls.py pins that
 # the two agree.
-OPSETS = range(15, 24)
+OPSETS = range(15, 26)
 
 
 def opset_number(text: str) -> int:

@@ -79,15 +79,15 @@ BAD_DYNAMIC_SHAPES = define(
 UNSUPPORTED_OPSET = define(
     "ARG004", "unsupported-opset-version", E,
     "opset_version {opset} is not supported; supported versions are {supported}",
-    "Choose an opset between 15 and 23.",
-    what="Checks `opset_version` against the opsets onnxsight exports: 17 to 23 translated directly, "
+    "Choose an opset between 15 and 25.",
+    what="Checks `opset_version` against the opsets onnxsight exports: 17 to 25 translated directly, "
          "15 and 16 by converting the model translated at 17 with ONNX's version converter.",
     why="Translations are written per opset range; an opset outside it would produce nodes "
         "whose semantics nobody checked.",
     example="""
         onnxsight.export(model, (x,), opset_version=11)   # ARG004
     """,
-    how="Use the default (18) or any opset from 15 to 23 (15 and 16 are converted from 17 and "
+    how="Use the default (18) or any opset from 15 to 25 (15 and 16 are converted from 17 and "
         "verified like any export; an operator they lack is OPS003).",
     tags=("arguments",))
 

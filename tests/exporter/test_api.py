@@ -92,7 +92,7 @@ def _line_of(text: str) -> int:
 
 @pytest.mark.parametrize("case, code, words", [
     ("not-a-module", "ARG001", "expects a torch.nn.Module, got function"),
-    ("opset", "ARG004", "opset_version 12 is not supported; supported versions are 15..23"),
+    ("opset", "ARG004", "opset_version 12 is not supported; supported versions are 15..25"),
     ("too-many-args", "ARG002", "too many positional arguments"),
     ("dynamic-shapes-keys", "ARG003", "keys ['nope'] are not arguments of forward()"),
     ("dynamic-shapes-length", "ARG003", "3 entries for 2 inputs"),

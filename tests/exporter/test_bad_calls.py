@@ -75,7 +75,7 @@ BAD_CALLS = (
     Bad("opset-as-string", One, (X,), {"opset_version": "18"}, "ARG006", ("opset_version must be an int", "str '18'")),
     Bad("opset-as-float", One, (X,), {"opset_version": 18.0}, "ARG006", ("float 18.0",)),
     Bad("opset-as-bool", One, (X,), {"opset_version": True}, "ARG006", ("bool True",)),
-    Bad("opset-out-of-range", One, (X,), {"opset_version": 99}, "ARG004", ("opset_version 99", "15..23")),
+    Bad("opset-out-of-range", One, (X,), {"opset_version": 99}, "ARG004", ("opset_version 99", "15..25")),
     Bad("output-names-string", One, (X,), {"output_names": "logits"}, "ARG007",
         ("output_names must be a list of strings", "'logits'", "letter by letter", "6 names", "['logits']")),
     Bad("input-names-string", One, (X,), {"input_names": "x"}, "ARG007", ("input_names", "['x']")),

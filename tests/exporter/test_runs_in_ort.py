@@ -18,7 +18,7 @@ from torch.export import Dim
 import onnxsight
 from onnxsight.exporter.check._type_constraints import find_violations
 
-OPSETS = tuple(range(15, 24))  # 15, 16: converted from 17 (translate/_downgrade.py)
+OPSETS = tuple(range(15, 26))  # 15, 16: converted from 17 (translate/_downgrade.py)
 
 
 class Fn(torch.nn.Module):

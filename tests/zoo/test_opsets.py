@@ -1,7 +1,7 @@
 """Every dev-zoo model (smoke, tricky, transformers) exports, loads and runs in ONNX Runtime at each
-supported opset (17..23) and matches the model's eager forward.
+supported opset (17..25) and matches the model's eager forward.
 
-Slow (32 models x 7 opsets): ``make test-zoo-opsets`` runs it; ``make test`` does not. Each case goes
+Slow (every model x 9 opsets): ``make test-zoo-opsets`` runs it; ``make test`` does not. Each case goes
 through the zoo worker itself (``run_model``), so "passed" means what the nightly job means by it:
 exported, checked, run in ONNX Runtime, equal to eager and to the exported program.
 """
@@ -18,7 +18,7 @@ from onnxsight.zoo.suites._hf_breadth import KNOWN_FAILURES
 
 pytestmark = pytest.mark.slow
 
-OPSETS = tuple(range(17, 24))
+OPSETS = tuple(range(17, 26))
 SUITES = ("smoke", "tricky", "transformers")
 MODELS = [(suite, spec.name) for suite in SUITES for spec in load_suite(suite).specs]
 CASES = [(suite, model, opset) for suite, model in MODELS for opset in OPSETS]

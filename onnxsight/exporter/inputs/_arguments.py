@@ -19,8 +19,8 @@ from onnxsight.diagnostics import DiagnosticContext
 from onnxsight.exporter.inputs._dim_names import symbol_names  # noqa: F401  (export() imports it from here)
 from onnxsight.exporter.inputs._nested_axes import leaves_text, nested_spec, resolve_leaf
 
-SUPPORTED_OPSETS = range(15, 24)
-TRANSLATED_OPSETS = range(17, 24)  # translations target these; 15 and 16 by conversion (translate/_downgrade.py)
+SUPPORTED_OPSETS = range(15, 26)
+TRANSLATED_OPSETS = range(17, 26)  # translations target these; 15 and 16 by conversion (translate/_downgrade.py)
 DEFAULT_OPSET = 18
 FILE_OBJECT_LIMIT = 2 * 1024**3  # protobuf's limit on one message: above it weights need a file of their own
 
@@ -62,7 +62,7 @@ def check_arguments(ctx: DiagnosticContext, model: Any, args: Any, kwargs: Any, 
 
 
 def check_opset(ctx: DiagnosticContext, opset: Any) -> None:
-    """ARG006 for a value that is not an int (``"18"``), ARG004 for an int outside 15..23."""
+    """ARG006 for a value that is not an int (``"18"``), ARG004 for an int outside 15..25."""
     if isinstance(opset, bool) or not isinstance(opset, int):
         ctx.emit(rules.OPSET_NOT_AN_INTEGER, type=type(opset).__name__, value=repr(opset))
     elif opset not in SUPPORTED_OPSETS:
