@@ -196,8 +196,10 @@ def _check_other_sizes(run: _Run, user_inputs: Sequence[Any], sizes: Mapping[Any
     from onnxsight import rules
 
     checked: list[dict[str, int]] = []
+    padding_masks = {d.fields.get("input") for d in getattr(run.prog, "diagnostics", ())
+                     if d.code == rules.FULLY_MASKED_ROWS_AVERAGE.code}
     for symbol, other in other_size_plans(run.prog, sizes):
-        inputs = resize_inputs(run.prog, user_inputs, other)
+        inputs = resize_inputs(run.prog, user_inputs, other, padding_masks)
         sub = DiagnosticContext()
         try:
             out, _, _, _, _ = run(inputs, sub, max_repros=0)

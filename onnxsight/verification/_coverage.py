@@ -26,6 +26,7 @@ FOLDED = "folded constant"              # the exporter folded it into an initial
 RANDOM = "random op"                    # draws random numbers; PyTorch's draw is fed to ONNX Runtime
 UNINITIALISED = "uninitialised"         # empty*: whatever was in memory; PyTorch's copy is fed on
 TIE_ORDER = "order among equal keys"    # sort/topk indices: unspecified where keys tie; PyTorch's are fed on
+UNSORTED = "order of an unsorted topk"  # topk(sorted=False): both outputs in an unspecified order; PyTorch's fed on
 NON_TENSOR = "non-tensor"               # a SymInt, None or other non-tensor with no ONNX value
 NO_COUNTERPART = "no ONNX counterpart"  # the ONNX model has no value of this name
 OPTIMIZED_AWAY = "optimised away"       # an optimisation pass removed it (folded, merged into another node)
@@ -36,7 +37,7 @@ NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned noth
 # shapes (``other_layout``), counted as this
 OTHER_LAYOUT = "held by a fused op in another layout"
 _HELD_BY = "held by "
-REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, NON_TENSOR, NO_COUNTERPART,
+REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, UNSORTED, NON_TENSOR, NO_COUNTERPART,
            OPTIMIZED_AWAY, OTHER_LAYOUT, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
@@ -126,10 +127,16 @@ def tie_order(node: Any, index: int | None) -> str | None:
     TopK puts the lower index first: both are right, and comparing them would name a correct sort a
     root cause (Mixtral's router sorts expert ids, which tie by design). The values output is compared,
     and PyTorch's indices are fed to ONNX Runtime so the values computed from them are compared too.
+    ``topk(sorted=False)`` leaves the order of its k values unspecified too (PyTorch's CPU kernel returns a partial
+    sort's order, ONNX's TopK sorts): both outputs are fed on (Informer's ProbSparse attention).
     """
-    if node.op != "call_function" or index != 1:
+    if node.op != "call_function" or index not in (0, 1):
         return None
     name = op_name(node.target)
+    if name == "topk" and argument(node, "sorted", True) is False:
+        return UNSORTED
+    if index != 1:
+        return None
     if name == "topk" or (name == "sort" and not argument(node, "stable", False)):
         return TIE_ORDER
     return None

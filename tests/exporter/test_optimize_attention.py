@@ -248,3 +248,36 @@ def test_the_guard_keeps_nan_where_torch_does(position: int) -> None:
     finite = onnxsight.export(model, (q, k, v, keys))   # the default's finite fill keeps the NaN too
     torch.testing.assert_close(finite(q, poisoned, v, keys)[0][0], expected[0], rtol=1e-5, atol=1e-5)
     assert torch.isnan(finite(q, poisoned, v, keys)[0][1]).all()
+
+
+class EncoderDecoderAttention(nn.Module):
+    """DETR's two attentions over the same padded keys: the encoder's self-attention (as many queries as keys)
+    and the decoder's cross-attention from a fixed number of object queries."""
+
+    def __init__(self, queries: int = 5) -> None:
+        super().__init__()
+        self.qkv, self.objects = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Parameter(torch.randn(queries, HIDDEN))
+
+    def forward(self, x: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.view(*x.shape[:2], HEADS, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        mask = keys[:, None, None, :]
+        memory = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2)
+        objects = self.objects.expand(x.shape[0], -1, -1).reshape(x.shape[0], -1, HEADS, HIDDEN // HEADS)
+        memory = memory.reshape(*x.shape[:2], HEADS, -1).transpose(1, 2)
+        return torch.nn.functional.scaled_dot_product_attention(objects.transpose(1, 2), memory, memory,
+                                                                attn_mask=mask)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_one_padding_mask_read_by_attentions_of_other_query_counts_gets_one_additive_mask_each(dynamic: bool) -> None:
+    """Conditional DETR's encoder (4 queries) and decoder cross-attention (5) read one pixel mask: the additive
+    mask has the queries' axis, so one made for the encoder's 4 queries broke the decoder's Add (ORT refused
+    to load the model: "Incompatible dimensions")."""
+    torch.manual_seed(0)
+    model, x = EncoderDecoderAttention().eval(), torch.randn(2, 4, HIDDEN)
+    keys = torch.tensor([[True] * 4, [True, True, False, False]])
+    shapes = {"x": {0: "batch", 1: "keys"}, "keys": {0: "batch", 1: "keys"}} if dynamic else None
+    program = onnxsight.export(model, (x, keys), dynamic_shapes=shapes, verify=True)
+    assert next(d for d in program.diagnostics if d.code == "ONX008").fields["count"] == 2
+    assert program.verification.passed
+    torch.testing.assert_close(program(x, keys)[0], model(x, keys), rtol=1e-5, atol=1e-5)

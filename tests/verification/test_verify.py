@@ -318,6 +318,34 @@ def test_sort_indices_among_equal_keys_are_not_root_causes(mode: str) -> None:
     assert list(faulty.root_causes["value"])[:1] == ["linear_1"]
 
 
+class _ProbSparse(torch.nn.Module):
+    """Informer's ProbSparse attention: the queries of the top-u scores, in topk(sorted=False)'s order, updated and
+    scattered back in place, so the output does not depend on that order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top = self.q(x).amax(-1).topk(5, sorted=False)[1]
+        rows = torch.arange(x.shape[0])[:, None]
+        out = x.clone()
+        out[rows, top] = self.q(x[rows, top]) * 2
+        return out
+
+
+def test_an_unsorted_topks_order_is_not_a_root_cause() -> None:
+    """torch.topk(sorted=False) returns the top k in an order PyTorch leaves unspecified (ONNX's TopK sorts them):
+    both outputs are fed on, not compared (Informer's ProbSparse attention failed verify with its outputs exact)."""
+    torch.manual_seed(0)
+    prog = onnxsight.export(_ProbSparse().eval(), (torch.randn(2, 32, 8),), dynamic_shapes=({0: "batch"},))
+    result = onnxsight.verify(prog, other_sizes=True)
+    assert result.passed, result.nodes[~result.nodes["passed"]]
+    assert result.coverage_summary["order of an unsorted topk"] == 2
+    faulty = onnxsight.verify(prog, onnx_model=scale_value(prog.model_proto, "linear", 1.01))
+    assert list(faulty.root_causes["value"])[:1] == ["linear"]
+
+
 def test_sort_indices_that_are_a_graph_output_are_still_compared() -> None:
     class Argsort(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

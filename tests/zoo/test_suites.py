@@ -22,7 +22,8 @@ TRANSFORMERS_MODELS = {"bert", "distilbert", "gpt2", "t5", "bart", "llama", "mis
                        "gpt_bigcode", "gptj", "stablelm", "starcoder2", "olmo", "mixtral", "qwen2_moe", "olmoe",
                        "marian", "mbart", "pegasus", "m2m_100", "deit", "beit", "dinov2", "levit", "poolformer",
                        "efficientnet", "mobilevit", "wav2vec2", "hubert", "wavlm", "audio_spectrogram_transformer",
-                       "llama_dynamic_cache", "qwen2_dynamic_cache", "mistral_dynamic_cache"}
+                       "llama_dynamic_cache", "qwen2_dynamic_cache", "mistral_dynamic_cache", "ernie",
+                       "conditional_detr", "siglip2"}
 TRICKY_MODELS = {"lstm", "gru_bidirectional", "packed_speech_lstm", "vgg_head", "attention", "cond", "encoder_functions", "index_put_inplace", "cumsum",
                  "topk_sort", "einsum", "stft", "dict_io", "python_scalars"}
 

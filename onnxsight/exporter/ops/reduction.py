@@ -227,6 +227,15 @@ def aten_all(b: GraphBuilder, self: Value) -> Value:
     return _any_all(b, "ReduceMin", self, None, False)
 
 
+@translation(aten._is_all_true.default)
+def aten_is_all_true(b: GraphBuilder, self: Value) -> Value:
+    """_is_all_true(Tensor self) -> Tensor
+
+    What ``torch._check_tensor_all`` (transformers' ``torch_compilable_check``: SigLIP-2) records before its assert;
+    the assert is a no-op in the graph, so this value is usually removed as dead code."""
+    return _any_all(b, "ReduceMin", self, None, False)
+
+
 @translation(aten.all.dim, aten.all.dims)
 def aten_all_dim(b: GraphBuilder, self: Value, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Value:
     """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor  (also all.dim)"""

@@ -36,24 +36,33 @@ def padding_masks(graph: Graph, inputs: dict[tuple[str, str], int] | None = None
     ``inputs`` counts the attentions rewritten per (graph input the mask comes from, scores' dtype) (for the note
     ONX008)."""
     done = 0
-    made: dict[tuple[str, int], str] = {}   # (key-padding value, scores dtype) -> the additive mask made from it
+    # (key-padding value, scores dtype, queries) -> the additive mask made from it: the mask has the queries' axis,
+    # so a decoder's cross-attention (DETR's object queries) over the encoder's padded keys gets its own
+    made: dict[tuple[str, int, object], str] = {}
     checked: dict[tuple, str | None] = {}   # every layer adds the same mask: its subgraph is run once
     for where, softmax, add in guarded_adds(graph):
         found = _padding_mask(graph, add, checked)
         if found is None:
             continue
         index, keys = found
-        dtype = graph.elem_type(add.output[0])
-        if (keys, dtype) not in made:
-            made[(keys, dtype)] = _additive_mask(graph, keys, dtype, add, add.input[1 - index])
+        dtype, scores = graph.elem_type(add.output[0]), add.input[1 - index]
+        made_key = (keys, dtype, _queries(graph, scores))
+        if made_key not in made:
+            made[made_key] = _additive_mask(graph, keys, dtype, add, scores)
         if inputs is not None:
             for name in _graph_inputs_of(graph, keys):
                 key = (name, str(to_torch(dtype)).removeprefix("torch."))
                 inputs[key] = inputs.get(key, 0) + 1
-        graph.set_input(add, index, made[(keys, dtype)])
+        graph.set_input(add, index, made[made_key])
         graph.replace_uses(where.output[0], softmax.output[0])
         done += 1
     return done
+
+
+def _queries(graph: Graph, scores: str) -> int | str | None:
+    """The queries' count (axis 2) of 4-D ``scores``: an int, or its symbol."""
+    shape = graph.symbolic_shape(scores) or ()
+    return shape[2] if len(shape) == 4 else None
 
 
 def _graph_inputs_of(graph: Graph, value: str) -> list[str]:

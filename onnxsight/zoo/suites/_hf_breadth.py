@@ -72,6 +72,16 @@ def _pixels(size: int = 32) -> dict[str, torch.Tensor]:
     return {"pixel_values": torch.randn(2, 3, size, size)}
 
 
+def _detection() -> dict[str, torch.Tensor]:
+    return _pixels(64)   # a ResNet backbone's last stage 2x2
+
+
+def _patches() -> dict[str, torch.Tensor]:
+    """SigLIP-2's text and NaFlex image inputs: 16 patches of 8x8x3 in a 4x4 grid per image."""
+    return {"input_ids": torch.randint(3, VOCAB, (2, 8)), "pixel_values": torch.randn(2, 16, 192),
+            "pixel_attention_mask": torch.ones(2, 16, dtype=torch.long), "spatial_shapes": torch.tensor([[4, 4]] * 2)}
+
+
 def _audio() -> dict[str, torch.Tensor]:
     return {"input_values": torch.randn(2, 400)}
 
@@ -82,6 +92,7 @@ def _spectrogram() -> dict[str, torch.Tensor]:
 
 INPUTS: dict[str, Callable[[], dict[str, torch.Tensor]]] = {
     "text": _text, "seq2seq": _seq2seq, "pixels": _pixels, "audio": _audio, "spectrogram": _spectrogram,
+    "detection": _detection, "patches": _patches,
 }
 
 ENCODERS = ("text", "encoder")
@@ -100,6 +111,8 @@ ARCHS: tuple[Arch, ...] = (
                                                                    pos_att_type=["p2c", "c2p"]),
          "text", ENCODERS, TEXT_DYNAMIC),
     Arch("mpnet", "MPNetConfig", "MPNetModel", TEXT, "text", ENCODERS, TEXT_DYNAMIC),
+    # its example is left-padded: verify's size 1 once cut it to padding only (ONX008)
+    Arch("ernie", "ErnieConfig", "ErnieModel", TEXT, "text", ENCODERS, TEXT_DYNAMIC),
     Arch("mobilebert", "MobileBertConfig", "MobileBertModel",
          dict(TEXT, embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16, num_feedforward_networks=2),
          "text", ENCODERS, TEXT_DYNAMIC),
@@ -172,6 +185,18 @@ ARCHS: tuple[Arch, ...] = (
     Arch("mobilevit", "MobileViTConfig", "MobileViTModel",
          dict(image_size=32, hidden_sizes=[16, 16, 16], neck_hidden_sizes=[8, 8, 16, 16, 16, 32, 64],
               num_attention_heads=2, initializer_range=0.3), "pixels", ("vision", "hybrid"), IMAGE_DYNAMIC),
+    # the encoder's padding mask read by the decoder's cross-attention from 5 object queries
+    Arch("conditional_detr", "ConditionalDetrConfig", "ConditionalDetrForObjectDetection",
+         dict(use_timm_backbone=False, use_pretrained_backbone=False, d_model=HIDDEN, encoder_layers=1,
+              decoder_layers=1, encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN,
+              decoder_ffn_dim=FFN, num_queries=5, num_labels=3,
+              backbone_config=dict(model_type="resnet", embedding_size=8, hidden_sizes=[8, 16, 16, 32],
+                                   depths=[1, 1, 1, 1], out_features=["stage4"])),
+         "detection", ("vision", "detection"), IMAGE_DYNAMIC),
+    # NaFlex patches; torch._check_tensor_all on the grid (aten._is_all_true)
+    Arch("siglip2", "Siglip2Config", "Siglip2Model",
+         dict(text_config=TEXT, vision_config=dict(VIT, num_patches=16)), "patches", ("vision", "text", "attention"),
+         {"input_ids": TOKENS, "pixel_values": BATCH, "pixel_attention_mask": BATCH, "spatial_shapes": BATCH}),
     # audio
     Arch("wav2vec2", "Wav2Vec2Config", "Wav2Vec2Model", AUDIO, "audio", ("audio", "encoder"), AUDIO_DYNAMIC),
     Arch("hubert", "HubertConfig", "HubertModel", AUDIO, "audio", ("audio", "encoder"), AUDIO_DYNAMIC),

@@ -172,3 +172,21 @@ def test_dynamic_sizes() -> None:
     for want, got in zip(expected, program(x), strict=True):
         assert got.shape == want.shape
         assert torch.allclose(got.to(want.dtype), want, atol=1e-5, rtol=1e-4)
+
+
+class CheckedPositions(torch.nn.Module):
+    """SigLIP-2's ``torch_compilable_check``: torch._check_tensor_all records aten._is_all_true and an assert."""
+
+    def forward(self, shapes: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        torch._check_tensor_all((shapes > 0).all(-1), lambda: "positions must have a positive size")
+        return x * shapes.prod(-1, keepdim=True)
+
+
+def test_check_tensor_all_exports_its_all_true_as_all() -> None:
+    import onnxsight
+
+    shapes, x = torch.tensor([[4, 4], [2, 8]]), torch.randn(2, 3)
+    program = onnxsight.export(CheckedPositions(), (shapes, x), dynamic_shapes=({0: "batch"}, {0: "batch"}),
+                               verify=True)
+    assert program.verification.passed
+    torch.testing.assert_close(program(shapes, x)[0], CheckedPositions()(shapes, x))
