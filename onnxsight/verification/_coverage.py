@@ -37,8 +37,8 @@ NO_RESULT = "no ONNX result"            # paired, but ONNX Runtime returned noth
 # shapes (``other_layout``), counted as this
 OTHER_LAYOUT = "held by a fused op in another layout"
 _HELD_BY = "held by "
-REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, UNSORTED, NON_TENSOR, NO_COUNTERPART,
-           OPTIMIZED_AWAY, OTHER_LAYOUT, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
+REASONS = (COMPARED, GRAPH_INPUT, WEIGHT, FOLDED, RANDOM, UNINITIALISED, TIE_ORDER, UNSORTED, NON_TENSOR,
+           NO_COUNTERPART, OPTIMIZED_AWAY, OTHER_LAYOUT, OUTPUTS_ONLY, NOT_REACHED, NO_RESULT)
 # Values both sides hold identically without computing them: an output that is one of them needs no row.
 _EXACT_BY_CONSTRUCTION = frozenset({GRAPH_INPUT, WEIGHT, FOLDED})
 COLUMNS = ("value", "fx_node", "target", "compared", "reason")
