@@ -153,8 +153,8 @@ def _judge(failed: Sequence[tuple[dict, np.ndarray, np.ndarray, Any]], model: on
             verdict = (f"{added:.2g} quantization steps more, {'within' if within else 'beyond'} the tolerance "
                        f"of {tolerance.quantization_steps:g}")
         elif excess is not None:
-            verdict = (f"{'no element' if within else f'{excess} elements'} further from PyTorch than there by more than "
-                       f"the tolerance (atol={bounds.atol:g}, rtol={bounds.rtol:g}): "
+            verdict = (f"{'no element' if within else f'{excess} elements'} further from PyTorch than there by "
+                       f"more than the tolerance (atol={bounds.atol:g}, rtol={bounds.rtol:g}): "
                        + ("float rounding of fused kernels, as the graph's own" if within else "beyond it"))
         else:
             verdict = f"beyond the tolerance (atol={bounds.atol:g}, rtol={bounds.rtol:g})"
@@ -245,11 +245,13 @@ def _level_name(session_options: Any) -> str:
     return str(session_options.graph_optimization_level).rsplit(".", 1)[-1]
 
 
-def _float_excess(expected: np.ndarray, base: np.ndarray, actual: np.ndarray, bounds: Any) -> int:
+def _float_excess(expected: np.ndarray, base: np.ndarray, actual: np.ndarray, bounds: Any) -> int | None:
     """How many elements of ``actual`` (the deployed session's) are further from ``expected`` (PyTorch's) than
     ``base`` (the unoptimised graph's) by more than ``bounds`` allow: 0 where fused kernels only round as
     differently as the graph run whole already does (a deep CNN's float32 drift, MobileNetV2's 2e-4 at values
-    up to 6, smaller than PyTorch's own float32 error against float64)."""
+    up to 6, smaller than PyTorch's own float32 error against float64). None where the shapes differ."""
+    if np.iscomplexobj(expected) or np.shape(expected) != np.shape(actual):
+        return None
     want, have, plain = (np.asarray(a, dtype=np.float64) for a in (expected, actual, base))
     allowed = bounds.atol + bounds.rtol * np.abs(want)
     worse = np.abs(have - want) - np.abs(plain - want) > allowed

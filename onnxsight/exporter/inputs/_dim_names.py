@@ -116,7 +116,7 @@ def _debug_name(node: Any, *, own_only: bool = False) -> str | None:
 
 def _example_size(node: Any) -> Any:
     """The example's size of the axis ``node`` stands for (None where torch does not say)."""
-    # NOTE: ``backed_var_to_val``, not ``var_to_val``: reading the older name emits a FutureWarning on the user's console
+    # NOTE: ``backed_var_to_val``: reading ``var_to_val`` emits a FutureWarning on the user's console
     sizes = getattr(node.shape_env, "backed_var_to_val", None) or {}
     return sizes.get(getattr(node, "_expr", None))
 
