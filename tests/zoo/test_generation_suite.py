@@ -22,7 +22,7 @@ MODELS = {"gen_llama", "gen_llama_mha", "gen_qwen2", "gen_gpt2", "gen_bart", "ge
           "gen_mistral", "gen_gemma2", "gen_phi3", "gen_opt", "gen_gpt_neox", "gen_bloom", "gen_mbart", "gen_pegasus",
           "gen_qwen3", "gen_phi", "gen_gptj", "gen_codegen", "gen_stablelm", "gen_olmo2", "gen_granite",
           "gen_starcoder2", "gen_gpt_bigcode", "gen_mixtral", "gen_qwen2_moe", "gen_cohere", "gen_m2m100",
-          "gen_blenderbot_small", "gen_mt5"}
+          "gen_blenderbot_small", "gen_mt5", "gen_mpt", "gen_gemma3", "gen_gpt_neo", "gen_llama4", "gen_deepseek_v3"}
 
 
 def _task(model: str, tmp_path) -> dict:
@@ -34,7 +34,8 @@ def test_the_suite_has_the_decoders_and_encoder_decoders() -> None:
     specs = load_suite("generation").specs
     assert {s.name for s in specs} == MODELS
     assert all(s.generation_steps == 16 and "generation" in s.tags for s in specs)
-    assert {"grouped-query", "decoder", "encoder-decoder", "audio", "sliding-window", "alibi"} <= {
+    assert {"grouped-query", "decoder", "encoder-decoder", "audio", "sliding-window", "alibi", "complex-rotary",
+            "latent-attention"} <= {
         t for s in specs for t in s.tags}
 
 
