@@ -246,10 +246,11 @@ DYNAMIC_DIM_SPECIALIZED = define(
 
 ALL_CAPTURE_FAILED = define(
     "CAP006", "all-capture-strategies-failed", E,
-    "every capture strategy failed ({strategies}); last error: {error_type}: {error}",
+    "every capture strategy failed ({strategies}); last error: {error_type}: {error}{raised_at}",
     "Fix the first error reported for each strategy.",
     what="Reports that no capture strategy produced a graph, with an error that none of the "
-         "more specific CAP rules classifies.",
+         "more specific CAP rules classifies, and the model's line that raised it where the error's "
+         "traceback has one (a `view` in transformers' modeling file, below the user's call).",
     why="Nothing can be exported without a graph; the CAP001 diagnostics before it give each "
         "strategy's error.",
     example="""

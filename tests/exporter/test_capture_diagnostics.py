@@ -482,6 +482,27 @@ def test_a_model_that_runs_eagerly_but_does_not_capture_keeps_cap006() -> None:
     assert "CAP006" in codes and "CAP025" not in codes
 
 
+def test_cap006_names_the_library_line_that_raised() -> None:
+    """transformers' Autoformer with a dynamic batch: a `view` in its attention raises while tracing (it runs
+    eagerly, so not CAP025). CAP006 named only the user's call; it names the modeling file's line too."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.AutoformerConfig(prediction_length=4, context_length=24, lags_sequence=[1, 2, 3],
+                                           num_time_features=2, d_model=16, encoder_layers=1, decoder_layers=1,
+                                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
+                                           decoder_ffn_dim=16)
+    model = transformers.AutoformerModel(config).eval()
+    inputs = {"past_values": torch.randn(2, 27), "past_time_features": torch.randn(2, 27, 2),
+              "past_observed_mask": torch.ones(2, 27), "future_time_features": torch.randn(2, 4, 2),
+              "future_values": torch.randn(2, 4)}
+    with pytest.raises(onnxsight.exporter.CaptureError) as info:
+        onnxsight.export(model, (), kwargs=inputs, dynamic_shapes={name: {0: "batch"} for name in inputs})
+    [found] = [d for d in info.value.diagnostics if d.code == "CAP006"]
+    assert "(raised at `attn_weights = attn_weights.view(" in found.message
+    assert "modeling_autoformer.py:" in found.message
+    assert found.location.file == __file__   # the user's call
+
+
 def test_the_eager_call_that_finds_the_models_error_leaves_its_buffers_as_they_were() -> None:
     class CountsThenBreaks(torch.nn.Module):
         def __init__(self) -> None:

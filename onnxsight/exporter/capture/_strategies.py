@@ -495,10 +495,13 @@ def _capture(model: torch.nn.Module, args: tuple, kwargs: dict[str, Any], dynami
         return None
     frames = traceback_frames(exc)
     location = user_frame(frames)
+    user, library = model_line(frames)
+    raised = library or user  # CAP006: the model's line the error came from (a view in transformers' modeling file)
     ctx.emit(rule, location=location, stack=frames, strategy=strategy, error=_short(exc),
              error_type=type(exc).__name__, strategies=", ".join(s for s, _ in failures),
              dims="the dynamic dims", cause=audit.cause(location, refused.library_origin(exc)),
-             subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "")
+             subject=refused.uint8_mask(exc) or refused.unflattenable_output(exc) or "",
+             raised_at=f" (raised at {audit.cause(raised)})" if raised not in (None, location) else "")
     return None
 
 
